@@ -59,6 +59,8 @@ the profiled process's.
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
     python -m benchmarks.scale --question 200,2000   # a decision's question alone
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
+    python -m benchmarks.scale --scale 0.1 --forecasts 5   # decisions, forecasts off and on
+    python -m benchmarks.scale --refresh 1000        # one forecast refresh's CPU, alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
 Argo's Workflow CRD is read from ../shared/data/argo).
@@ -86,6 +88,7 @@ import yaml
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
 from tests.airflow_data import PASSWORD
@@ -159,6 +162,55 @@ def histogram(text: str, name: str) -> list[tuple[float, float]]:
             bound = float(found[1])
             counts[bound] = counts.get(bound, 0.0) + float(found[2])
     return sorted(counts.items())
+
+
+def refreshes(text: str) -> dict[str, Any] | None:
+    """The operator's forecast refreshes (``idlegate_forecast_refresh_seconds``): how many,
+    their mean and largest CPU (ms; the largest as its histogram bucket's bound); None
+    when it made none (forecasts off)."""
+    buckets = histogram(text, "idlegate_forecast_refresh_seconds")
+    total = re.search(r"^idlegate_forecast_refresh_seconds_sum\{.*\} (\S+)$", text, re.M)
+    if not buckets or not buckets[-1][1] or total is None:
+        return None
+    n = buckets[-1][1]
+    top = next(bound for bound, count in buckets if count == n)
+    return {
+        "count": int(n),
+        "mean_cpu_ms": round(float(total[1]) * 1000 / n, 1),
+        "max_cpu_ms_le": top * 1000,
+    }
+
+
+def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, float]:
+    """CPU milliseconds (median of `repeat`) of one forecast refresh of a pool with `waiting`
+    workflows waiting (benchmarks/forecast.py's k8s-batch state), in its two parts: the
+    event loop's (the fork, and taking the result back) and the worker thread's (the
+    replays), as the operator's refresh does them (no operator)."""
+    from statistics import median
+
+    from benchmarks.forecast import waiting_state
+    from idlegate.api.forecast_refresh import ForecastRefresh, compute
+
+    cluster = waiting_state(waiting, scheduler)
+    loop_ms, thread_ms = [], []
+    for _ in range(repeat):
+        refresh = ForecastRefresh(
+            cluster,
+            lambda: (make_scheduler(scheduler), scheduler, None),
+            now=lambda: cluster.now,
+            later=lambda key, at, fire: None,
+            write=lambda moved: None,
+        )
+        began = time.process_time()
+        snap = refresh.request()
+        forked = time.process_time()
+        result, _ = compute(snap, refresh.replays, refresh.budget)
+        computed = time.process_time()
+        refresh.take(snap, result, computed - forked)
+        taken = time.process_time()
+        loop_ms.append((forked - began + taken - computed) * 1000)
+        thread_ms.append((computed - forked) * 1000)
+    return {"loop_ms": median(loop_ms), "thread_ms": median(thread_ms)}
 
 
 def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
@@ -242,10 +294,12 @@ def run(
     namespace: str,
     nodes: int,
     queues: int = 0,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One run on `api`'s `nodes` Nodes (the module docstring): the operator's output into
-    `log`, under the command `wrap` if given; the figures. With `queues`, the default pool
-    has that many queues (`queues_file`) and the i-th DagWorkflow names queue i mod it."""
+    `log`, under the command `wrap` if given, with the flags `extra`; the figures. With
+    `queues`, the default pool has that many queues (`queues_file`) and the i-th
+    DagWorkflow names queue i mod it."""
     count = round(WORKFLOWS_FULL * scale)
     dags = [dag_workflow(i) for i in range(count)]
     if queues:
@@ -255,7 +309,7 @@ def run(
     names = {w["metadata"]["name"] for w in [*dags, *argos]}
     monitor = ClusterMonitor(api, namespace, names)
     metrics, health = free_port(), free_port()
-    flags = ("--argo", "--status-interval", "1", *POOLS[pool](nodes))
+    flags = ("--argo", "--status-interval", "1", *POOLS[pool](nodes), *extra)
     stack = ExitStack()
     if queues:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -376,6 +430,7 @@ def run(
         "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
         "decision_cpu_p99_ms": None if cpu_p99 is None else round(cpu_p99 * 1000, 2),
+        "forecast_refreshes": refreshes(sampler.text),
         "load_average": round(os.getloadavg()[0], 1),
         "harness_cores": round(harness / elapsed, 2),
         "operator": figures,
@@ -610,9 +665,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="with --queues: the same questions on the package at SRC too (another "
         "checkout's src/, the code before a change), printed beside these",
     )
+    parser.add_argument(
+        "--forecasts",
+        type=float,
+        metavar="SECONDS",
+        help="run twice, forecasts off then on (--forecast-interval SECONDS), on fresh "
+        "clusters, and report both runs' figures side by side",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=int,
+        metavar="WAITING",
+        help="only time one forecast refresh with WAITING workflows waiting (no operator)",
+    )
     args = parser.parse_args(argv)
     if args.question is not None and args.queues is not None:
         return queues_report(args.question, args.queues, args.against)
+    if args.refresh is not None:
+        cost = refresh_cost(args.refresh, args.scheduler)
+        print(
+            f"a forecast refresh at {args.refresh} waiting ({args.scheduler}): "
+            f"{cost['loop_ms']:.0f} ms of CPU in the event loop (fork, result taken), "
+            f"{cost['thread_ms']:.0f} ms in its worker thread (the replays)"
+        )
+        return {"refresh": cost}
     if args.argo_map is not None:
         cost = argo_map_cost(args.argo_map)
         print(f"one map of an Argo Workflow of {args.argo_map} steps: {cost:.0f} ms of CPU")
@@ -632,22 +708,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     full = args.scale >= 1
     steps = args.argo_steps if args.argo_steps is not None else ARGO_STEPS * full
     tasks = args.airflow_tasks if args.airflow_tasks is not None else AIRFLOW_TASKS * full
-    with cluster(nodes) as (api, namespace), tempfile.NamedTemporaryFile("w+") as tmp:
-        log = args.log.open("w") if args.log else tmp
-        report = run(
-            args.scale,
-            args.scheduler,
-            args.pool,
-            steps,
-            tasks,
-            shlex.split(args.wrap),
-            log,
-            api,
-            namespace,
-            nodes,
-            args.queues or 0,
-        )
-        api.assert_no_internal_errors()
+    runs = (
+        {"": ()}
+        if args.forecasts is None
+        else {
+            "forecasts_off": (),
+            "forecasts_on": ("--forecast-interval", f"{args.forecasts:g}"),
+        }
+    )
+    reports = {}
+    for name, extra in runs.items():
+        with cluster(nodes) as (api, namespace), tempfile.NamedTemporaryFile("w+") as tmp:
+            log = args.log.open("w") if args.log else tmp
+            reports[name] = run(
+                args.scale,
+                args.scheduler,
+                args.pool,
+                steps,
+                tasks,
+                shlex.split(args.wrap),
+                log,
+                api,
+                namespace,
+                nodes,
+                args.queues or 0,
+                extra,
+            )
+            api.assert_no_internal_errors()
+    if args.forecasts is not None:
+        for name, r in reports.items():
+            print(
+                f"{name}: decision p99 {r['decision_p99_ms']} ms (CPU {r['decision_cpu_p99_ms']} "
+                f"ms), {r['peak_waiting_workflows']} waiting at most, refreshes "
+                f"{r['forecast_refreshes']}"
+            )
+        report = {**reports["forecasts_on"], "forecasts": reports}
+    else:
+        report = reports[""]
     print(json.dumps(report))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))

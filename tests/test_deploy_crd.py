@@ -114,7 +114,9 @@ def test_printer_columns():
     columns = {
         c["name"]: c for c in committed_crd()["spec"]["versions"][0]["additionalPrinterColumns"]
     }
-    assert list(columns) == ["Phase", "Suspended", "Stages", "JCT", "Idle", "Policy", "Age"]
+    assert list(columns) == [
+        "Phase", "Suspended", "Stages", "JCT", "Idle", "Policy", "Start", "Finish", "Age"
+    ]  # fmt: skip
     assert columns["Phase"]["jsonPath"] == ".status.phase"
     assert (columns["Suspended"]["jsonPath"], columns["Suspended"]["type"]) == (
         ".spec.suspend",
@@ -127,6 +129,12 @@ def test_printer_columns():
     assert columns["JCT"]["jsonPath"] == ".status.jctSeconds"
     assert columns["Idle"]["jsonPath"] == ".status.idleInsertedSeconds"
     assert columns["Policy"]["jsonPath"] == ".status.policy"
+    # the forecast's times as text: a date column would print "<invalid>" for a time ahead
+    for name, field in (("Start", "start"), ("Finish", "finish")):
+        assert (columns[name]["jsonPath"], columns[name]["type"]) == (
+            f".status.forecast.{field}",
+            "string",
+        )
     assert (columns["Age"]["jsonPath"], columns["Age"]["type"]) == (
         ".metadata.creationTimestamp",
         "date",

@@ -24,6 +24,7 @@ from idlegate import __version__
 from idlegate.api.podsecurity import Level
 from idlegate.api.status import HISTORY_SAMPLES
 from idlegate.cli_forecast import forecast_app
+from idlegate.cli_whatif import register as register_what_if
 from idlegate.dashboard.commands import register as register_dashboard
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.advise import AdviseConfig
@@ -315,6 +316,7 @@ history_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(history_app, name="history")
+register_what_if(forecast_app)  # (`idlegate forecast FILE`: idlegate.cli_whatif)
 app.add_typer(forecast_app, name="forecast")
 
 
@@ -677,6 +679,11 @@ def advise(
             pool,
         )
     typer.echo(to_markdown(advice))
+    from idlegate.api.forecast_refresh import accuracy
+    from idlegate.sim.history import load_history
+
+    if (said := accuracy(load_history(history))) is not None:  # (the operator's sink has them)
+        typer.echo(said)
     for p in (write_advice(advice, out) if out is not None else {}).values():
         typer.echo(f"wrote {p}", err=True)
 

@@ -20,7 +20,7 @@ of its ExecutorPool: `idlegate.api.queueing.queue_status`), whether it has start
 
 Positions and reasons are the admission's own result (:func:`waiting_in_order`: the
 computation that decided, never worked out again); :func:`forecast_of` reads the forecast
-the operator keeps.
+of the pool's last refresh.
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
 core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
@@ -89,10 +89,14 @@ def reason_of(cluster: Any, job: Any) -> str:
 
 
 def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
-    """The forecast of `job` (in the pool of `core`), if the operator keeps one: today an
-    attribute ``forecast`` of its workflow (the job's payload: a Forecast, an Unavailable,
-    or a ``status.forecast`` mapping) that no kind sets yet, so None ("no forecast yet").
-    Point it at the forecaster's result (e.g. what the pool's last refresh kept)."""
+    """The forecast of `job` (in the pool of `core`): what the pool's last refresh kept for
+    its workflow (`core.forecasts`, owner uid -> forecast: `api.forecast_refresh`), for
+    every kind; else an attribute ``forecast`` of its workflow (a Forecast, an Unavailable
+    or a ``status.forecast`` mapping); else None ("no forecast yet")."""
+    owner = _owner(job)
+    kept = getattr(core, "forecasts", None)
+    if kept and owner is not None and (found := kept.get(owner.uid)) is not None:
+        return found
     found = getattr(job.payload, "forecast", None)
     if found is None or isinstance(found, Forecast | Unavailable):
         return found

@@ -4,11 +4,20 @@ Service, NetworkPolicy and ``kubectl port-forward`` reach it as ``/metrics``).""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp.web
+import yaml
 
+from idlegate.api.crd import KIND
+from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, scheduler_copy, what_if
+from idlegate.api.forecast_status import dump_forecast
+from idlegate.api.routing import NoPlaceError
 from idlegate.api.visibility import PATH, narrow, pending
+from idlegate.errors import IdlegateError
 
 
 def add_visibility(app: aiohttp.web.Application, pools: Callable[[], object]) -> None:
@@ -37,3 +46,48 @@ def add_visibility(app: aiohttp.web.Application, pools: Callable[[], object]) ->
         return aiohttp.web.json_response(found)
 
     app.router.add_get(PATH, serve)
+    app.router.add_post(WHAT_IF_PATH, what_if_route(pools))
+
+
+def what_if_route(pools: Callable[[], Any]) -> Any:
+    """``POST /visibility/forecast`` with a DagWorkflow (YAML or JSON): placed by the one
+    door (`Pools.place`: its pool, queue and priority by its namespace and labels), added
+    to a fork of its pool's state now, replayed under a copy of the pool's scheduler in a
+    worker thread; answers ``{"pool", "queue", "forecast"}`` (``status.forecast``'s shape)
+    or 400/404/503 with ``{"error": sentence}``. Nothing is created."""
+
+    async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
+        def error(status: int, why: str) -> aiohttp.web.Response:
+            return aiohttp.web.json_response({"error": why}, status=status)
+
+        found = pools()
+        if found is None:
+            return error(503, "this operator replica does not lead (or starts); ask again")
+        try:
+            body = yaml.safe_load(await request.text())
+        except yaml.YAMLError as exc:
+            return error(400, f"the body is not YAML or JSON ({exc})")
+        if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
+            return error(400, f"the body is not a {KIND} (kind: {KIND}, with a spec)")
+        try:
+            placed = found.place(KIND, body)
+            bridge = found.bridges[placed.pool]
+            core = bridge.core
+            policy = scheduler_copy(core.scheduler, core.spec, core.decider.learns)
+            snap, job_id = what_if(
+                core.cluster, policy, body, placed.queue, placed.priority, bridge.now()
+            )
+            refresh = getattr(bridge, "forecasts", None)
+            # (a copy: the loop records scores while the thread reads them)
+            calibration = None if refresh is None else copy.deepcopy(refresh.calibration)
+            forecast = await asyncio.to_thread(answer, snap, job_id, calibration=calibration)
+        except NoPlaceError as exc:  # (its pool or queue is missing: it would wait for it)
+            return error(404, str(exc))
+        except IdlegateError as exc:
+            return error(400, str(exc))
+        admission = core.cluster.admission
+        queue = admission.queues[placed.queue].name if admission is not None else ""
+        doc = {"pool": placed.pool, "queue": queue, "forecast": dump_forecast(forecast)}
+        return aiohttp.web.json_response(doc)
+
+    return serve

@@ -427,8 +427,7 @@ class Operator:
         if self.shadow is not None:
             self.shadow.close()
         if self._pools is not None:
-            if self.bridge.planning is not None:
-                self.bridge.planning.close()
+            self.bridge.close_workers()
             self.bridge.history.close()  # (its queued records are written first)
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:

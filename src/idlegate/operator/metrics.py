@@ -172,6 +172,25 @@ class MetricFamilies:
             "on it; --plan-budget-ms bounds it).",
             buckets=PLANNING_BUCKETS,
         )
+        self.forecast_error = histogram(
+            "idlegate_forecast_error_seconds",
+            "Absolute error of a workflow's first forecast made while it waited, once it "
+            "started (which=start) and finished (which=finish).",
+            "queue",
+            "which",
+            buckets=JCT_BUCKETS,
+        )
+        self.forecast_refresh_seconds = histogram(
+            "idlegate_forecast_refresh_seconds",
+            "CPU seconds of one forecast refresh, in its worker thread (decisions never wait "
+            "on it).",
+            buckets=PLANNING_BUCKETS,
+        )
+        self.forecast_refresh_errors = counter(
+            "idlegate_forecast_refresh_errors",
+            "Forecast refreshes that failed as a whole (logged as a Warning); the pool's "
+            "workflows keep their last forecast.",
+        )
         self.plans_dropped = counter(
             "idlegate_plans_dropped",
             "Plans dropped as stale: the set of workflows changed while they were made "

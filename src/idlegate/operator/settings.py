@@ -243,6 +243,11 @@ class Settings(Config):
     future that started still runs to its end). Decisions never wait on a plan: they are
     made by the policy followed meanwhile."""
 
+    forecast_interval: float = Field(0.0, ge=0)
+    """Seconds of the operator's clock between two forecasts of each pool's waiting
+    workflows (and a refresh follows each arrival and end), into status.forecast and the
+    visibility API (docs/forecast.md); 0: no forecasts. deploy/ sets 30."""
+
     history_file: Path | None = None
     """A JSON Lines history file (on a volume) that gets one record per finished workflow,
     for `idlegate history export --from-sink` and replays (docs/workloads.md); None: none

@@ -128,6 +128,9 @@ class Core(Lifecycle):
         ``--scheduler``'s, an ExecutorPool's policy), which a finished workflow's status
         and history record name, so a replay rebuilds what ran; None for a scheduler object
         (tests, embedding), whose spec is unknown."""
+        self.forecasts: dict[str, Any] = {}
+        """Owner uid -> its last forecast (the edge's refresh keeps it; the visibility API
+        reads it: `api.visibility.forecast_of`)."""
         self.intents = Outbox()
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0

@@ -16,6 +16,7 @@ from functools import cached_property
 from heapq import heappop, heappush
 from typing import Any
 
+from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, dump_forecast
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -211,6 +212,10 @@ class Workflow:
         """Stages whose wait for an executor an Event said (once each)."""
         self.unfit: dict[str, str] = {}
         """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
+        self.forecast: Forecast | Unavailable | None = None
+        """Its last forecast written (``status.forecast``: `api.forecast_refresh`)."""
+        self.forecast_made: Forecast | None = None
+        """Its first forecast made while it waited (its history record's)."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or
@@ -255,7 +260,7 @@ class Workflow:
         done = sum(s.complete for s in self.job.stages)
         total = len(self.stages)
         job, completion = self.job, self.completion
-        return dump(
+        out = dump(
             WorkflowStatus(
                 observed_generation=self.generation,
                 phase=self.phase,
@@ -281,6 +286,9 @@ class Workflow:
                 history_recorded=self.history_recorded or None,
             )
         )
+        if self.forecast is not None:
+            out["forecast"] = dump_forecast(self.forecast)
+        return out
 
     def measured(
         self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
@@ -306,6 +314,11 @@ class Workflow:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
         where they change)."""
         gen = self.generation
+        if isinstance(self.forecast, Unavailable) and self.phase not in FINISHED:  # (why)
+            reason = self.forecast.reason
+            self.conditions.set(UNAVAILABLE_REASON, True, UNAVAILABLE_REASON, reason, gen, now)
+        else:
+            self.conditions.remove(UNAVAILABLE_REASON)
         if self.phase in FINISHED:  # why: the condition set as it ended (`Core._finished`)
             ended = self.conditions.get("Failed" if self.phase is Phase.FAILED else "Complete")
             why = ended.message if ended is not None else ""

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from idlegate.api.forecast_refresh import ForecastRefresh
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
@@ -34,6 +35,7 @@ from idlegate.operator.core.intents import (
     CancelTimer,
     CancelWrites,
     Intent,
+    LiveStatus,
     Outcome,
     PatchStatus,
     Readable,
@@ -110,6 +112,8 @@ class Bridge:
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
+        self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
+        """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
 
     def use_worker(self) -> None:
         """The worker of the policy deciding now (a reload closes the old one first)."""
@@ -130,6 +134,13 @@ class Bridge:
         self.metrics.info.labels(policy.name).set(1)
         self.metrics.policy_errors.labels(policy.name)
         self.handle(Schedule(force=True))
+
+    def close_workers(self) -> None:
+        """Stop the planner's or portfolio's worker and the forecasts (their work is dropped)."""
+        if self.planning is not None:
+            self.planning.close()
+        if self.forecasts is not None:
+            self.forecasts.close()
 
     @property
     def lanes(self) -> Lanes:
@@ -231,6 +242,8 @@ class Bridge:
             outputs_left = self.core.intents.take()
         self.carry([*outputs_left, *outputs] if outputs_left else outputs)
         core = self.core
+        if self.forecasts is not None:
+            self.forecasts.changed()
         if self.pool_status is not None and core.reporter is not None:
             counts = (core.busy, len(core.cluster.jobs), len(core.workflows))
             if counts != self._counts:  # (batched by the status lane: `status_interval`)
@@ -311,6 +324,31 @@ class Bridge:
             return
         policy = namespace_policy(namespace, self.settings.pod_security)
         self.handle(Admit(body, pods, policy, schedule=False, fail=again.fail))
+
+
+def forecasts(bridge: Bridge) -> ForecastRefresh:
+    """The pool's forecast refresh: its DagWorkflows' statuses written (batched) when
+    their forecast moved; the visibility API reads the forecasts of every kind."""
+    core = bridge.core
+
+    def scheduler() -> tuple[Scheduler, str | None, Any]:
+        return core.scheduler, core.spec, core.decider.learns
+
+    def write(moved: list[Any]) -> None:
+        bridge.carry([PatchStatus(wf.owner, LiveStatus(wf), urgent=False) for wf in moved])
+
+    refresh = ForecastRefresh(
+        core.cluster,
+        scheduler,
+        now=bridge.now,
+        later=bridge.later,
+        write=write,
+        metrics=bridge.metrics,
+        interval=bridge.settings.forecast_interval,
+        key=f"forecast:{bridge.metrics.pool}",
+    )
+    core.forecasts = refresh.shown
+    return refresh
 
 
 async def read_workflow(

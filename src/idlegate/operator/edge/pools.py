@@ -559,8 +559,7 @@ class Pools:
             bridge.handle(Leave(wf.owner))
             _leaving(wf, owners, carried)
         bridge.handle(Schedule())
-        if bridge.planning is not None:
-            bridge.planning.close()
+        bridge.close_workers()
         bridge.metrics.remove()  # (a rebuilt pool declares its series again)
         return owners
 

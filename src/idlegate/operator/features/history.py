@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from idlegate.api.forecast_refresh import history_forecast
 from idlegate.api.history import history_workflow, object_history
 from idlegate.api.history_sink import HistorySink
 from idlegate.api.task_pods import Owner
@@ -89,7 +90,8 @@ class HistoryRecorder:
         record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
-        record = replace(record, pool=self.pool)  # (its policy: the status's scheduler)
+        made = history_forecast(wf.forecast_made, wf.job.first_start)  # (forecast vs actual)
+        record = replace(record, pool=self.pool, forecast=made)  # (policy: status's scheduler)
         self.write(record, wf.owner, lambda: self.emit([Recorded(wf)]))
 
     def finished_before(self, body: Mapping[str, Any]) -> None:

@@ -36,6 +36,7 @@ RECORD_KEYS = (
     "pool",
     "namespace",
     "labels",
+    "forecast",
 )
 """Top-level keys of what happened to a workflow (beside `arrival`)."""
 
@@ -58,6 +59,12 @@ class MeasuredDurations:
         if not row:
             return self.estimates[stage]
         return row[int(u.next() * len(row))]
+
+
+FORECAST_KEYS = ("madeAt", "start", "finish", "startedAt")
+"""A record's ``forecast``: when its first forecast was made while it waited, the start
+and finish it forecast, and when it really started (its finish: arrival + jctSeconds), in
+the operator clock's epoch seconds (`startedAt` may be absent)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ class HistoryWorkflow:
     """Its namespace (a queue's ``namespaces`` place it in a replay; None: not recorded)."""
     labels: Mapping[str, str] | None = field(default=None, hash=False, compare=True)
     """Its labels (``idlegate.io/queue`` places it in a replay; None: not recorded)."""
+    forecast: tuple[tuple[str, float], ...] | None = None
+    """Its first forecast and its real start (`FORECAST_KEYS`, as pairs; None: none)."""
 
     def durations(self) -> MeasuredDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
@@ -165,11 +174,35 @@ def history_record(workflow: HistoryWorkflow) -> dict[str, Any]:
             workflow.pool,
             workflow.namespace,
             None if workflow.labels is None else dict(workflow.labels),
+            None if workflow.forecast is None else dict(workflow.forecast),
         ),
         strict=True,
     )
     out.update({key: value for key, value in extra if value is not None})
     return out
+
+
+def _forecast(found: Any, where: str) -> tuple[tuple[str, float], ...]:
+    ok = isinstance(found, dict) and set(found) <= set(FORECAST_KEYS)
+    pairs = []
+    for key in FORECAST_KEYS if ok else ():
+        value = found.get(key)
+        if value is None and key == "startedAt":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            ok = False
+            break
+        pairs.append((key, float(value)))
+    if not ok:
+        raise SpecError(
+            f"{where}: forecast must be a mapping of madeAt, start, finish (and startedAt) "
+            f"in seconds, got {found!r}"
+        )
+    return tuple(pairs)
 
 
 def most_recorded(values: Sequence[Any]) -> Any:
@@ -212,6 +245,9 @@ def record_keys(top: dict[str, Any], where: str) -> dict[str, Any]:
         ):
             raise SpecError(f"{where}: labels must map label names to texts, got {labels!r}")
         out["labels"] = dict(labels)
+    forecast = top.get("forecast")
+    if forecast is not None:
+        out["forecast"] = _forecast(forecast, where)
     pool = top.get("poolSize")
     if pool is not None:
         if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:

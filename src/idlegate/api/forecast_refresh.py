@@ -1,0 +1,507 @@
+"""The operator's forecasts: one pool's refresh, kept forecasts and their errors.
+
+A pool's :class:`ForecastRefresh` runs `idlegate.sim.forecast.forecast` off the decision's
+path (docs/forecast.md, "In the operator"):
+
+* **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
+  the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after each
+  event); at most one refresh runs at a time, a change during one asks for the next, and
+  refreshes take at most `DUTY` of the time (a refresh of T seconds is followed by none
+  for T·(1/DUTY − 1)).
+* **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
+  state (`sim.rollout.planning_fork`, at the loop's time) and takes a copy of the pool's
+  scheduler (never the deciding one: each replay resets it); a worker thread runs
+  :func:`compute` on them; back in the loop :meth:`take` turns the result into each
+  workflow's `api.forecast_status` forecast. The forecast's seconds are the cluster's,
+  which are the operator clock's (the status's timestamps): no conversion is needed.
+* **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
+  `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
+  into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
+  meaningfully (`MOVED` seconds, or its position, or available ↔ unavailable), so that a
+  refresh does not rewrite every waiting workflow's status.
+* **How right.** The first forecast of each workflow made while it waited is kept
+  (:attr:`kept`) until it starts and ends; its absolute errors then go to
+  ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
+  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow, to its
+  history record (`Workflow.forecast_made`).
+
+A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
+`Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
+Warning and counted (``idlegate_forecast_refresh_errors_total``); decisions never wait on
+it. Pure but for the thread the worker runs in; no kopf, no API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.api.forecast_status import Forecast, Unavailable
+from idlegate.sim import forecast as sim_forecast
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.forecast_calibration import Calibration
+from idlegate.sim.protocol import Job, Scheduler
+from idlegate.sim.rollout import planning_fork
+
+log = logging.getLogger(__name__)
+
+INTERVAL = 30.0
+"""Seconds between two scheduled refreshes (``--forecast-interval``)."""
+DEBOUNCE = 2.0
+"""Seconds a change waits before its refresh (changes within them share one)."""
+MOVED = 5.0
+"""Seconds a forecast start or finish must move before a status is written again..."""
+RELATIVE = 0.1
+"""... and the share of how far ahead it is (a start in an hour moves 6 min first)."""
+FRONT = 10
+"""Positions among which any move is written (further back: a move of `RELATIVE`)."""
+REPLAYS = 20
+"""Replays per refresh (fewer when `BUDGET` runs out: a long queue gets one)."""
+DUTY = 0.2
+"""The share of the operator clock's time refreshes may take: after a refresh that took T
+seconds (fork, replays, result), the next waits until T·(1/DUTY − 1) has passed, so a pool
+whose workflows change all the time is not replayed back to back (the replays hold the
+interpreter's lock that the decisions need)."""
+
+
+Shown = Forecast | Unavailable
+
+
+@dataclass
+class Kept:
+    """The first forecast made while a workflow waited, kept until it starts and ends."""
+
+    job: Job
+    queue: str
+    forecast: Forecast
+    start: sim_forecast.Span
+    finish: sim_forecast.Span
+    started: bool = False
+
+
+@dataclass
+class Snapshot:
+    """What a refresh takes in the event loop: a fork, a scheduler copy, and who is who."""
+
+    fork: Cluster
+    scheduler: Scheduler
+    seed: int
+    owners: dict[int, Any] = field(default_factory=dict)
+    """Job id → its workflow (the job's payload: a Workflow or an ExternalJob)."""
+    jobs: dict[int, Job] = field(default_factory=dict)
+
+
+def scheduler_copy(
+    scheduler: Scheduler,
+    spec: str | None,
+    learns: Any = None,
+    cache: dict[str, Scheduler] | None = None,
+) -> Scheduler:
+    """The scheduler a refresh replays: built from the pool's `spec` (a portfolio,
+    `learns`, as the candidate it follows now: replaying it would replay its replays),
+    once per spec in `cache` (a model file is loaded once; each replay resets it), else a
+    deep copy of `scheduler` (an object given as it is: tests, embedding)."""
+    from idlegate.policy import make_scheduler
+
+    wanted = learns.following if learns is not None else spec
+    if wanted is None:
+        return copy.deepcopy(scheduler)
+    if cache is None:
+        return make_scheduler(wanted)
+    if wanted not in cache:
+        cache[wanted] = make_scheduler(wanted)
+    return cache[wanted]
+
+
+def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast.Forecast, float]:
+    """Worker thread: the forecast of the snapshot and the CPU seconds it took."""
+    began = time.thread_time()
+    result = sim_forecast.forecast(
+        snapshot.fork, snapshot.scheduler, seed=snapshot.seed, replays=replays, budget=budget
+    )
+    return result, time.thread_time() - began
+
+
+def moved(old: Shown | None, new: Shown) -> bool:
+    """Whether `new` differs from `old` enough to be written: available ↔ unavailable, a new
+    reason, a start or finish moved by more than `MOVED` seconds and `RELATIVE` of how far
+    ahead it is, or a position moved among the first `FRONT` or by `RELATIVE` of itself.
+    (Every start moves each later workflow of a long queue up by one: writing each of them
+    at every refresh would flood the API server for nothing the visibility API does not
+    say live.)"""
+    if old is None or type(old) is not type(new):
+        return True
+    if isinstance(new, Unavailable):
+        return not isinstance(old, Unavailable) or old.reason != new.reason
+    assert isinstance(old, Forecast)
+
+    def far(a: float, b: float) -> bool:
+        return abs(a - b) > max(MOVED, RELATIVE * (b - new.computed_at))
+
+    if far(old.start, new.start) or far(old.finish, new.finish):
+        return True
+    if old.position == new.position:
+        return False
+    if old.position is None or new.position is None:
+        return True
+    return min(old.position, new.position) <= FRONT or (
+        abs(old.position - new.position) > RELATIVE * old.position
+    )
+
+
+def _finite(*values: float) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Shown:
+    """A `sim.forecast` entry made at `made` as a status's forecast, its intervals widened
+    by `calibration` (start, finish)."""
+    if isinstance(entry, sim_forecast.Unavailable):
+        return Unavailable(made, entry.reason)
+    start = calibration["start"].widen(entry.start, made, earliest=made)
+    finish = calibration["finish"].widen(entry.finish, made, earliest=made)
+    if not _finite(*start, *finish):
+        return Unavailable(made, "it finishes beyond the forecast's horizon in some replays")
+    # (a replay's finish is never before its start, so neither are the quantiles)
+    return Forecast(
+        computed_at=made,
+        start=start.median,
+        start_interval=(start.low, start.high),
+        finish=finish.median,
+        finish_interval=(finish.low, finish.high),
+        position=entry.position,
+    )
+
+
+def queue_name(cluster: Cluster, job: Job) -> str:
+    admission = cluster.admission
+    return admission.queues[job.queue].name if admission is not None else ""
+
+
+class ForecastRefresh:
+    """One pool's forecasts (module docstring). `cluster`, `scheduler` (a callable: the
+    pool's deciding policy now), `spec` and `learns` say what to fork and replay; `later`
+    arms a timer on the operator's clock (`Bridge.later`); `write` takes the DagWorkflows
+    whose status must be written again; `metrics` the pool's (`operator.metrics.Metrics`)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        scheduler: Callable[[], tuple[Scheduler, str | None, Any]],
+        *,
+        now: Callable[[], float],
+        later: Callable[[str, float, Callable[[], Any]], None],
+        write: Callable[[list[Any]], None],
+        metrics: Any = None,
+        interval: float = INTERVAL,
+        debounce: float = DEBOUNCE,
+        replays: int = REPLAYS,
+        budget: int = sim_forecast.BUDGET,
+        key: str = "forecast",
+    ) -> None:
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.now, self.later, self.write, self.metrics = now, later, write, metrics
+        self.interval, self.debounce = interval, debounce
+        self.replays, self.budget, self.key = replays, budget, key
+        self.shown: dict[str, Shown] = {}
+        """Owner uid → its last forecast (what the visibility API and the page show)."""
+        self.kept: dict[int, Kept] = {}
+        """Job id → its first forecast made while it waited, until it starts and ends."""
+        self.calibration = {"start": Calibration(), "finish": Calibration()}
+        self.running: asyncio.Future[Any] | None = None
+        self.again = False
+        """A change came while a refresh ran: refresh again when it ends."""
+        self.refreshes = 0
+        self.taken = 0
+        """Refreshes whose result was taken back (last: after every workflow's forecast)."""
+        self.cpu: list[float] = []
+        """CPU seconds of each refresh's forecast (the benchmark reads them)."""
+        self._schedulers: dict[str, Scheduler] = {}
+        """The replays' schedulers by spec (used by one refresh at a time)."""
+        self.not_before = -math.inf
+        """No refresh starts before this (operator clock; `DUTY`)."""
+        self._began = 0.0
+        self._seen: tuple[int, int] = (0, -1)
+        self._armed_change = self._ticking = False
+        self._tick_at = -math.inf
+        """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
+        self._closed = False
+
+    # -- when ------------------------------------------------------------------------------
+
+    def changed(self) -> None:
+        """Event loop, after each event of the pool (cheap: two reads): if its workflows
+        changed (one arrived or ended), refresh `debounce` seconds from now, once for all
+        the changes meanwhile. The first call also arms the scheduled refresh."""
+        jobs = self.cluster.jobs
+        seen = (len(jobs), jobs[-1].id if jobs else -1)  # (ids grow: an arrival moves the last)
+        if seen == self._seen or self._closed:
+            return
+        self._seen = seen
+        now = self.now()
+        if not self._ticking or now > self._tick_at + self.interval:  # (none, or lost)
+            self._ticking = True
+            self._tick_at = now + self.interval
+            self._arm(self.key, self._tick_at, self._tick)
+        if not self._armed_change:
+            self._armed_change = True
+            self._arm(f"{self.key}-change", self.now() + self.debounce, self._on_change)
+
+    def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
+        async def fired() -> None:
+            fire()
+
+        try:
+            self.later(key, at, fired)
+        except RuntimeError:  # (timers not started: a pool driven by hand refreshes by `poke`)
+            self._armed_change = self._ticking = False
+
+    def _tick(self) -> None:
+        if self._closed:
+            return
+        self._tick_at = self.now() + self.interval
+        self.poke()
+        self._arm(self.key, self._tick_at, self._tick)
+
+    def _on_change(self) -> None:
+        self._armed_change = False
+        self.poke()
+
+    def poke(self) -> None:
+        """Event loop: start a refresh now, unless one runs (then one follows it)."""
+        if self._closed:
+            return
+        if self.running is not None:
+            self.again = True
+            return
+        now = self.now()
+        if now < self.not_before:  # (the duty cap: once, when it allows)
+            if not self._armed_change:
+                self._armed_change = True
+                self._arm(f"{self.key}-change", self.not_before, self._on_change)
+            return
+        self._began = now
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (a pool driven without a loop: refresh in place)
+            snapshot = self.request()
+            self.take(snapshot, *compute(snapshot, self.replays, self.budget))
+            return
+        try:
+            snapshot = self.request()
+        except Exception as exc:  # a refresh never stops the pool
+            self._failed(exc)
+            return
+        work = functools.partial(compute, snapshot, self.replays, self.budget)
+        self.running = loop.run_in_executor(self._executor, work)
+        self.running.add_done_callback(functools.partial(self._ended, snapshot))
+
+    def _ended(self, snapshot: Snapshot, running: asyncio.Future[Any]) -> None:
+        self.running = None
+        if self._closed or running.cancelled():
+            return
+        try:
+            self.take(snapshot, *running.result())
+        except Exception as exc:
+            self._failed(exc)
+        if self.again:
+            self.again = False
+            self.poke()
+
+    def _failed(self, exc: Exception) -> None:
+        log.warning(
+            "A forecast refresh failed (%s: %s); the pool decides on.", type(exc).__name__, exc
+        )
+        if self.metrics is not None:
+            self.metrics.forecast_refresh_errors.inc()
+
+    async def idle(self) -> None:
+        """Until no refresh runs (tests)."""
+        while self.running is not None:
+            await asyncio.wait([self.running])
+            await asyncio.sleep(0)
+
+    def close(self) -> None:
+        self._closed = True
+        if self.running is not None:
+            self.running.cancel()
+            self.running = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- the work --------------------------------------------------------------------------
+
+    def request(self) -> Snapshot:
+        """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
+        forecasts whose workflow started or ended since are scored first."""
+        now = self.now()
+        self.score(now)
+        fork = planning_fork(self.cluster)
+        if fork.now < now:
+            fork.advance(now)
+        policy, spec, learns = self.scheduler()
+        self.refreshes += 1
+        copied = scheduler_copy(policy, spec, learns, self._schedulers)
+        snap = Snapshot(fork, copied, self.refreshes)
+        for job in self.cluster.jobs:
+            snap.owners[job.id] = job.payload
+            snap.jobs[job.id] = job
+        return snap
+
+    def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
+        """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes
+        each workflow's forecast; the DagWorkflows whose forecast moved are written."""
+        self.cpu.append(cpu)
+        now = self.now()
+        self.not_before = now + max(0.0, now - self._began) * (1 / DUTY - 1)
+        if self.metrics is not None:
+            self.metrics.forecast_refresh_seconds.observe(cpu)
+        made, dirty = result.now, []
+        for entry in result.workflows:
+            job = snap.jobs.get(entry.job_id)
+            payload = snap.owners.get(entry.job_id)
+            owner = getattr(payload, "owner", None)
+            if job is None or owner is None or job.finish is not None:
+                continue  # (ended meanwhile: nothing to show)
+            shown = as_shown(entry, made, self.calibration)
+            if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
+                assert isinstance(entry, sim_forecast.WorkflowForecast)
+                queue = queue_name(self.cluster, job)
+                self.kept[job.id] = Kept(job, queue, shown, entry.start, entry.finish)
+                if hasattr(payload, "forecast_made"):  # (its history record says it)
+                    payload.forecast_made = shown
+            old = self.shown.get(owner.uid)
+            self.shown[owner.uid] = shown
+            if hasattr(payload, "forecast") and moved(old, shown):
+                payload.forecast = shown
+                dirty.append(payload)
+        live = {o.uid for j in self.cluster.jobs if (o := getattr(j.payload, "owner", None))}
+        for uid in [u for u in self.shown if u not in live]:
+            del self.shown[uid]
+        if dirty:
+            self.write(dirty)
+        self.taken += 1
+
+    def score(self, now: float) -> list[tuple[str, str, float]]:
+        """Kept forecasts whose workflow started (or ended) since: their absolute errors to
+        the metric and the calibration; returns (queue, which, error) of each."""
+        out = []
+        live = {j.id for j in self.cluster.jobs}
+        for job_id, kept in list(self.kept.items()):
+            job, f = kept.job, kept.forecast
+            if job.finish is None and job_id not in live:  # (deleted, or moved to another pool)
+                del self.kept[job_id]
+                continue
+            if not kept.started and job.first_start is not None:
+                kept.started = True
+                out.append((kept.queue, "start", abs(job.first_start - f.start)))
+                self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
+            if job.finish is not None:
+                out.append((kept.queue, "finish", abs(job.finish - f.finish)))
+                self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
+                del self.kept[job_id]
+        if self.metrics is not None:
+            for queue, which, error in out:
+                self.metrics.forecast_error.labels(queue, which).observe(error)
+        return out
+
+
+# -- in the history, and advise's line --------------------------------------------------------
+
+
+def history_forecast(
+    made: Forecast | None, started: float | None
+) -> tuple[tuple[str, float], ...] | None:
+    """A finished workflow's record's ``forecast`` (`sim.history.records.FORECAST_KEYS`):
+    its first forecast made while it waited, `made`, and its real start; None: none."""
+    if made is None:
+        return None
+    pairs = [("madeAt", made.computed_at), ("start", made.start), ("finish", made.finish)]
+    return tuple(pairs + ([("startedAt", started)] if started is not None else []))
+
+
+def accuracy(records: Iterable[Any]) -> str | None:
+    """`idlegate advise`'s line on the forecasts a history file recorded (records with a
+    ``forecast``, an arrival and a JCT): median and p90 absolute error of the start and the
+    finish; None when none has one."""
+    starts, finishes = [], []
+    for r in records:
+        found = dict(r.forecast or ())
+        if not found or r.arrival is None or r.jct is None:
+            continue
+        finishes.append(abs(r.arrival + r.jct - found["finish"]))
+        if "startedAt" in found:
+            starts.append(abs(found["startedAt"] - found["start"]))
+    if not finishes:
+        return None
+
+    def q(values: list[float], p: float) -> str:
+        ordered = sorted(values)
+        return f"{ordered[min(len(ordered) - 1, int(p * len(ordered)))]:.0f} s" if values else "-"
+
+    return (
+        f"Forecasts recorded for {len(finishes)} workflows: start error median {q(starts, 0.5)}, "
+        f"p90 {q(starts, 0.9)}; finish error median {q(finishes, 0.5)}, p90 {q(finishes, 0.9)} "
+        "(each workflow's first forecast made while it waited, against what happened)."
+    )
+
+
+# -- what if: "if I submit this now, when does it start and finish?" --------------------------
+
+WHAT_IF_PATH = "/visibility/forecast"
+"""Where the operator answers a what-if (POST a DagWorkflow, YAML or JSON)."""
+WHAT_IF_ID = -1
+"""The job id the what-if's workflow gets in its fork (no live job has it)."""
+
+
+def what_if(
+    cluster: Cluster,
+    scheduler: Scheduler,
+    body: Any,
+    queue: int,
+    priority: int,
+    now: float,
+) -> tuple[Snapshot, int]:
+    """Event loop: a fork of the pool (`cluster`) at `now` with the DagWorkflow `body` added
+    as it would arrive now, in its `queue` with its `priority` (`Pools.place`'s), and the
+    scheduler to replay (a copy); the fork's id of the added job. SpecError (a sentence):
+    `body` is not a DagWorkflow the operator would admit."""
+    from idlegate.errors import SpecError
+    from idlegate.sim.dag import Dag
+    from idlegate.sim.durations import MeasuredDurations
+    from idlegate.sim.spec import parse_workflow
+
+    if not isinstance(body, dict):
+        raise SpecError("the what-if's body is not a DagWorkflow (a mapping with a spec)")
+    spec = parse_workflow(body.get("spec"), "spec")
+    fork = planning_fork(cluster)
+    if fork.now < now:
+        fork.advance(now)
+    name = str((body.get("metadata") or {}).get("name") or "what-if")
+    model = MeasuredDurations([s.task_duration_seconds for s in spec.stages]).frozen()
+    job = fork.add_job(Dag.from_spec(spec), fork.now, name, model)
+    job.queue, job.priority = queue, priority
+    return Snapshot(fork, scheduler, 0, jobs={job.id: job}), job.id
+
+
+def answer(
+    snap: Snapshot,
+    job_id: int,
+    replays: int = REPLAYS,
+    budget: int = sim_forecast.BUDGET,
+    calibration: dict[str, Calibration] | None = None,
+) -> Shown:
+    """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
+    result, _ = compute(snap, replays, budget)
+    entry = result.of(job_id)
+    fresh = {"start": Calibration(), "finish": Calibration()}
+    return as_shown(entry, result.now, calibration or fresh)

@@ -1,0 +1,85 @@
+"""``idlegate forecast FILE``: if I submit this DagWorkflow now, when does it start and
+finish? Asks the operator's what-if endpoint (`idlegate.api.visibility_http`), which
+forks its pool's live state, adds the workflow as its placement would, and replays it
+(docs/forecast.md, "What if"). Nothing is created.
+
+``idlegate forecast FILE`` is ``idlegate forecast what-if FILE``: a first argument that is
+no command of the group is taken as the file (:class:`FileOrCommand`)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from idlegate.api.forecast_refresh import WHAT_IF_PATH
+from idlegate.api.forecast_status import describe, parse_forecast
+from idlegate.errors import IdlegateError
+
+DEFAULT_URL = "http://localhost:9090"
+
+
+class FileOrCommand(TyperGroup):
+    """A group whose first argument, when it names none of its commands, is what-if's FILE."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["what-if", *args]
+        return super().parse_args(ctx, args)
+
+
+def ask(url: str, text: str) -> dict[str, Any]:
+    """POST `text` (a DagWorkflow) to the operator at `url`; its answer, or IdlegateError."""
+    full = url.rstrip("/") + WHAT_IF_PATH
+    request = urllib.request.Request(
+        full, data=text.encode(), method="POST", headers={"Content-Type": "application/yaml"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        said = json.loads(exc.read() or b"{}").get("error") or exc.reason
+        raise IdlegateError(f"the operator answers {exc.code}: {said}") from None
+    except (OSError, ValueError) as exc:
+        raise IdlegateError(
+            f"cannot reach the operator at {full} ({exc}); forward its metrics port "
+            "(kubectl -n idlegate-system port-forward svc/idlegate-operator-metrics 9090)"
+        ) from None
+
+
+def register(group: typer.Typer) -> None:
+    """Add ``what-if`` to the ``forecast`` group, and let ``forecast FILE`` mean it."""
+    group.info.cls = FileOrCommand
+
+    @group.command("what-if")
+    def what_if(
+        file: Annotated[Path, typer.Argument(help="A DagWorkflow YAML (as for kubectl apply).")],
+        url: Annotated[
+            str, typer.Option("--url", help="The operator's metrics port (port-forwarded).")
+        ] = DEFAULT_URL,
+        as_json: Annotated[bool, typer.Option("--json", help="The answer as JSON.")] = False,
+    ) -> None:
+        """If FILE were submitted now, when would it start and finish (the live pool's
+        forecast, with 80 % intervals)? Nothing is created."""
+        try:
+            try:
+                text = file.read_text()
+            except OSError as exc:
+                raise IdlegateError(f"cannot read {file} ({exc.strerror})") from None
+            doc = ask(url, text)
+            forecast = parse_forecast(doc)
+        except IdlegateError as exc:
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if as_json:
+            typer.echo(json.dumps(doc, indent=2))
+            return
+        where = f"pool {doc.get('pool')}" + (f", queue {doc['queue']}" if doc.get("queue") else "")
+        typer.echo(f"{file.name} ({where}): {describe(forecast, time.time())}")

@@ -1,0 +1,246 @@
+"""A pool's forecast refresh (idlegate.api.forecast_refresh): every workflow gets a forecast
+(or why not), only moved ones are written again, at most one refresh runs, a change
+debounces into one refresh, and a kept forecast's error is measured once its workflow
+started and finished. The operator's own wiring is in tests/test_e2e_forecast.py."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from idlegate.api.forecast_refresh import ForecastRefresh, moved
+from idlegate.api.forecast_status import Forecast, Unavailable
+from idlegate.api.task_pods import Owner
+from idlegate.api.visibility import pending
+from idlegate.policy.heuristics import FifoScheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations
+from tests.clocks import run_in_loop_time
+from tests.helpers import chain
+
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class Held:
+    """A workflow as the operator's kinds keep one: its owner, durations, last forecast."""
+
+    owner: Owner
+    durations: MeasuredDurations
+    forecast: Any = None
+    forecast_made: Any = None
+
+
+class Raising(FifoScheduler):
+    name = "raising"
+
+    def decide(self, view: Any) -> Any:
+        raise RuntimeError("the policy's model file is corrupt")
+
+
+def busy_pool(n: int = 4) -> Cluster:
+    """One executor, `n` one-stage workflows of 100 s arriving at T0: the first runs."""
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    for i in range(n):
+        owner = Owner("t", f"w{i}", f"uid-{i}", "DagWorkflow")
+        cluster.add_job(chain(100.0), T0, f"w{i}", Held(owner, MeasuredDurations([100.0])))
+    while cluster.decide_once(FifoScheduler(), T0) is not None:
+        pass
+    return cluster
+
+
+def refresh_of(cluster: Cluster, scheduler: Any = None, **kw: Any) -> tuple[ForecastRefresh, list]:
+    written: list[list[Any]] = []
+    timers: dict[str, tuple[float, Any]] = {}
+    refresh = ForecastRefresh(
+        cluster,
+        lambda: (scheduler or FifoScheduler(), None, None),
+        now=lambda: cluster.now,
+        later=lambda key, at, fire: timers.__setitem__(key, (at, fire)),
+        write=written.append,
+        **kw,
+    )
+    refresh.timers = timers  # type: ignore[attr-defined]
+    return refresh, written
+
+
+def test_every_workflow_gets_a_forecast_and_only_a_moved_one_is_written_again():
+    cluster = busy_pool()
+    refresh, written = refresh_of(cluster)
+    refresh.poke()  # (no loop: in place)
+    (first,) = written
+    assert [h.owner.name for h in first] == ["w0", "w1", "w2", "w3"]
+    for i, job in enumerate(cluster.jobs):
+        f = job.payload.forecast
+        assert isinstance(f, Forecast) and refresh.shown[f"uid-{i}"] is f
+        # FIFO on one executor, 100 s each: w_i starts at 100·i, finishes 100 s later
+        assert f.start == pytest.approx(T0 + 100 * i) and f.finish == pytest.approx(f.start + 100)
+        assert f.position == (None if i == 0 else i)
+    assert sorted(refresh.kept) == [1, 2, 3]  # (forecasts made while they waited)
+    assert cluster.jobs[1].payload.forecast_made is cluster.jobs[1].payload.forecast
+    refresh.poke()
+    assert len(written) == 1  # (nothing moved: no status write)
+
+
+def test_a_policy_that_raises_makes_every_forecast_unavailable_with_why():
+    cluster = busy_pool(2)
+    refresh, _ = refresh_of(cluster, Raising())
+    refresh.poke()
+    f = cluster.jobs[1].payload.forecast
+    assert isinstance(f, Unavailable)
+    assert f.reason == (
+        "the scheduler raising raised RuntimeError: the policy's model file is corrupt"
+    )
+    pools = type("P", (), {})()
+    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
+    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    (w,) = pending(pools)["pools"][0]["queues"][0]["waiting"]
+    assert w["forecast"]["unavailable"].startswith("the scheduler raising raised")
+
+
+def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
+    cluster = busy_pool(2)
+    refresh, _ = refresh_of(cluster)
+    refresh.poke()
+    kept = refresh.kept[1].forecast
+    # the first task runs 130 s, not 100: the second starts and ends 30 s late
+    cluster.advance(T0 + 130)
+    cluster.task_finished(0, T0 + 130)  # (the pool's one executor)
+    while cluster.decide_once(FifoScheduler(), T0 + 130) is not None:
+        pass
+    assert refresh.score(T0 + 130) == [("", "start", pytest.approx(30.0))]
+    assert 1 in refresh.kept  # (until it finishes)
+    cluster.advance(T0 + 240)
+    cluster.task_finished(0, T0 + 240)
+    assert refresh.score(T0 + 240) == [("", "finish", pytest.approx(T0 + 240 - kept.finish))]
+    assert refresh.kept == {}
+
+
+def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time():
+    async def scenario() -> None:
+        cluster = busy_pool(3)
+        refresh, written = refresh_of(cluster, debounce=2.0, interval=30.0)
+        refresh.changed()
+        refresh.changed()  # (nothing changed since: no second timer)
+        assert sorted(refresh.timers) == ["forecast", "forecast-change"]  # type: ignore[attr-defined]
+        at, fire = refresh.timers.pop("forecast-change")  # type: ignore[attr-defined]
+        assert at == T0 + 2.0
+        await fire()
+        assert refresh.running is not None
+        refresh.poke()  # (one runs: the next follows it)
+        assert refresh.again
+        await refresh.idle()
+        assert refresh.refreshes == 2 and len(written) == 1
+        refresh.close()
+
+    run_in_loop_time(scenario())
+
+
+def test_moved_means_seconds_position_or_kind():
+    f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
+    later = Forecast(T0 + 9, T0 + 64, (T0 + 30, T0 + 120), T0 + 604, (T0 + 400, T0 + 900), 2)
+    assert not moved(f, later)
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 700, (T0, T0 + 900), 2))
+    assert moved(f, Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0, T0 + 900), 1))
+    assert moved(f, Unavailable(T0, "no")) and moved(None, f)
+
+
+def test_nothing_waits_on_a_refresh_in_a_loop():
+    async def scenario() -> None:
+        cluster = busy_pool(2)
+        refresh, written = refresh_of(cluster)
+        refresh.poke()
+        assert written == []  # (the worker thread has it; the loop goes on)
+        await refresh.idle()
+        assert len(written) == 1 and refresh.cpu and refresh.cpu[0] >= 0
+        refresh.close()
+
+    asyncio.run(scenario())
+
+
+@dataclass
+class Foreign:
+    """An Argo Workflow's or Airflow run's job as the operator holds it (`ExternalJob`):
+    its owner, and no status of ours to write (no ``forecast`` attribute)."""
+
+    owner: Owner
+
+
+def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written():
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    kinds = [("DagWorkflow", "dwf"), ("Workflow", "argo"), ("DAGRun", "airflow")]
+    for kind, name in kinds:
+        owner = Owner("t", name, f"uid-{name}", kind)
+        payload: Any = Held(owner, MeasuredDurations([100.0])) if name == "dwf" else Foreign(owner)
+        cluster.add_job(chain(100.0), T0, name, payload)
+    while cluster.decide_once(FifoScheduler(), T0) is not None:
+        pass
+    refresh, written = refresh_of(cluster)
+    refresh.poke()
+    assert [[h.owner.name for h in w] for w in written] == [["dwf"]]  # (ours only)
+    pools = type("P", (), {})()
+    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
+    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    listed = {w["kind"]: w for w in pending(pools)["pools"][0]["queues"][0]["waiting"]}
+    assert set(listed) == {"Workflow", "DAGRun"}  # (the DagWorkflow runs)
+    # FIFO on one executor, 100 s each: argo next, then airflow
+    assert listed["Workflow"]["forecast"]["start"] == "2027-01-15T08:01:40Z"
+    assert listed["DAGRun"]["forecast"]["start"] == "2027-01-15T08:03:20Z"
+
+
+def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(tmp_path):
+    import json
+
+    from idlegate.api.forecast_refresh import accuracy, history_forecast
+    from idlegate.sim.history import load_history
+
+    made = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
+    stage = {"name": "s", "tasks": 1, "taskDurationSeconds": 100}
+    old = {"name": "old", "arrival": T0, "jctSeconds": 500.0, "stages": [stage]}
+    new = {**old, "name": "new", "forecast": dict(history_forecast(made, T0 + 90) or ())}
+    path = tmp_path / "history.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (old, new)) + "\n")
+    first, second = load_history(path)
+    assert first.forecast is None  # (an older file stays readable)
+    assert dict(second.forecast or ()) == {
+        "madeAt": T0, "start": T0 + 60, "finish": T0 + 600, "startedAt": T0 + 90
+    }  # fmt: skip
+    # started 30 s late; finished at T0 + 500, 100 s before the forecast
+    assert accuracy([first, second]) == (
+        "Forecasts recorded for 1 workflows: start error median 30 s, p90 30 s; finish error "
+        "median 100 s, p90 100 s (each workflow's first forecast made while it waited, against "
+        "what happened)."
+    )
+    assert accuracy([first]) is None
+    path.write_text(json.dumps({**old, "forecast": {"start": "soon"}}) + "\n")
+    with pytest.raises(Exception, match="forecast must be a mapping of madeAt, start, finish"):
+        load_history(path)
+
+
+def test_refreshes_take_at_most_their_duty_of_the_time():
+    cluster = busy_pool(2)
+    ticks = iter(range(100))
+    refresh, _ = refresh_of(cluster)
+    refresh.now = lambda: T0 + next(ticks)  # (each reading of the clock: one second later)
+    refresh.poke()  # began at T0, its snapshot at T0 + 1, taken back at T0 + 2
+    assert refresh.not_before == T0 + 2 + 2 * (1 / 0.2 - 1)
+    refresh.poke()  # (T0 + 3: too soon; once, when the cap allows)
+    assert refresh.refreshes == 1
+    assert refresh.timers["forecast-change"][0] == refresh.not_before  # type: ignore[attr-defined]
+
+
+def test_a_far_forecast_or_a_long_queue_moving_up_by_one_is_not_written_again():
+    def at(start: float, position: int) -> Forecast:
+        return Forecast(T0, start, (start, start), start + 60, (start + 60, start + 60), position)
+
+    assert not moved(at(T0 + 3600, 200), at(T0 + 3900, 199))  # (5 min of an hour; one up)
+    assert moved(at(T0 + 3600, 200), at(T0 + 4100, 200))  # (more than a tenth)
+    assert moved(at(T0 + 3600, 200), at(T0 + 3600, 170))  # (15 % closer to the front)
+    assert moved(at(T0 + 60, 10), at(T0 + 60, 9))  # (the front: every move)
