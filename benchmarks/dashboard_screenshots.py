@@ -33,7 +33,12 @@ from tests.k8s.harness import serving_crd
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/img"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("docs/img"),
+        help="the folder the two PNGs go to (default: docs/img, the docs' tracked copies)",
+    )
     out = parser.parse_args().out
     browser_path = chromium()
     if browser_path is None:

@@ -401,7 +401,7 @@ def pages(names: Sequence[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_command) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="pages (default: README.md and docs/)")
     parser.add_argument("--slow", action="store_true", help="also the runs marked slow")
     parser.add_argument("--fix", action="store_true", help="write the new figures in")

@@ -205,11 +205,18 @@ QUEUES = "- {name: team-a, nominal: {pods: 4}}\n"
 NAMING = "name: w\nqueueName: team-zzz\nstages:\n- {name: a, tasks: 2, taskDurationSeconds: 3}\n"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: team-a\nnominal: {pods: 4}\n",  # one queue, not in a list
+        "team-a: {nominal: {pods: 4}}\nteam-b: {nominal: {pods: 4}}\n",  # keyed by name
+    ],
+)
 def test_a_queues_file_that_is_no_list_is_refused_by_lint_as_by_simulate(
-    tmp_path: Path, workflow: Path
+    tmp_path: Path, workflow: Path, text: str
 ):
     queues = tmp_path / "queues.yaml"
-    queues.write_text("name: team-a\nnominal: {pods: 4}\n")  # one queue, not in a list
+    queues.write_text(text)
     said = "give a non-empty list of queues"
     one_error(invoke("simulate", "-w", "file", "--file", str(workflow), "--queues", str(queues)))
     linted = invoke("lint", str(queues))

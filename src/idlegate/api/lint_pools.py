@@ -149,13 +149,17 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
 def is_queue_file(doc: Any) -> bool:
     """Whether a document is a ``--queues`` file's (the operator's default pool's and
     `simulate`'s), good or bad: a list of mappings each with a ``nominal`` quota and no
-    ``kind``, or, with no ``kind``, a mapping of ``queues`` or one queue not in a list
-    (which `simulate --queues` refuses, so lint does too)."""
+    ``kind``, or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
+    queues keyed by their names (the last two `simulate --queues` refuses, so lint does
+    too)."""
     if isinstance(doc, list):
         return bool(doc) and all(
             isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc
         )
-    return isinstance(doc, Mapping) and "kind" not in doc and ("nominal" in doc or "queues" in doc)
+    if not isinstance(doc, Mapping) or "kind" in doc:
+        return False
+    by_name = bool(doc) and all(isinstance(q, Mapping) and "nominal" in q for q in doc.values())
+    return "nominal" in doc or "queues" in doc or by_name
 
 
 @dataclass

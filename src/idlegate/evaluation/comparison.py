@@ -137,8 +137,9 @@ class WorkloadOptions(Config):
     Unset: the pool is one bin of --resources."""
     queues: Path | None = None
     """A YAML file of the pool's queues (docs/queues.md): each workflow waits in the queue
-    its file's ``queueName`` names, else the default one. Unset: the workload's own
-    (``-w teams``), else one queue."""
+    it names (queueName, or its label idlegate.io/queue), else in the queue of its
+    namespace, else in the default one. Unset: the workload's own (-w teams), else one
+    queue."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
     """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
     burstiness=20 (options per workload: docs/workloads.md)."""
