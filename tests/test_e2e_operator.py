@@ -347,7 +347,18 @@ def test_kubectl_apply_get_and_describe(api, ns, kubelet, monitor):
     assert status["phase"] == "Succeeded"
     # extract 5 s -> right 8 s (left's 4 s beside it) -> merge 3 s
     assert status["jctSeconds"] >= 16 - 0.5
-    header = ["NAME", "PHASE", "SUSPENDED", "STAGES", "JCT", "IDLE", "POLICY", "AGE"]
+    header = [
+        "NAME",
+        "PHASE",
+        "SUSPENDED",
+        "STAGES",
+        "JCT",
+        "IDLE",
+        "POLICY",
+        "START",
+        "FINISH",
+        "AGE",
+    ]
     assert table[0].split() == header
     # (the Suspended cell is blank: the emulator applies no schema default to spec.suspend)
     rows = {line.split()[0]: line.split() for line in table[1:]}

@@ -330,6 +330,7 @@ def test_registry_names():
         "recurring",
         "shift",
         "teams",
+        "shared",
         "file",
         "swf",
         "lublin",

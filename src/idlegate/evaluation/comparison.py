@@ -214,7 +214,8 @@ class CompareConfig(Config):
 
     workload: Annotated[str, Flag("-w")] = "tpch-like"
     """Workload: synthetic, tpch, tpch-like, mixed, bursty, k8s-batch, argo-shapes,
-    airflow-shapes, alibaba, follow, push, recurring, shift, teams, file, swf, lublin."""
+    airflow-shapes, alibaba, follow, push, recurring, shift, teams, shared, file, swf,
+    lublin."""
     schedulers: Schedulers = Field(
         parse_list("fifo,fair,sjf-cp,weighted-fair"), validate_default=True
     )
