@@ -3,7 +3,8 @@
 **A round.** After `every` newly finished workflows, or `period` seconds of the
 scheduler's clock after the last round if a workflow finished since (minute-scale pods
 finish a few an hour), the last `window` finished workflows are
-replayed in the simulator from an empty pool of the live size, once per candidate, with
+replayed in the simulator from an empty pool of the live size (under its queues, each
+workflow in the queue it was in), once per candidate, with
 their recorded arrivals and duration models and the same seed for every candidate
 (common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
 the replayed workflows (`seeds` > 1 averages that many seeds). The tuned families are
