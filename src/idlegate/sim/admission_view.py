@@ -40,6 +40,8 @@ class QueueView:
         shares: Shares,
     ) -> None:
         self._cluster = cluster
+        self.whole = cluster
+        """The cluster the view narrows (the pool: every queue's jobs, its whole size)."""
         self.queue = queue
         self.jobs = jobs
         """The queue's jobs in the system, in arrival order."""

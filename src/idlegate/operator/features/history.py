@@ -43,10 +43,16 @@ log = logging.getLogger(__name__)
 
 def replay_arrival(wf: Workflow) -> JobArrival | None:
     """`wf`, just finished, as a replay's arrival: its arrival, DAG and measured durations
-    (its record's: what a portfolio's window replays, `Decider.learns`)."""
+    (its record's: what a portfolio's window replays, `Decider.learns`), and the queue it
+    names and its namespace, so a replay under the pool's queues places it as the pool did."""
     name = f"{wf.owner.namespace}/{wf.owner.name}"
     record = history_workflow(name, wf.spec, wf.status())
-    return None if record is None else JobArrival(wf.arrival, name, wf.dag, record.durations())
+    if record is None:
+        return None
+    queue, namespace = wf.spec.queue_name, wf.owner.namespace
+    return JobArrival(
+        wf.arrival, name, wf.dag, record.durations(), queue=queue, namespace=namespace
+    )
 
 
 class HistoryRecorder:

@@ -174,6 +174,7 @@ def play_round(
         carriers=config.carriers if why == "carried" else None,
         untrained=tuple(sorted(request.untrained)),
         heavy=request.heavy,
+        queues=max(1, len(request.queues)),
         present=dict(present.costs) if present else {},
         present_jobs=present.jobs if present else 0,
         safe=request.safe if config.guard is not None else None,

@@ -3,7 +3,8 @@
 **A round.** After `every` newly finished workflows, or `period` seconds of the
 scheduler's clock after the last round if a workflow finished since (minute-scale pods
 finish a few an hour), the last `window` finished workflows are
-replayed in the simulator from an empty pool of the live size, once per candidate, with
+replayed in the simulator from an empty pool of the live size (under its queues, each
+workflow in the queue it was in), once per candidate, with
 their recorded arrivals and duration models and the same seed for every candidate
 (common random numbers; `replay_portfolio`). A candidate's *score* is the mean JCT of
 the replayed workflows (`seeds` > 1 averages that many seeds). The tuned families are
@@ -30,6 +31,7 @@ from idlegate.sim.dag import summarised
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import replay_workload as _replay_workload
 from idlegate.sim.protocol import Scheduler
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import ResourceVector
 
 __all__ = [
@@ -71,12 +73,16 @@ def replay_portfolio(
     moving_delay: float = 0.0,
     resources: ResourceVector | None = None,
     unfinished: int = 0,
+    queues: Sequence[QueueSpec] = (),
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
     on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
     seeds seed, seed + 1, …: every candidate sees the same arrivals and the same seeds
     (common random numbers). The last `unfinished` of `window` are workflows not finished
-    when the round began (`Scores.unfinished` marks them)."""
+    when the round began (`Scores.unfinished` marks them). With `queues` (the live pool's)
+    the replay runs under the same admission, each workflow in the queue it was in
+    (`sim.queues.queue_of`), so a candidate is judged on the pool it would run; none:
+    one queue, no quotas."""
     # a workflow of thousands of stages costs a replay per stage, and what a round weighs
     # is its completion time: its summary (`sim.dag.summarised`) tells about as much
     shown = [
@@ -88,6 +94,8 @@ def replay_portfolio(
     workload = _replay_workload(
         shown, num_executors, moving_delay=moving_delay, resources=resources
     )
+    if queues:
+        workload = replace(workload, queues=tuple(queues))
     n = len(workload.jobs)
     # (the replay orders the window by arrival, stably: `times` and `late` in that order)
     order = sorted(range(n), key=lambda i: window[i].time)
@@ -157,6 +165,8 @@ class ReplayRequest:
     not replayed, not followed."""
     resources: ResourceVector | None = None
     """The live pool's resources beyond its pods (None: a pods-only pool)."""
+    queues: tuple[QueueSpec, ...] = ()
+    """The live pool's queues, that the replay runs under (empty: one queue, no quotas)."""
     present: Cluster | None = None
     """A fork of the pool when the round began (`sim.rollout.planning_fork`), for the
     present check (`present.from_present`; None: no check)."""

@@ -187,6 +187,8 @@ class Choice:
     candidate followed and the one it is compared with (empty: none replayed)."""
     unfinished_count: int = 0
     """The replay's workflows unfinished when the round began."""
+    queues: int = 1
+    """The queues the replay ran under (the live pool's; 1: one queue, no quotas)."""
 
     @property
     def why(self) -> str:
@@ -261,6 +263,7 @@ class Choice:
             "affected": self.affected,
             "unfinished": {k: _finite(v) for k, v in self.unfinished.items()},
             "unfinished_count": self.unfinished_count,
+            "queues": self.queues,
             "text": self.text,
             "why": self.why,
         }

@@ -110,7 +110,8 @@ from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
-from idlegate.sim.protocol import WAIT, Action, ClusterView, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Job, Scheduler
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import planning_fork
 
 __all__ = ["CHANGE_MIN", "PortfolioScheduler", "SchedulerBuilder", "segments"]
@@ -182,6 +183,8 @@ class PortfolioScheduler:
         self._trust = Trust()
         self._pace = Pace()
         self._standings = Standings()
+        self._queues: tuple[QueueSpec, ...] = ()
+        """The pool's queues when it last decided (empty: one queue, no quotas)."""
 
     def reset(self, rng: Any) -> None:
         """Start of a run: seeds and followers' streams come from `rng` (the run's)."""
@@ -293,6 +296,10 @@ class PortfolioScheduler:
         arrival watch); record those that finished (``records=cluster``), or forget those
         that left the view (``records=fed``: `record` is given the finished ones)."""
         arrivals = self._arrivals
+        # (asked through a queue's view, the portfolio still follows the pool's workload:
+        # another queue's jobs arrive between its questions, with lower ids than those seen)
+        view = _pool(view)
+        self._queues = _queues_of(view)
         arrived = arrivals.arrived(view.jobs)
         if self.config.watch:
             first = arrivals.seen - len(arrived)
@@ -312,7 +319,7 @@ class PortfolioScheduler:
         for rec in done[arrivals.done_seen :]:
             if rec.id in arrivals.jobs:  # (every job that ran was seen at a decision)
                 job = arrivals.jobs.pop(rec.id)
-                new.append(JobArrival(job.arrival, job.name, job.dag, job.payload))
+                new.append(self._arrival(job, job.payload))
         arrivals.done_seen = len(done)
         self.record(new)
 
@@ -345,10 +352,17 @@ class PortfolioScheduler:
         with their duration models (``records=cluster``), or their estimates
         (``records=fed``: an operator's job carries its workflow, not a model)."""
         fed = self.config.records == "fed"
-        return [
-            JobArrival(j.arrival, j.name, j.dag, None if fed else j.payload)
-            for j in self._arrivals.jobs.values()
-        ]
+        return [self._arrival(j, None if fed else j.payload) for j in self._arrivals.jobs.values()]
+
+    def _arrival(self, job: Job, durations: Any) -> JobArrival:
+        """`job` as a replay's arrival, in the queue it is in (the pool's `_queues`), so a
+        replay under the pool's queues places it there again."""
+        queue, queues = None, self._queues
+        if queues and 0 <= job.queue < len(queues):
+            queue = queues[job.queue].name
+        return JobArrival(
+            job.arrival, job.name, job.dag, durations, queue=queue, priority=job.priority
+        )
 
     def _since_window(self) -> tuple[tuple[JobArrival, ...], tuple[JobArrival, ...]]:
         """(finished, running) workflows of the workload arriving: those arrived since the
@@ -563,19 +577,23 @@ class PortfolioScheduler:
         """The request of a round on `finished` then `running` workflows, with what every
         kind of round sets; the caller replaces what only its kind sets."""
         whole = (*finished, *running)
+        # (a queue's view is sized to the queue's entitlement; the replay runs the pool's
+        # queues on the whole pool, as the pool does)
+        pool = _pool(view)
         return ReplayRequest(
             window=whole,
-            num_executors=view.num_executors,
-            moving_delay=float(getattr(view, "moving_delay", 0.0)),
+            num_executors=pool.num_executors,
+            moving_delay=float(getattr(pool, "moving_delay", 0.0)),
             following=self.following,
             seed=int(self._rng.integers(2**31)),
             at=view.now,
             running=len(running),
             named=self._trust.named,
             untrained=self._window_untrained(
-                whole, effective_executors(view, [a.dag for a in whole])
+                whole, effective_executors(pool, [a.dag for a in whole])
             ),
-            resources=pool_resources(view),
+            resources=pool_resources(pool),
+            queues=_queues_of(pool),
             present=self._present(view),
             safe=self._trust.safe if self.config.guard is not None else None,
             remembered=self._standings.rounds(),
@@ -635,6 +653,7 @@ class PortfolioScheduler:
             moving_delay=request.moving_delay,
             resources=request.resources,
             unfinished=request.running,
+            queues=request.queues,
         )
 
     def _from_present(self, request: ReplayRequest, specs: Sequence[str]) -> Present | None:
@@ -701,6 +720,18 @@ class PortfolioScheduler:
             "time_followed": self.time_followed(end),
             "rounds": [c.to_dict() for c in self.rounds],
         }
+
+
+def _pool(view: ClusterView) -> ClusterView:
+    """The pool a queue's view (`sim.admission_view.QueueView`) narrows; any other view
+    is the pool's own."""
+    return getattr(view, "whole", view)
+
+
+def _queues_of(view: ClusterView) -> tuple[QueueSpec, ...]:
+    """The queues of the pool of `view` (its admission's; empty without one)."""
+    admission = getattr(view, "admission", None)
+    return tuple(admission.queues) if admission is not None else ()
 
 
 def segments(followed: Sequence[tuple[float, str]], end: float) -> list[tuple[float, float, str]]:
