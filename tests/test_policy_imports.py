@@ -214,16 +214,7 @@ def test_each_policy_module_imports_first_in_a_fresh_interpreter() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-KNOWN_CIRCLES = [
-    # issue 68 leaves one: the workload registry builds the shift and teams workloads, and
-    # they build their base workloads through the registry (imports inside functions);
-    # the brain's work on sim/workloads removes it
-    [
-        "idlegate.sim.workloads.registry",
-        "idlegate.sim.workloads.shift",
-        "idlegate.sim.workloads.teams",
-    ],
-]
+KNOWN_CIRCLES: list[list[str]] = []
 """The circles of modules still there, each sorted; a new one fails the test below."""
 
 

@@ -882,7 +882,7 @@ def test_k8s_batch_simulates_to_completion():
 
 
 def test_the_workload_flag_help_names_every_registered_workload():
-    from idlegate.sim.workloads.registry import WORKLOADS
+    from idlegate.sim.workloads.kinds import WORKLOADS
 
     out = CliRunner().invoke(app, ["simulate", "--help"], terminal_width=200)
     listed = " ".join(out.stdout.split()).split("Workload: ", 1)[1].split(".", 1)[0]

@@ -72,7 +72,8 @@ The package, by concern (everything public is re-exported here, so
 * `recurring` — the `recurring` workload (`RecurringPipeline`, `RecurringConfig`).
 * `shift` — the `shift` workload (two generated phases on one cluster, `ShiftConfig`).
 * `file` — the `file` workload (workflow files and replayed histories).
-* `registry` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`.
+* `kinds` — `WORKLOADS`, `workload_config`, `build_workload`, `describe_workloads`;
+  `registry` — the catalogue that fills `WORKLOADS` (`CATALOGUE`).
 """
 
 from __future__ import annotations
@@ -122,6 +123,14 @@ from idlegate.sim.workloads.k8s_batch import (
     k8s_batch_workload,
     mean_pipeline_work,
 )
+from idlegate.sim.workloads.kinds import (
+    WORKLOADS,
+    WorkloadKind,
+    build_workload,
+    describe_workloads,
+    workload_config,
+    workload_kind,
+)
 from idlegate.sim.workloads.options import (
     BurstyConfig,
     MixedConfig,
@@ -138,14 +147,7 @@ from idlegate.sim.workloads.recurring import (
     RecurringPipeline,
     recurring_workload,
 )
-from idlegate.sim.workloads.registry import (
-    WORKLOADS,
-    WorkloadKind,
-    build_workload,
-    describe_workloads,
-    workload_config,
-    workload_kind,
-)
+from idlegate.sim.workloads.registry import CATALOGUE
 from idlegate.sim.workloads.schedule import Schedule
 from idlegate.sim.workloads.shift import (
     PHASE_WORKLOADS,
@@ -182,6 +184,7 @@ from idlegate.sim.workloads.tpch_like import (
 from idlegate.sim.workloads.triggered import LagDistribution, TriggeredOptions, job_class
 
 __all__ = [
+    "CATALOGUE",
     "DEFAULT_PIPELINES",
     "DEFAULT_SIZE_SHAPE",
     "DURATION_SPREAD",

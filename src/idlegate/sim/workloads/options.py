@@ -1,7 +1,7 @@
 """The typed configs of the generated workloads (synthetic, bursty, tpch, tpch-like, mixed).
 
 Each config is the union of option groups (`ArrivalOptions`, `StreamOptions`, the job
-options below, `DagShape`) plus its own defaults; `sim.workloads.registry` validates a
+options below, `DagShape`) plus its own defaults; `sim.workloads.kinds` validates a
 CLI's options into them. The job-option groups also build their job source.
 """
 

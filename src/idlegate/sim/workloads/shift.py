@@ -36,6 +36,7 @@ from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
 from idlegate.sim.workloads.base import MAX_JOBS, SeedLike, _Options, as_rng, split_streams
+from idlegate.sim.workloads.kinds import workload_config, workload_kind
 
 PHASE_WORKLOADS: Final = (
     "synthetic",
@@ -116,9 +117,6 @@ class ShiftConfig(_Options):
 
     def phase_config(self, which: str) -> Config:
         """The typed config of phase `which` ("first" or "second"); ValueError if invalid."""
-        # the registry imports this module to register `shift`
-        from idlegate.sim.workloads.registry import workload_config
-
         options: dict[str, Any] = getattr(self, f"{which}_options")
         own = sorted(set(options) & set(OWN_OPTIONS))
         if own:
@@ -144,8 +142,6 @@ def shift_phase(name: str) -> int:
 
 
 def _phase(which: str, c: ShiftConfig, rng: Any) -> Workload:
-    from idlegate.sim.workloads.registry import workload_kind
-
     kind = workload_kind(getattr(c, which))
     return kind.generate(c.phase_config(which), rng)
 

@@ -31,6 +31,7 @@ from idlegate.sim.engine import JobArrival, Workload
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
+from idlegate.sim.workloads.kinds import build_workload
 
 TEAM_WORKLOADS = ("synthetic", "tpch-like", "k8s-batch", "bursty", "follow", "push")
 """The generated workloads a team's stream may be."""
@@ -66,8 +67,6 @@ def team_name(i: int) -> str:
 
 def teams_workload(config: TeamsConfig, seed: SeedLike = 0) -> Workload:
     """The teams' streams merged on one pool, with a queue per team (module docs)."""
-    from idlegate.sim.workloads.registry import build_workload
-
     if config.base not in TEAM_WORKLOADS:
         raise IdlegateError(
             f"teams: base {config.base!r} is not a team's stream; use one of "
