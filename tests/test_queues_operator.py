@@ -264,6 +264,34 @@ async def test_a_wait_bound_arms_a_timer_for_the_round_at_its_time():
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("bound", [30, None])
+async def test_a_task_past_its_wait_bound_starts_before_a_workflow_of_higher_priority(bound):
+    """`lo` (priority 0) waits behind workflows of priority 1000 in its queue; past its
+    bound it takes the next free executor, where without a bound `hi`'s next task would."""
+    from tests.operator_fakes import harness, stage
+
+    queue: dict[str, object] = {"name": "a", "nominal": {"pods": 2}}
+    if bound is not None:
+        queue["waitBound"] = bound
+    h = harness(pool=2)
+    h.pools.apply(
+        "p",
+        ExecutorPoolSpec.model_validate({"size": 2, "queues": [queue], "namespaceSelector": {}}),
+    )
+    h.pools.priorities.update(priority_classes({"metadata": {"name": "high"}, "value": 1000}))
+    high = {"priorityClassName": "high"}
+    await h.submit("first", {"stages": [stage("s", tasks=2, duration=100)], **high})
+    await h.submit("lo", {"stages": [stage("s")]})
+    await h.submit("hi", {"stages": [stage("s", tasks=2, duration=100)], **high})
+    assert h.released() == ["first-s-0", "first-s-1"]
+    await h.finish("first-s-0", after=20)  # (lo has waited 20 s: hi's priority goes first)
+    assert h.released() == ["first-s-1", "hi-s-0"]
+    await h.finish("first-s-1", after=20)  # (lo has waited 40 s)
+    expected = ["hi-s-0", "lo-s-0"] if bound is not None else ["hi-s-0", "hi-s-1"]
+    assert h.released() == expected
+
+
+@pytest.mark.asyncio
 async def test_a_workflows_priority_is_its_priority_class_value_and_a_missing_one_warns():
     from tests.operator_fakes import harness, stage
 
