@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +19,7 @@ from typer.core import TyperGroup
 
 from idlegate.api.forecast_refresh import WHAT_IF_PATH
 from idlegate.api.forecast_status import describe, parse_forecast
+from idlegate.api.operator_http import ask_operator
 from idlegate.errors import IdlegateError
 
 DEFAULT_URL = "http://localhost:9090"
@@ -37,21 +36,8 @@ class FileOrCommand(TyperGroup):
 
 def ask(url: str, text: str) -> dict[str, Any]:
     """POST `text` (a DagWorkflow) to the operator at `url`; its answer, or IdlegateError."""
-    full = url.rstrip("/") + WHAT_IF_PATH
-    request = urllib.request.Request(
-        full, data=text.encode(), method="POST", headers={"Content-Type": "application/yaml"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return dict(json.loads(response.read()))
-    except urllib.error.HTTPError as exc:
-        said = json.loads(exc.read() or b"{}").get("error") or exc.reason
-        raise IdlegateError(f"the operator answers {exc.code}: {said}") from None
-    except (OSError, ValueError) as exc:
-        raise IdlegateError(
-            f"cannot reach the operator at {full} ({exc}); forward its metrics port "
-            "(kubectl -n idlegate-system port-forward svc/idlegate-operator-metrics 9090)"
-        ) from None
+    # (a replay of the pool's state may take a while on a long queue: a minute's patience)
+    return ask_operator(url.rstrip("/") + WHAT_IF_PATH, text.encode(), timeout=60)
 
 
 def register(group: typer.Typer) -> None:

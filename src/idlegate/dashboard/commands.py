@@ -38,22 +38,11 @@ def read_visibility(url: str | None, kubeconfig: Path | None, **query: str) -> d
     source = visibility_source(url)
     pairs = {k: v for k, v in query.items() if v}
     if source.startswith(("http://", "https://")):
-        import urllib.error
         import urllib.parse
-        import urllib.request
 
-        full = source + ("?" + urllib.parse.urlencode(pairs) if pairs else "")
-        try:
-            with urllib.request.urlopen(full, timeout=10) as response:
-                return dict(json.loads(response.read()))
-        except urllib.error.HTTPError as exc:
-            said = json.loads(exc.read() or b"{}").get("error") or exc.reason
-            raise IdlegateError(f"{full} answers {exc.code}: {said}") from None
-        except (OSError, ValueError) as exc:
-            raise IdlegateError(
-                f"cannot read {full} ({exc}); is the operator's metrics port forwarded "
-                "(kubectl -n idlegate-system port-forward svc/idlegate-operator-metrics 9090)?"
-            ) from None
+        from idlegate.api.operator_http import ask_operator
+
+        return ask_operator(source + ("?" + urllib.parse.urlencode(pairs) if pairs else ""))
     reader = Reader.from_kubeconfig(kubeconfig)
     try:
         return dict(asyncio.run(reader.get(source, **pairs)))

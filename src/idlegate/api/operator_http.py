@@ -1,0 +1,34 @@
+"""Asking the operator's own HTTP endpoints from a user's machine (its metrics port: the
+visibility API, the what-if): one JSON request, and what went wrong as one sentence that
+says how to reach the port. The standard library only, so the CLI needs no extra."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from idlegate.errors import IdlegateError
+
+FORWARD = "kubectl -n idlegate-system port-forward svc/idlegate-operator-metrics 9090"
+"""How a user reaches the operator's metrics port from outside the cluster."""
+
+
+def ask_operator(url: str, body: bytes | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    """The JSON document the operator answers at `url` (a GET, or with `body` a POST of
+    that YAML), or IdlegateError naming the URL: the operator's own error sentence for an
+    answer it refused, how to forward its port when it cannot be reached."""
+    headers = {"Content-Type": "application/yaml"} if body is not None else {}
+    request = urllib.request.Request(url, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        said = json.loads(exc.read() or b"{}").get("error") or exc.reason
+        raise IdlegateError(f"the operator at {url} answers {exc.code}: {said}") from None
+    except (OSError, ValueError) as exc:
+        raise IdlegateError(
+            f"cannot reach the operator at {url} ({exc}); is the operator's metrics port "
+            f"forwarded ({FORWARD})?"
+        ) from None
