@@ -1,6 +1,7 @@
 """Issue 70, the operator's forecasts end to end: the real kopf operator against the test API
-server with three nodes and two queues (tests/nodes_e2e.py's cluster), the simulated
-kubelet, the clock `SPEED` times faster than the wall, forecasts refreshed every 30 s of
+server with three nodes and two queues (tests/nodes_e2e.py's cluster), on a pool that follows
+the nodes (``--pool-nodes``: its replays give room back node by node, sim/pool.py) and on one
+of the nodes' allocatable (``--pool-resources``), the simulated kubelet, the clock `SPEED` times faster than the wall, forecasts refreshed every 30 s of
 its clock (``--forecast-interval``).
 
 Checked: every waiting DagWorkflow shows ``status.forecast`` within one refresh (the one
@@ -86,10 +87,11 @@ def _body(name: str, seconds: float = 60.0) -> dict[str, Any]:
     )
 
 
+@pytest.mark.parametrize("pool", ["nodes", "fixed"])
 def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
-    api: ApiServer,
+    api: ApiServer, pool: str
 ) -> None:
-    ns = new_namespace(api, "fc")
+    ns = new_namespace(api, f"fc-{pool}")
     _nodes(api)
     raw = [{"name": "a", "namespaces": [ns], "nominal": QUOTA}, {"name": "b", "nominal": QUOTA}]
     port = _port()
@@ -110,9 +112,7 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
                 forecast_interval=30.0,
                 metrics_port=port,
                 listen_host="127.0.0.1",
-                # (a pool of the nodes' allocatable: on one that follows the nodes, --pool-nodes,
-                # the replays start no waiting workflow yet; docs/forecast.md says so)
-                **POOLS["fixed"],
+                **POOLS[pool],
             )
         )
         names = [f"w{i}" for i in range(FLOOD)]
@@ -219,7 +219,7 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
             errors[which] = (count(which), total / count(which))
     # (printed once the operator is gone: its runner holds stdout while it runs)
     for which, (n, mean) in errors.items():
-        print(f"forecast {which} error, {n:.0f} workflows that waited: mean {mean:.1f} s")
+        print(f"{pool}: forecast {which} error, {n:.0f} workflows that waited: mean {mean:.1f} s")
 
 
 class Raising(FifoScheduler):
