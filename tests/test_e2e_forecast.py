@@ -250,13 +250,15 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
 
         # scored at the refresh after each start and end
         wait(lambda: count("finish") >= len(seen) and count("start") >= len(seen), 120, "scores")
-        errors = {}
+        errors: dict[str, tuple[float, float]] = {}
         for which in ("start", "finish"):
             total = metrics.value("idlegate_forecast_error_seconds_sum", queue="a", which=which)
             errors[which] = (count(which), total / count(which))
     # (printed once the operator is gone: its runner holds stdout while it runs)
-    for which, (n, mean) in errors.items():
-        print(f"{pool}: forecast {which} error, {n:.0f} workflows that waited: mean {mean:.1f} s")
+    for kind, (scored, mean) in errors.items():
+        print(
+            f"{pool}: forecast {kind} error, {scored:.0f} workflows that waited: mean {mean:.1f} s"
+        )
 
 
 class Raising(FifoScheduler):
@@ -290,7 +292,7 @@ def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer
         assert condition["message"] == (
             "the scheduler raising raised RuntimeError: its model file is corrupt"
         )
-        status = api.get(DWF, ns, "second")["status"]
+        status = (api.get(DWF, ns, "second") or {})["status"]
         assert set(status["forecast"]) == {"computedAt", "unavailable"}  # (no number)
 
 
