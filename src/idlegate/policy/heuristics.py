@@ -41,6 +41,8 @@ from idlegate.policy.drf import (
     weighted_remaining_cp,
     weighted_remaining_work,
 )
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.orders import Order
 from idlegate.sim.protocol import (
     WAIT,
     Action,
@@ -183,6 +185,16 @@ class _KeyedScheduler(_Baseline):
     """
 
     pool_key: Callable[[Job, int, tuple[int, ...]], float] | None = None
+    order_key: str | None = None
+    """The job attribute `key` returns, when it is one (`sim.orders.KEYS`): asked of a
+    cluster, a pods-only pool's question then reads the cluster's index of the jobs by it
+    (`Cluster.order`) instead of passing over every job; the same answer."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # (a subclass with a key of its own is not ordered by its parent's attribute)
+        super().__init_subclass__(**kwargs)
+        if "key" in cls.__dict__ and "order_key" not in cls.__dict__:
+            cls.order_key = None
 
     def __init__(self, *, cap: float = 1.0) -> None:
         if isinstance(cap, bool) or not isinstance(cap, int | float) or not 0 < cap <= 1:
@@ -209,6 +221,10 @@ class _KeyedScheduler(_Baseline):
             return self._decide_pool(view, capacity)
         k = view.num_executors
         limit = k if self.cap == 1.0 else max(1, floor(self.cap * k + _ROUNDING_SLACK))
+        if self.order_key is not None and isinstance(view, Cluster):
+            order = view.order(self.order_key)
+            if order.usable:
+                return self._decide_indexed(order, free, limit)
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
@@ -220,6 +236,22 @@ class _KeyedScheduler(_Baseline):
             stage = best_stage(job, free)
             if stage is not None:
                 chosen, chosen_key = stage, k_job
+        return WAIT if chosen is None else launch_decision(chosen, limit)
+
+    @staticmethod
+    def _decide_indexed(order: Order, free: int, limit: int) -> Action:
+        """`decide`'s pass answered from the cluster's `order` (the jobs with a runnable
+        stage by key, then id): the first job under `limit` with a launchable stage.
+
+        Only a cluster's own `order` will do: a queue's view (`sim.admission_view`) reads
+        the cluster's attributes but holds fewer jobs, so it takes the pass."""
+
+        def pick(job: Job) -> Stage | None:
+            if job.held >= limit or not job.runnable:
+                return None
+            return best_stage(job, free)
+
+        chosen = order.first(pick)
         return WAIT if chosen is None else launch_decision(chosen, limit)
 
     def _decide_pool(self, view: ClusterView, capacity: tuple[int, ...]) -> Action:
@@ -258,6 +290,7 @@ class SjfScheduler(_KeyedScheduler):
     """
 
     name = "sjf"
+    order_key = "total_work"
 
     def key(self, job: Job) -> float:
         return job.dag.total_work
@@ -276,6 +309,7 @@ class SjfCpScheduler(_KeyedScheduler):
 
     name = "sjf-cp"
     pool_key = staticmethod(weighted_remaining_cp)
+    order_key = "remaining_cp"
 
     def key(self, job: Job) -> float:
         return job.remaining_cp
@@ -297,6 +331,7 @@ class SrptScheduler(_KeyedScheduler):
 
     name = "srpt"
     pool_key = staticmethod(weighted_remaining_work)
+    order_key = "remaining_work"
 
     def key(self, job: Job) -> float:
         return job.remaining_work
