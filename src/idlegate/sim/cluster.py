@@ -600,7 +600,8 @@ class Cluster(PoolResources):
             self._out_of_tasks(stage)
         if job.first_start is None:
             job.first_start = now
-        self._emit("launch", job.id, stage.index, (n, cap))
+        if self._trace is not None:  # (no call on the hot path without a trace)
+            self._emit("launch", job.id, stage.index, (n, cap))
         return launches
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -618,8 +619,10 @@ class Cluster(PoolResources):
             pool = free.get(job)
             if not pool:
                 pool = free[None]
-                if not pool:
-                    owner, pool = next((j, p) for j, p in free.items() if p)
+                if not pool:  # (the first job's free executors, in the dict's order)
+                    for owner, pool in free.items():  # noqa: B007 (read below)
+                        if pool:
+                            break
                     self.touch(owner)  # type: ignore[arg-type]  # (a job's: None's is empty)
             taken.append(pool.pop())
         self.free_executors -= n
@@ -670,7 +673,8 @@ class Cluster(PoolResources):
     def _stage_complete(self, stage: Stage, now: float) -> None:
         job = stage.job
         job.stages_left -= 1
-        self._emit("stage-done", job.id, stage.index, None)
+        if self._trace is not None:
+            self._emit("stage-done", job.id, stage.index, None)
         for c in stage.children:
             child = job.stages[c]
             child.parents_left -= 1
