@@ -388,10 +388,13 @@ class FairScheduler(_Baseline):
 
     def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
         """Per job of `jobs` (all with tasks to launch): how many executors it may hold."""
+        return [self.even_share(num_executors, len(jobs))] * len(jobs)
+
+    def even_share(self, num_executors: int, jobs: int) -> int:
+        """Each job's share of `num_executors` when `jobs` (>= 1) have tasks to launch."""
         if self.scale == 1.0:
-            return [fair_share(num_executors, len(jobs))] * len(jobs)
-        share = max(1, ceil(self.scale * num_executors / len(jobs) - _ROUNDING_SLACK))
-        return [share] * len(jobs)
+            return fair_share(num_executors, jobs)
+        return max(1, ceil(self.scale * num_executors / jobs - _ROUNDING_SLACK))
 
     def fractions(self, jobs: list[Job]) -> list[float]:
         """Per job of `jobs` (all with tasks to launch): the fraction of a resource pool
@@ -404,13 +407,11 @@ class FairScheduler(_Baseline):
             return WAIT
         capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         index = getattr(view, "shares", None)
-        if (
-            capacity is not None
-            and isinstance(index, Shares)
-            and self.even
-            and not self.keep_source
-        ):
-            return self._decide_indexed(view, index, capacity)
+        if isinstance(index, Shares) and self.even and not self.keep_source:
+            if capacity is not None:
+                return self._decide_indexed(view, index, capacity)
+            if isinstance(view, Cluster):  # (a queue's view of pods: the pass below)
+                return self._decide_pods_indexed(view, index)
         active = [j for j in view.jobs if j.unlaunched > 0]  # (has_unlaunched_tasks, inline)
         if not active:
             return WAIT
@@ -477,6 +478,23 @@ class FairScheduler(_Baseline):
         return launch_decision(
             stage, cap_for_share(job, stage, share, view.num_executors, capacity)
         )
+
+    def _decide_pods_indexed(self, view: Cluster, index: Shares) -> Action:
+        """The pods-only pass's answer from the cluster's index (`sim.shares` with no
+        resource but pods: a job's share is held / K): the first job holding fewer than
+        its share of executors with a launchable stage, unless a later one has free
+        executors of its own; its cap is the share. A share s of executors is a level of
+        (s - 0.5) / K: held < s exactly where held / K < (s - 0.5) / K, as held is whole."""
+        active = index.active(view, ())
+        if not active:
+            return WAIT
+        k = view.num_executors
+        share = self.even_share(k, active)
+        level = (share - 0.5) / k
+        found = self._first(view, index, (), level, own=False, after=None)
+        if found is not None and not view.free_executors_from(found[0]):
+            found = self._first(view, index, (), level, own=True, after=found[0]) or found
+        return WAIT if found is None else launch_decision(found[1], share)
 
     @staticmethod
     def _first(
