@@ -13,7 +13,7 @@ this process (`time.process_time`, the median of `--repeat` refreshes):
 * ``M=20``: twenty full replays, every workflow forecast with its interval;
 * ``M=1``: one full replay (what ``budget`` leaves of a long queue: no interval);
 * ``budget``: M=20 with a budget of `BUDGET` events, the cap docs/forecast.md ships;
-* ``M=20, 1 h``: twenty replays cut one hour ahead (later starts are unavailable).
+* ``M=20 1h``: twenty replays cut one hour ahead (later starts are unavailable).
 
 Printed: per scheduler and variant, the CPU milliseconds, the replays run, the events
 simulated, and how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.
@@ -46,7 +46,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "M=20": {"replays": 20, "horizon": inf},
     "M=1": {"replays": 1, "horizon": inf},
     "budget": {"replays": 20, "budget": BUDGET, "horizon": inf},
-    "M=20, 1 h": {"replays": 20, "horizon": 3600.0},
+    "M=20 1h": {"replays": 20, "horizon": 3600.0},
 }
 """The refreshes timed, by name: `forecast`'s keyword arguments."""
 
