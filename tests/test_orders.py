@@ -224,3 +224,18 @@ def test_each_ordered_rule_keys_by_its_attribute():
     assert Longest.order_key is None
     with pytest.raises(ValueError, match="remaining_work"):
         Order("arrival")
+
+
+def test_an_order_no_rule_asks_holds_only_the_jobs_in_the_system():
+    """Asked once, then never again (a portfolio following another rule): the jobs that
+    finish meanwhile are not kept."""
+    cluster = Cluster(1)
+    cluster.add_job(chain([(1, 1, False)]), 0.0)
+    order = cluster.order("remaining_work")
+    assert len(order) == 1
+    for i in range(50):
+        done = cluster.add_job(chain([(1, 1, False)]), float(i))
+        cluster.apply(Decision(done.stages[0], 1), float(i))
+        cluster.task_finished(0, i + 0.5)
+    assert not any(j.finish is not None for j in order._stale)
+    assert not order._stale and len(order) == 1  # (the first job, never launched)

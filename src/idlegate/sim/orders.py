@@ -58,8 +58,17 @@ class Order:
         self._stale: dict[Job, None] = dict.fromkeys(jobs)
 
     def touch(self, job: Job) -> None:
-        """`job` changed (its key, its runnable stages), or came or left."""
-        self._stale[job] = None
+        """`job` changed (its key, its runnable stages), or came or left.
+
+        A job that left is forgotten at once, not at the next question: an order no rule
+        asks any more (a portfolio that follows another rule now) then holds the jobs in
+        the system, not every job that ever was."""
+        if job.finish is None:
+            self._stale[job] = None
+        else:
+            self._stale.pop(job, None)
+            self._entry.pop(job, None)
+            self._nan.discard(job)
 
     @property
     def usable(self) -> bool:
