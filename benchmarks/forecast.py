@@ -1,7 +1,7 @@
 """What a forecast refresh costs at 1,000 waiting workflows (docs/forecast.md, Cost).
 
     .venv/bin/python benchmarks/forecast.py [--waiting 1000] [--schedulers fair,srpt]
-        [--variants budget] [--against OLD/src] [--json]
+        [--variants budget] [--pool pods|nodes|told] [--against OLD/src] [--json]
 
 A `k8s-batch` stream (seed 0) offered at five times the pool's capacity runs under each of
 `--schedulers` until `--waiting` workflows wait; then the state is forecast
@@ -14,6 +14,13 @@ this process (`time.process_time`, the median of `--repeat` refreshes):
 * ``M=1``: one full replay (what ``budget`` leaves of a long queue: no interval);
 * ``budget``: M=20 with a budget of `BUDGET` events, the cap docs/forecast.md ships;
 * ``M=20 1h``: twenty replays cut one hour ahead (later starts are unavailable).
+
+`--pool` picks the pool: ``pods`` (the default), the stream's pods-only pool of 40
+executors; ``nodes``, the stream with its pods' requests (``requests=true``) on ten
+simulator nodes of 8 CPU and 32 GiB sharing 330 pods (``--nodes``: `sim.pool.FixedNodes`);
+``told``, that very state with its nodes told as the operator's driver tells a pool that
+follows its nodes (each node's free amounts, each running task's host), whose replays give
+a node's room back as their tasks end (docs/forecast.md, "Pools that follow their nodes").
 
 Printed: per scheduler and variant, the CPU milliseconds, the replays run, the events
 simulated, and how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.
@@ -31,6 +38,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from math import inf
 from pathlib import Path
 from statistics import median
@@ -40,7 +48,12 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Engine
 from idlegate.sim.forecast import BUDGET, WorkflowForecast, forecast
+from idlegate.sim.pool import identical_nodes, nodes_total
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import build_workload
+
+NODE = ResourceVector.parse("cpu=8,memory=32Gi")
+NODES, PODS = 10, 330
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "M=20": {"replays": 20, "horizon": inf},
@@ -51,22 +64,55 @@ VARIANTS: dict[str, dict[str, Any]] = {
 """The refreshes timed, by name: `forecast`'s keyword arguments."""
 
 
-def waiting_pool(waiting: int, scheduler: str) -> tuple[Cluster, str]:
-    """The pool once `waiting` workflows of an overloaded k8s-batch stream wait under
-    `scheduler`, and the spec a refresh replays then (a portfolio's followed candidate)."""
-    stream = build_workload("k8s-batch", 0, num_jobs=3 * waiting, load=5.0)
+def waiting_pool(waiting: int, scheduler: str, pool: str = "pods") -> tuple[Cluster, str]:
+    """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait
+    under `scheduler`, and the spec a refresh replays then (a portfolio's followed
+    candidate)."""
+    if pool == "pods":
+        stream = build_workload("k8s-batch", 0, num_jobs=3 * waiting, load=5.0)
+    else:
+        # (load 5 of its 40 executors would not fill ten nodes: 5 of theirs)
+        stream = build_workload(
+            "k8s-batch", 0, num_jobs=3 * waiting, load=5.0 * PODS / 40, requests=True
+        )
+        nodes = identical_nodes(NODE, NODES, PODS)
+        stream = replace(stream, num_executors=PODS, resources=nodes_total(nodes), nodes=nodes)
     policy = make_scheduler(scheduler)
     engine = Engine.for_workload(stream, policy, 0)
     for arrival in stream.jobs:
         engine.run(arrival.time)
         if sum(j.first_start is None for j in engine.cluster.jobs) >= waiting:
-            return engine.cluster, getattr(policy, "following", scheduler)
+            cluster = engine.cluster if pool != "told" else told(engine.cluster)
+            return cluster, getattr(policy, "following", scheduler)
     raise SystemExit(f"the stream never had {waiting} workflows waiting")
 
 
-def waiting_state(waiting: int, scheduler: str) -> Cluster:
-    """The pool once `waiting` workflows of an overloaded k8s-batch stream wait."""
-    return waiting_pool(waiting, scheduler)[0]
+def waiting_state(waiting: int, scheduler: str, pool: str = "pods") -> Cluster:
+    """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait."""
+    return waiting_pool(waiting, scheduler, pool)[0]
+
+
+def told(cluster: Cluster) -> Cluster:
+    """A fork of `cluster` (on simulator nodes) whose nodes are told, as the operator's
+    driver tells a pool that follows its nodes: each node's free amounts and allocatable,
+    and the host each running task was pinned to (`PoolResources.set_capacity`)."""
+    placed = cluster.placed_nodes()
+    assert placed is not None, "a state on simulator nodes"
+    free, where = placed
+    twin = cluster.fork()
+    names = twin.resource_names
+    hosts = [f"node-{i}" for i in range(len(free))]
+    alloc = [
+        ResourceVector({n: node[n] for n in (*names, "pods")})
+        for node in identical_nodes(NODE, NODES, PODS)
+    ]
+    now = [ResourceVector(dict(zip((*names, "pods"), node, strict=True))) for node in free]
+    # (the driver's telling: a pool on told nodes, not the simulator's own)
+    twin._fixed = None
+    twin.set_capacity(cluster.capacity.restricted(names), now, alloc, hosts)
+    for executor, at in where.items():
+        twin._told.went(executor, at)  # type: ignore[union-attr]
+    return twin
 
 
 def measure(cluster: Cluster, scheduler: str, repeat: int, **kwargs: Any) -> dict[str, Any]:
@@ -85,24 +131,29 @@ def measure(cluster: Cluster, scheduler: str, repeat: int, **kwargs: Any) -> dic
     }
 
 
-def costs(waiting: int, scheduler: str, variants: list[str], repeat: int) -> dict[str, Any]:
+def costs(
+    waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+) -> dict[str, Any]:
     """`measure` of each of `variants` on the pool `waiting_pool` builds under `scheduler`."""
-    cluster, replayed = waiting_pool(waiting, scheduler)
+    cluster, replayed = waiting_pool(waiting, scheduler, pool)
     return {
         "waiting": sum(j.first_start is None for j in cluster.jobs),
         "workflows": len(cluster.jobs),
         "executors": cluster.num_executors,
         "scheduler": scheduler,
+        "pool": pool,
         "replayed": replayed,
         "variants": {v: measure(cluster, replayed, repeat, **VARIANTS[v]) for v in variants},
     }
 
 
-def costs_at(src: str, waiting: int, scheduler: str, variants: list[str], repeat: int) -> Any:
+def costs_at(
+    src: str, waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+) -> Any:
     """`costs` measured in a child process on the package at `src` (this file's own code)."""
     code = (
         "import json; from benchmarks.forecast import costs; "
-        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat})))"
+        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat}, {pool!r})))"
     )
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{root}"}
@@ -128,6 +179,7 @@ def main() -> None:
         help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pool", choices=("pods", "nodes", "told"), default="pods")
     parser.add_argument("--against", metavar="SRC", help="also on the package at SRC, beside")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -137,10 +189,12 @@ def main() -> None:
         parser.error(f"unknown variants {unknown}; valid: {', '.join(VARIANTS)}")
     out = []
     for scheduler in [s.strip() for s in args.schedulers.split(",")]:
-        after = costs(args.waiting, scheduler, variants, args.repeat)
+        after = costs(args.waiting, scheduler, variants, args.repeat, args.pool)
         before = None
         if args.against is not None:
-            before = costs_at(args.against, args.waiting, scheduler, variants, args.repeat)
+            before = costs_at(
+                args.against, args.waiting, scheduler, variants, args.repeat, args.pool
+            )
         out.append({"after": after, "before": before})
         if not args.json:
             report(after, before, args.repeat)
@@ -153,7 +207,7 @@ def report(after: dict[str, Any], before: dict[str, Any] | None, repeat: int) ->
     replayed = after["replayed"]
     print(
         f"{after['workflows']} workflows ({after['waiting']} waiting) on {after['executors']} "
-        f"executors, {after['scheduler']}"
+        f"executors ({after['pool']}), {after['scheduler']}"
         + (f" (replays {replayed})" if replayed != after["scheduler"] else "")
         + f"; CPU per refresh (median of {repeat})"
         + ("" if before is None else ", this package | --against's")
