@@ -1,17 +1,19 @@
 """What a forecast refresh costs at 1,000 waiting workflows (docs/forecast.md, Cost).
 
-    .venv/bin/python benchmarks/forecast.py [--waiting 1000] [--scheduler fair] [--json]
-        [--pool pods|nodes|told]
+    .venv/bin/python benchmarks/forecast.py [--waiting 1000] [--schedulers fair,srpt]
+        [--variants budget] [--pool pods|nodes|told] [--against OLD/src] [--json]
 
-A `k8s-batch` stream (seed 0) offered at five times the pool's capacity runs under
-`--scheduler` until `--waiting` workflows wait; then the state is forecast
-(`sim.forecast.forecast`) four ways, each timed in CPU seconds of this process
-(`time.process_time`, the median of `--repeat` refreshes):
+A `k8s-batch` stream (seed 0) offered at five times the pool's capacity runs under each of
+`--schedulers` until `--waiting` workflows wait; then the state is forecast
+(`sim.forecast.forecast`) under the scheduler a refresh replays (the pool's own; for a
+portfolio such as ``default``, the candidate it follows then, as the operator's refresh
+does: `api.forecast_refresh.scheduler_copy`) up to four ways, each timed in CPU seconds of
+this process (`time.process_time`, the median of `--repeat` refreshes):
 
 * ``M=20``: twenty full replays, every workflow forecast with its interval;
 * ``M=1``: one full replay (what ``budget`` leaves of a long queue: no interval);
 * ``budget``: M=20 with a budget of `BUDGET` events, the cap docs/forecast.md ships;
-* ``M=20, 1 h``: twenty replays cut one hour ahead (later starts are unavailable).
+* ``M=20 1h``: twenty replays cut one hour ahead (later starts are unavailable).
 
 `--pool` picks the pool: ``pods`` (the default), the stream's pods-only pool of 40
 executors; ``nodes``, the stream with its pods' requests (``requests=true``) on ten
@@ -20,17 +22,25 @@ simulator nodes of 8 CPU and 32 GiB sharing 330 pods (``--nodes``: `sim.pool.Fix
 follows its nodes (each node's free amounts, each running task's host), whose replays give
 a node's room back as their tasks end (docs/forecast.md, "Pools that follow their nodes").
 
-Printed: per variant, the CPU milliseconds, the replays run, the events simulated, and
-how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.
+Printed: per scheduler and variant, the CPU milliseconds, the replays run, the events
+simulated, and how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.
+
+`--against SRC` measures the same in a child process on the package at SRC (another
+checkout's ``src/``: the code before a change), one scheduler at a time, each side's
+figure printed beside the other with their ratio (the machine's load moves both alike).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from math import inf
+from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -45,9 +55,19 @@ from idlegate.sim.workloads import build_workload
 NODE = ResourceVector.parse("cpu=8,memory=32Gi")
 NODES, PODS = 10, 330
 
+VARIANTS: dict[str, dict[str, Any]] = {
+    "M=20": {"replays": 20, "horizon": inf},
+    "M=1": {"replays": 1, "horizon": inf},
+    "budget": {"replays": 20, "budget": BUDGET, "horizon": inf},
+    "M=20 1h": {"replays": 20, "horizon": 3600.0},
+}
+"""The refreshes timed, by name: `forecast`'s keyword arguments."""
 
-def waiting_state(waiting: int, scheduler: str, pool: str = "pods") -> Cluster:
-    """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait."""
+
+def waiting_pool(waiting: int, scheduler: str, pool: str = "pods") -> tuple[Cluster, str]:
+    """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait
+    under `scheduler`, and the spec a refresh replays then (a portfolio's followed
+    candidate)."""
     if pool == "pods":
         stream = build_workload("k8s-batch", 0, num_jobs=3 * waiting, load=5.0)
     else:
@@ -57,12 +77,19 @@ def waiting_state(waiting: int, scheduler: str, pool: str = "pods") -> Cluster:
         )
         nodes = identical_nodes(NODE, NODES, PODS)
         stream = replace(stream, num_executors=PODS, resources=nodes_total(nodes), nodes=nodes)
-    engine = Engine.for_workload(stream, make_scheduler(scheduler), 0)
+    policy = make_scheduler(scheduler)
+    engine = Engine.for_workload(stream, policy, 0)
     for arrival in stream.jobs:
         engine.run(arrival.time)
         if sum(j.first_start is None for j in engine.cluster.jobs) >= waiting:
-            return engine.cluster if pool != "told" else told(engine.cluster)
+            cluster = engine.cluster if pool != "told" else told(engine.cluster)
+            return cluster, getattr(policy, "following", scheduler)
     raise SystemExit(f"the stream never had {waiting} workflows waiting")
+
+
+def waiting_state(waiting: int, scheduler: str, pool: str = "pods") -> Cluster:
+    """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait."""
+    return waiting_pool(waiting, scheduler, pool)[0]
 
 
 def told(cluster: Cluster) -> Cluster:
@@ -104,47 +131,102 @@ def measure(cluster: Cluster, scheduler: str, repeat: int, **kwargs: Any) -> dic
     }
 
 
+def costs(
+    waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+) -> dict[str, Any]:
+    """`measure` of each of `variants` on the pool `waiting_pool` builds under `scheduler`."""
+    cluster, replayed = waiting_pool(waiting, scheduler, pool)
+    return {
+        "waiting": sum(j.first_start is None for j in cluster.jobs),
+        "workflows": len(cluster.jobs),
+        "executors": cluster.num_executors,
+        "scheduler": scheduler,
+        "pool": pool,
+        "replayed": replayed,
+        "variants": {v: measure(cluster, replayed, repeat, **VARIANTS[v]) for v in variants},
+    }
+
+
+def costs_at(
+    src: str, waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+) -> Any:
+    """`costs` measured in a child process on the package at `src` (this file's own code)."""
+    code = (
+        "import json; from benchmarks.forecast import costs; "
+        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat}, {pool!r})))"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{root}"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--waiting", type=int, default=1000)
-    parser.add_argument("--scheduler", default="fair")
+    parser.add_argument(
+        "--schedulers",
+        "--scheduler",
+        default="fair",
+        help="comma-separated specs, each measured in turn (e.g. fair,srpt,srpt?cap=0.9,"
+        "sjf-cp,default)",
+    )
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
     parser.add_argument("--pool", choices=("pods", "nodes", "told"), default="pods")
+    parser.add_argument("--against", metavar="SRC", help="also on the package at SRC, beside")
+    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    cluster = waiting_state(args.waiting, args.scheduler, args.pool)
-    waiting = sum(j.first_start is None for j in cluster.jobs)
-    variants: dict[str, dict[str, Any]] = {
-        "M=20": {"replays": 20},
-        "M=1": {"replays": 1},
-        "budget": {"replays": 20, "budget": BUDGET},
-        "M=20, 1 h": {"replays": 20, "horizon": 3600.0},
-    }
-    out = {
-        "waiting": waiting,
-        "workflows": len(cluster.jobs),
-        "executors": cluster.num_executors,
-        "scheduler": args.scheduler,
-        "pool": args.pool,
-        "variants": {
-            name: measure(cluster, args.scheduler, args.repeat, horizon=inf, **kw)
-            if "horizon" not in kw
-            else measure(cluster, args.scheduler, args.repeat, **kw)
-            for name, kw in variants.items()
-        },
-    }
+    variants = [v.strip() for v in args.variants.split(",")]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; valid: {', '.join(VARIANTS)}")
+    out = []
+    for scheduler in [s.strip() for s in args.schedulers.split(",")]:
+        after = costs(args.waiting, scheduler, variants, args.repeat, args.pool)
+        before = None
+        if args.against is not None:
+            before = costs_at(
+                args.against, args.waiting, scheduler, variants, args.repeat, args.pool
+            )
+        out.append({"after": after, "before": before})
+        if not args.json:
+            report(after, before, args.repeat)
     if args.json:
         print(json.dumps(out, indent=2))
-        return
+
+
+def report(after: dict[str, Any], before: dict[str, Any] | None, repeat: int) -> None:
+    """One scheduler's figures (and the other package's beside them)."""
+    replayed = after["replayed"]
     print(
-        f"{out['workflows']} workflows ({waiting} waiting) on {out['executors']} executors "
-        f"({args.pool}), {args.scheduler}; CPU per refresh (median of {args.repeat}):"
+        f"{after['workflows']} workflows ({after['waiting']} waiting) on {after['executors']} "
+        f"executors ({after['pool']}), {after['scheduler']}"
+        + (f" (replays {replayed})" if replayed != after["scheduler"] else "")
+        + f"; CPU per refresh (median of {repeat})"
+        + ("" if before is None else ", this package | --against's")
+        + ":"
     )
-    for name, v in out["variants"].items():
-        print(
+    for name, v in after["variants"].items():
+        line = (
             f"  {name:10} {v['cpu_ms']:8.0f} ms  {v['replays']:>2} replays  "
             f"{v['events']:>7} events  {v['forecast']:>5} forecast"
         )
+        if before is not None:
+            w = before["variants"][name]
+            line += (
+                f"  | {w['cpu_ms']:8.0f} ms  {w['replays']:>2} replays  {w['events']:>7} "
+                f"events  {w['forecast']:>5} forecast  ({v['cpu_ms'] / w['cpu_ms']:.2f}×)"
+            )
+            if before["waiting"] != after["waiting"] or before["replayed"] != replayed:
+                line += "  (not the same state!)"
+        print(line)
 
 
 if __name__ == "__main__":

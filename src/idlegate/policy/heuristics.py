@@ -41,6 +41,8 @@ from idlegate.policy.drf import (
     weighted_remaining_cp,
     weighted_remaining_work,
 )
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.orders import Order
 from idlegate.sim.protocol import (
     WAIT,
     Action,
@@ -183,6 +185,16 @@ class _KeyedScheduler(_Baseline):
     """
 
     pool_key: Callable[[Job, int, tuple[int, ...]], float] | None = None
+    order_key: str | None = None
+    """The job attribute `key` returns, when it is one (`sim.orders.KEYS`): asked of a
+    cluster, a pods-only pool's question then reads the cluster's index of the jobs by it
+    (`Cluster.order`) instead of passing over every job; the same answer."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # (a subclass with a key of its own is not ordered by its parent's attribute)
+        super().__init_subclass__(**kwargs)
+        if "key" in cls.__dict__ and "order_key" not in cls.__dict__:
+            cls.order_key = None
 
     def __init__(self, *, cap: float = 1.0) -> None:
         if isinstance(cap, bool) or not isinstance(cap, int | float) or not 0 < cap <= 1:
@@ -209,6 +221,10 @@ class _KeyedScheduler(_Baseline):
             return self._decide_pool(view, capacity)
         k = view.num_executors
         limit = k if self.cap == 1.0 else max(1, floor(self.cap * k + _ROUNDING_SLACK))
+        if self.order_key is not None and isinstance(view, Cluster):
+            order = view.order(self.order_key)
+            if order.usable:
+                return self._decide_indexed(order, free, limit)
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
@@ -220,6 +236,22 @@ class _KeyedScheduler(_Baseline):
             stage = best_stage(job, free)
             if stage is not None:
                 chosen, chosen_key = stage, k_job
+        return WAIT if chosen is None else launch_decision(chosen, limit)
+
+    @staticmethod
+    def _decide_indexed(order: Order, free: int, limit: int) -> Action:
+        """`decide`'s pass answered from the cluster's `order` (the jobs with a runnable
+        stage by key, then id): the first job under `limit` with a launchable stage.
+
+        Only a cluster's own `order` will do: a queue's view (`sim.admission_view`) reads
+        the cluster's attributes but holds fewer jobs, so it takes the pass."""
+
+        def pick(job: Job) -> Stage | None:
+            if job.held >= limit or not job.runnable:
+                return None
+            return best_stage(job, free)
+
+        chosen = order.first(pick)
         return WAIT if chosen is None else launch_decision(chosen, limit)
 
     def _decide_pool(self, view: ClusterView, capacity: tuple[int, ...]) -> Action:
@@ -258,6 +290,7 @@ class SjfScheduler(_KeyedScheduler):
     """
 
     name = "sjf"
+    order_key = "total_work"
 
     def key(self, job: Job) -> float:
         return job.dag.total_work
@@ -276,6 +309,7 @@ class SjfCpScheduler(_KeyedScheduler):
 
     name = "sjf-cp"
     pool_key = staticmethod(weighted_remaining_cp)
+    order_key = "remaining_cp"
 
     def key(self, job: Job) -> float:
         return job.remaining_cp
@@ -297,6 +331,7 @@ class SrptScheduler(_KeyedScheduler):
 
     name = "srpt"
     pool_key = staticmethod(weighted_remaining_work)
+    order_key = "remaining_work"
 
     def key(self, job: Job) -> float:
         return job.remaining_work
@@ -353,10 +388,13 @@ class FairScheduler(_Baseline):
 
     def shares(self, num_executors: int, jobs: list[Job]) -> list[int]:
         """Per job of `jobs` (all with tasks to launch): how many executors it may hold."""
+        return [self.even_share(num_executors, len(jobs))] * len(jobs)
+
+    def even_share(self, num_executors: int, jobs: int) -> int:
+        """Each job's share of `num_executors` when `jobs` (>= 1) have tasks to launch."""
         if self.scale == 1.0:
-            return [fair_share(num_executors, len(jobs))] * len(jobs)
-        share = max(1, ceil(self.scale * num_executors / len(jobs) - _ROUNDING_SLACK))
-        return [share] * len(jobs)
+            return fair_share(num_executors, jobs)
+        return max(1, ceil(self.scale * num_executors / jobs - _ROUNDING_SLACK))
 
     def fractions(self, jobs: list[Job]) -> list[float]:
         """Per job of `jobs` (all with tasks to launch): the fraction of a resource pool
@@ -369,13 +407,11 @@ class FairScheduler(_Baseline):
             return WAIT
         capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         index = getattr(view, "shares", None)
-        if (
-            capacity is not None
-            and isinstance(index, Shares)
-            and self.even
-            and not self.keep_source
-        ):
-            return self._decide_indexed(view, index, capacity)
+        if isinstance(index, Shares) and self.even and not self.keep_source:
+            if capacity is not None:
+                return self._decide_indexed(view, index, capacity)
+            if isinstance(view, Cluster):  # (a queue's view of pods: the pass below)
+                return self._decide_pods_indexed(view, index)
         active = [j for j in view.jobs if j.unlaunched > 0]  # (has_unlaunched_tasks, inline)
         if not active:
             return WAIT
@@ -442,6 +478,23 @@ class FairScheduler(_Baseline):
         return launch_decision(
             stage, cap_for_share(job, stage, share, view.num_executors, capacity)
         )
+
+    def _decide_pods_indexed(self, view: Cluster, index: Shares) -> Action:
+        """The pods-only pass's answer from the cluster's index (`sim.shares` with no
+        resource but pods: a job's share is held / K): the first job holding fewer than
+        its share of executors with a launchable stage, unless a later one has free
+        executors of its own; its cap is the share. A share s of executors is a level of
+        (s - 0.5) / K: held < s exactly where held / K < (s - 0.5) / K, as held is whole."""
+        active = index.active(view, ())
+        if not active:
+            return WAIT
+        k = view.num_executors
+        share = self.even_share(k, active)
+        level = (share - 0.5) / k
+        found = self._first(view, index, (), level, own=False, after=None)
+        if found is not None and not view.free_executors_from(found[0]):
+            found = self._first(view, index, (), level, own=True, after=found[0]) or found
+        return WAIT if found is None else launch_decision(found[1], share)
 
     @staticmethod
     def _first(

@@ -71,6 +71,7 @@ from idlegate.errors import (
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
 from idlegate.sim.legality import check_decision
+from idlegate.sim.orders import Order
 from idlegate.sim.pool import PoolResources
 from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
@@ -99,6 +100,10 @@ TraceSink = Callable[[float, str, int, int, Any], None]
 class Cluster(PoolResources):
     """K executors (and the pool's other resources) and the jobs in the system. Every
     method takes the current time `now`."""
+
+    _orders: dict[str, Order] | None = None
+    """The jobs by each key a rule asked for (`order`); None: none asked yet (a class
+    default, so a fork, made without `__init__`, starts with none and builds its own)."""
 
     def __init__(
         self,
@@ -498,12 +503,28 @@ class Cluster(PoolResources):
             return False
         return self.shapes.any_launchable(free)
 
+    def order(self, key: str) -> Order:
+        """The jobs with a runnable stage by `key` (a job attribute, `sim.orders.KEYS`),
+        smallest first: srpt's and sjf-cp's index, built at the first asking and kept
+        from then on by `touch`."""
+        orders = self._orders
+        if orders is None:
+            orders = self._orders = {}
+        found = orders.get(key)
+        if found is None:
+            found = orders[key] = Order(key, self.jobs)
+        return found
+
     def touch(self, job: Job) -> None:
         """`job` changed (its runnable stages or their nodes, its tasks launched or
-        running, its own free executors), or came or left: for the indexes (`shapes`,
-        `shares`) and the driver's `changed`."""
+        running, its own free executors, its remaining work or critical path), or came or
+        left: for the indexes (`shapes`, `shares`, the `order`s) and the driver's
+        `changed`."""
         self.shapes.touch(job)
         self.shares.touch(job)
+        if self._orders:
+            for order in self._orders.values():
+                order.touch(job)
         if self.admission is not None:
             self.admission.touch(job)
         if self.changed is not None:
@@ -579,7 +600,8 @@ class Cluster(PoolResources):
             self._out_of_tasks(stage)
         if job.first_start is None:
             job.first_start = now
-        self._emit("launch", job.id, stage.index, (n, cap))
+        if self._trace is not None:  # (no call on the hot path without a trace)
+            self._emit("launch", job.id, stage.index, (n, cap))
         return launches
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -597,8 +619,10 @@ class Cluster(PoolResources):
             pool = free.get(job)
             if not pool:
                 pool = free[None]
-                if not pool:
-                    owner, pool = next((j, p) for j, p in free.items() if p)
+                if not pool:  # (the first job's free executors, in the dict's order)
+                    for owner, pool in free.items():  # noqa: B007 (read below)
+                        if pool:
+                            break
                     self.touch(owner)  # type: ignore[arg-type]  # (a job's: None's is empty)
             taken.append(pool.pop())
         self.free_executors -= n
@@ -649,7 +673,8 @@ class Cluster(PoolResources):
     def _stage_complete(self, stage: Stage, now: float) -> None:
         job = stage.job
         job.stages_left -= 1
-        self._emit("stage-done", job.id, stage.index, None)
+        if self._trace is not None:
+            self._emit("stage-done", job.id, stage.index, None)
         for c in stage.children:
             child = job.stages[c]
             child.parents_left -= 1

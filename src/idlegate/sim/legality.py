@@ -8,27 +8,32 @@ from math import inf
 from typing import TYPE_CHECKING
 
 from idlegate.errors import IllegalDecisionError
-from idlegate.sim.protocol import Decision
+from idlegate.sim.protocol import Decision, Stage
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
+
+
+def _where(stage: Stage) -> str:
+    """How an error names `stage` (built only for an error: `check_decision` runs at every
+    launch)."""
+    return f"stage {stage.job.name}/{stage.name}"
 
 
 def check_decision(cluster: Cluster, decision: Decision) -> None:
     """Raise IllegalDecisionError unless `decision` is legal now (`apply` runs this too)."""
     stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
     job = stage.job
-    where = f"stage {job.name}/{stage.name}"
     if job.finish is not None:
-        raise IllegalDecisionError(f"{where} belongs to a job that is not in the system")
+        raise IllegalDecisionError(f"{_where(stage)} belongs to a job that is not in the system")
     if stage.idle_until is not None:
         raise IllegalDecisionError(
-            f"{where} is inside an idle slot until t={stage.idle_until:g}; "
+            f"{_where(stage)} is inside an idle slot until t={stage.idle_until:g}; "
             "it becomes runnable again when the slot ends"
         )
     if stage not in job.runnable:
         raise IllegalDecisionError(
-            f"{where} is not runnable (parents unfinished or no task left to launch "
+            f"{_where(stage)} is not runnable (parents unfinished or no task left to launch "
             "or available); "
             "choose one of view.runnable_stages()"
         )
@@ -42,14 +47,16 @@ def check_decision(cluster: Cluster, decision: Decision) -> None:
     if not delay >= 0 or delay == inf:  # also rejects NaN
         raise IllegalDecisionError(f"idle delay must be a finite number >= 0, got {delay!r}")
     if delay > 0 and stage.delayed:
-        raise IllegalDecisionError(f"{where} was already delayed once; a stage idles at most once")
+        raise IllegalDecisionError(
+            f"{_where(stage)} was already delayed once; a stage idles at most once"
+        )
     if delay > 0 and stage.launched:
         raise IllegalDecisionError(
-            f"{where} has already started; an idle slot goes before a stage's first task"
+            f"{_where(stage)} has already started; an idle slot goes before a stage's first task"
         )
     if delay == 0 and cluster.free_executors == 0:
         raise IllegalDecisionError(
-            f"no executor is free to launch {where}; return WAIT until one is"
+            f"no executor is free to launch {_where(stage)}; return WAIT until one is"
         )
     if delay == 0 and cap <= job.held:
         raise IllegalDecisionError(
@@ -62,7 +69,7 @@ def check_decision(cluster: Cluster, decision: Decision) -> None:
         room = stage.need.room()
         if room == 0:
             raise IllegalDecisionError(
-                f"{where} needs {stage.demand.restricted(cluster.resource_names).format()} "
+                f"{_where(stage)} needs {stage.demand.restricted(cluster.resource_names).format()} "
                 f"per task, but the pool has {cluster.free_resources.format()} free; choose "
                 "one of view.runnable_stages() or return WAIT"
             )

@@ -158,12 +158,21 @@ class Shares:
             self._set(slot, inf, inf)
 
     def _set(self, slot: int, share: float, mine: float) -> None:
+        # (up from the leaf only while a minimum changes: above a node that keeps its
+        # value nothing changes, and most reads of a touched job change nothing or little)
+        size = self._size
         for tree, value in ((self._all, share), (self._own, mine)):
-            i = self._size + slot
+            i = size + slot
+            if tree[i] == value:
+                continue
             tree[i] = value
             i >>= 1
             while i:
-                tree[i] = min(tree[2 * i], tree[2 * i + 1])
+                left, right = tree[2 * i], tree[2 * i + 1]
+                low = right if right < left else left
+                if tree[i] == low:
+                    break
+                tree[i] = low
                 i >>= 1
 
     def _rebuild(self) -> None:
