@@ -61,6 +61,10 @@ GENERATED = (
 """The workloads `compare` generates without data files (mixed takes TPC-H's traces when
 they are found beside the checkout, else generated DAGs: the same in both checkouts)."""
 
+_SIZE = {"shift": "-o first_jobs=15 -o second_jobs=15"}
+"""A generated workload whose size is not `--jobs-count` (shift's two phases; it refuses
+that flag, and two refusals would compare equal)."""
+
 TRACES = ("tpch", "alibaba")
 """Workloads read from the traces beside the checkout (../shared/data), at 20 jobs."""
 
@@ -68,7 +72,10 @@ POOLS = "-w k8s-batch -o requests=true -o interarrival=240 --jobs-count 30"
 GATED = "default,pods-gate:default,srpt,pods-gate:srpt,fair,pods-gate:fair"
 
 COMMANDS: tuple[str, ...] = (
-    *(f"compare -w {w} --jobs-count 30 --schedulers {SCHEDULERS} {SMALL}" for w in GENERATED),
+    *(
+        f"compare -w {w} {_SIZE.get(w, '--jobs-count 30')} --schedulers {SCHEDULERS} {SMALL}"
+        for w in GENERATED
+    ),
     *(f"compare -w {w} --jobs-count 20 --schedulers {SCHEDULERS} {SMALL}" for w in TRACES),
     f"compare {POOLS} --resources cpu=24,memory=96Gi,nvidia.com/gpu=2 -k 330 "
     f"--schedulers {GATED} {SMALL}",
