@@ -35,6 +35,7 @@ from idlegate.policy.portfolio.rounds import (
     excess,
     lead_errors,
     noise_needed,
+    queue_means,
     round_confidence,
     select,
     standing,
@@ -175,6 +176,9 @@ def play_round(
         untrained=tuple(sorted(request.untrained)),
         heavy=request.heavy,
         queues=max(1, len(request.queues)),
+        per_queue=queue_means(
+            scores.jcts, scores.queue_names, [chosen, followed if chosen != followed else runner_up]
+        ),
         present=dict(present.costs) if present else {},
         present_jobs=present.jobs if present else 0,
         safe=request.safe if config.guard is not None else None,
