@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.portfolio.prior import (
@@ -117,6 +119,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             means = {
                 lab: _means(case, lab, spec, args, runs) for lab, spec in _rows(case, args, runs)
             }
+            failed = [lab for lab, values in means.items() if not np.all(np.isfinite(values))]
+            for lab in failed:  # (left out of the entry: a lookup weighing it never picks it)
+                print(f"{case.key}: {lab} failed on a seed, left out", flush=True)
+                del means[lab]
             best = min(means, key=lambda lab: float(np.mean(means[lab])))
             losses = {}
             for lab, values in means.items():
@@ -220,7 +226,13 @@ def _means(
     for seed in case.seeds:
         key = f"{case.key}|{args.jobs_count}|{label}|{seed}"
         if key not in runs:
-            runs[key] = float(np.mean(brain.run_task(brain.Task(case, label, spec, seed)).jct))
+            try:
+                run = brain.run_task(brain.Task(case, label, spec, seed))
+            except IdlegateError as exc:  # (a rule that raises on a stream: inf, left out)
+                print(f"{key}: {exc}", flush=True)
+                runs[key] = math.inf
+            else:
+                runs[key] = float(np.mean(run.jct))
         out.append(runs[key])
     return out
 
