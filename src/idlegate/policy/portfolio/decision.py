@@ -177,7 +177,10 @@ def play_round(
         heavy=request.heavy,
         queues=max(1, len(request.queues)),
         per_queue=queue_means(
-            scores.jcts, scores.queue_names, [chosen, followed if chosen != followed else runner_up]
+            scores.jcts,
+            scores.queue_names,
+            [chosen, followed if chosen != followed else runner_up],
+            [q.name for q in request.queues],
         ),
         present=dict(present.costs) if present else {},
         present_jobs=present.jobs if present else 0,

@@ -555,15 +555,18 @@ def queue_means(
     jcts: Mapping[str, np.ndarray],
     queue_names: Sequence[str] | None,
     names: Sequence[str | None],
+    order: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """Per queue of a replay under several queues (`queue_names`, per replayed workflow),
-    in the order each first appears: its workflows and their mean JCT under each of
-    `names` that was replayed (`Choice.per_queue`); empty without queues."""
+    in the pool's `order` of its queues (those it lacks after, as they first appear):
+    its workflows and their mean JCT under each of `names` that was replayed
+    (`Choice.per_queue`); empty without queues."""
     if not queue_names:
         return {}
     labels = np.asarray(queue_names, dtype=object)
+    present = set(queue_names)
     out: dict[str, dict[str, Any]] = {}
-    for queue in dict.fromkeys(queue_names):
+    for queue in [q for q in dict.fromkeys([*order, *queue_names]) if q in present]:
         mask = labels == queue
         out[queue] = {
             "workflows": int(mask.sum()),
