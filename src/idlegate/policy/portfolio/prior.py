@@ -171,12 +171,14 @@ class Prior:
     queues: Mapping[str, int] = field(default_factory=dict)
     """Per workload measured under several queues, how many (absent: one queue)."""
 
-    def of_kind(self, queued: bool = False) -> list[str]:
-        """The workloads a lookup on a pool of several queues (`queued`), or of one,
-        weighs: those measured under several queues, or under one. A pool of queues with
-        no such entry weighs every workload (as before queued entries existed)."""
-        kind = [w for w in self.losses if (self.queues.get(w, 1) > 1) == queued]
-        return kind if kind or not queued else list(self.losses)
+    def of_kind(self, queued: bool = False, among: Collection[str] | None = None) -> list[str]:
+        """The workloads (of `among`, default those with losses) a lookup on a pool of
+        several queues (`queued`), or of one, weighs: those measured under several queues,
+        or under one. A pool of queues with no such entry weighs every workload (as before
+        queued entries existed)."""
+        names = list(self.losses if among is None else among)
+        kind = [w for w in names if (self.queues.get(w, 1) > 1) == queued]
+        return kind if kind or not queued else names
 
     def neighbours(
         self, features: Sequence[float], error: float = 0.0, queued: bool = False
@@ -185,7 +187,7 @@ class Prior:
         features less `error`) of the kind of the pool (`of_kind`), within the reach and
         within `ALIKE` times the nearest one's distance (at least `ALIKE_FLOOR`)."""
         reach = self.reach
-        kind = set(self.of_kind(queued))
+        kind = set(self.of_kind(queued, self.features))
         dist = {
             w: distance(f, features, error)
             for w, f in self.features.items()
