@@ -18,6 +18,13 @@ runs it adds back to it. `--workloads` runs only those workloads' candidates and
 the other workloads' entries of `--out` as they are (the runs of a workload do not
 depend on the others').
 
+With queues (`prior.Prior.queues`): ``shared-queues``, `shared`'s three teams in a queue
+each on Alibaba's tuning split, two hours of arrivals (`QUEUED`), is an entry measured
+under its queues (``"queues": 3``), the only one a lookup on a pool of several queues
+weighs; run it alone with ``--workloads shared-queues --seeds 5``. Given `--workloads`,
+the file's other fields (its command, seeds, the learned range) stay as they are, and each
+entry written gets its own ``command`` and ``seeds``.
+
 It prints the calibration of the lookup's reach (`prior.REACH`): per workload, the share
 of its own lookups (every tuning seed, at 4, 8 … 64 arrivals) whose distance to its own
 entry, less their standard error (`prior.features_error`), is within the reach, and the
@@ -33,12 +40,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from idlegate.errors import IdlegateError
+from idlegate.evaluation.comparison import WorkloadOptions
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.portfolio.prior import (
     PRIOR_PATH,
@@ -52,6 +62,21 @@ from idlegate.sim.workloads import build_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import brain_runs as brain
+
+QUEUED = {
+    "shared-queues": ("shared", {"split": "train", "queues": "teams", "hours": 2.0}),
+}
+"""Entries measured under several queues: key → (workload, options). `shared` on its
+tuning split (the held-out figures are on ``split=test``), its burst included."""
+
+
+def queued_cases(seeds: tuple[int, ...], wanted: list[str] | None) -> list[brain.Case]:
+    """The `QUEUED` cases (those of `wanted`, if given)."""
+    return [
+        brain.Case(key, key, workload, WorkloadOptions(extra=extra), seeds)
+        for key, (workload, extra) in QUEUED.items()
+        if wanted is None or key in wanted
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -75,20 +100,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         brain=brain.BRAIN,
     )
     cases = [c for c in brain.cases_of(ns)[0] if c.family not in ("shift", "demo")]
+    seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    cases += queued_cases(seeds, args.workloads)
     runs = json.loads(args.reuse.read_text()) if args.reuse and args.reuse.exists() else {}
     out: dict[str, Any] = {}
+    kept_file: dict[str, Any] = {}
     if args.workloads is not None:  # (the others' entries as they are)
-        kept = json.loads(args.out.read_text())["workloads"]
+        kept_file = json.loads(args.out.read_text())
+        kept = kept_file["workloads"]
         out = {k: v for k, v in kept.items() if k not in args.workloads}
         unknown = set(args.workloads) - {c.key for c in cases}
         if unknown:
             parser.exit(2, f"Error: no workload {sorted(unknown)[0]!r} in the prior's cases\n")
     chosen = [c for c in cases if args.workloads is None or c.key in args.workloads]
+    command = " ".join(["python", "benchmarks/brain_prior.py", *sys.argv[1:]])
     with stderr_progress("workloads", len(chosen)) as bar:
         for done, case in enumerate(chosen, start=1):
             means = {
                 lab: _means(case, lab, spec, args, runs) for lab, spec in _rows(case, args, runs)
             }
+            failed = [lab for lab, values in means.items() if not np.all(np.isfinite(values))]
+            for lab in failed:  # (left out of the entry: a lookup weighing it never picks it)
+                print(f"{case.key}: {lab} failed on a seed, left out", flush=True)
+                del means[lab]
             best = min(means, key=lambda lab: float(np.mean(means[lab])))
             losses = {}
             for lab, values in means.items():
@@ -98,20 +132,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             dags = [job.dag for job in workload.jobs]
             features = workload_features(dags, workload.num_executors)
             out[case.key] = {"features": [round(f, 3) for f in features], "losses": losses}
+            if len(workload.queues) > 1:
+                out[case.key]["queues"] = len(workload.queues)
+            if kept_file:
+                out[case.key]["command"] = command
+                out[case.key]["seeds"] = list(seeds)
             print(f"{case.key}: best {best}, features {out[case.key]['features']}", flush=True)
             bar(done, len(chosen), case.key)
     if args.reuse is not None:
         args.reuse.write_text(json.dumps(runs))
-    out = {c.key: out[c.key] for c in cases if c.key in out}  # (the cases' order)
-    for key, (within, q99) in reach_check(cases, out).items():
+    order = [
+        *kept_file.get("workloads", {}),
+        *(c.key for c in cases),
+    ]  # (the file's, then the cases')
+    out = {k: out[k] for k in dict.fromkeys(order) if k in out}
+    for key, (within, q99) in reach_check(chosen, out).items():
         print(f"reach {REACH}: {key}: {100 * within:.0f} % of its lookups within, q99 {q99}")
-    prior = {
-        "command": " ".join(["python", "benchmarks/brain_prior.py", *sys.argv[1:]]),
-        "jobs_count": args.jobs_count,
-        "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
-        "learned": learned_range(args),
-        "workloads": out,
-    }
+    if kept_file:  # (the file's own fields as they are: its entries' runs are not redone)
+        prior = {**kept_file, "workloads": out}
+    else:
+        prior = {
+            "command": command,
+            "jobs_count": args.jobs_count,
+            "seeds": list(seeds),
+            "learned": learned_range(args),
+            "workloads": out,
+        }
     args.out.write_text(json.dumps(prior, indent=1) + "\n")
     return prior
 
@@ -180,7 +226,13 @@ def _means(
     for seed in case.seeds:
         key = f"{case.key}|{args.jobs_count}|{label}|{seed}"
         if key not in runs:
-            runs[key] = float(np.mean(brain.run_task(brain.Task(case, label, spec, seed)).jct))
+            try:
+                run = brain.run_task(brain.Task(case, label, spec, seed))
+            except IdlegateError as exc:  # (a rule that raises on a stream: inf, left out)
+                print(f"{key}: {exc}", flush=True)
+                runs[key] = math.inf
+            else:
+                runs[key] = float(np.mean(run.jct))
         out.append(runs[key])
     return out
 

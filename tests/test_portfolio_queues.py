@@ -4,6 +4,7 @@ whole pool, each workflow in the queue it was in (issue 68, item 4)."""
 from __future__ import annotations
 
 from idlegate.policy import make_scheduler
+from idlegate.policy.portfolio.prior import Prior
 from idlegate.policy.portfolio.replay import ReplayRequest, replay_portfolio
 from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.dag import Dag
@@ -61,6 +62,13 @@ def test_a_round_in_a_queued_pool_replays_under_its_queues():
         assert {a.queue for a in request.window} == {"a", "b"}
     replayed = [c for c in brain.rounds if c.scores]
     assert replayed and all(c.queues == 2 and c.to_dict()["queues"] == 2 for c in replayed)
+    # per queue, its workflows of the replay and their mean JCT (item 2 of issue 71)
+    for c in replayed:
+        per_queue = c.to_dict()["per_queue"]
+        assert list(per_queue) == [q for q in ("a", "b") if q in per_queue]  # (the pool's order)
+        assert sum(q["workflows"] for q in per_queue.values()) == c.workflows
+        assert all(c.candidate in q["jct"] for q in per_queue.values())
+        assert "; per queue: " in c.why
     # the pool's workflows reach the window, in their queues (but the last to finish,
     # after the last decision: recorded when the portfolio next sees the pool)
     names = {a.name: a.queue for a in brain.finished}
@@ -76,4 +84,27 @@ def test_one_queue_replays_as_before():
     simulate(Workload("one", jobs, 10), brain, seed=0)
     replayed = [c for c in brain.rounds if c.scores]
     assert replayed and all(c.queues == 1 for c in replayed)
+    assert all("per_queue" not in c.to_dict() and "per queue" not in c.why for c in replayed)
     assert all(a.queue is None for a in brain.finished)
+
+
+def test_the_prior_weighs_entries_of_the_pools_kind():
+    """An entry measured under queues answers a pool of queues only; a pool of one queue
+    never sees it (its lookups as before queued entries existed), and a prior with none
+    answers a pool of queues from every entry."""
+    features = {"one": (4.6, 1.0, 1.0, 1.0), "queued": (4.6, 1.0, 1.0, 1.0)}
+    losses = {
+        "one": {"srpt?cap=0.9": (0.0, 0.0), "srpt": (0.1, 0.3)},
+        "queued": {"srpt?cap=0.9": (0.2, 0.3), "srpt": (0.0, 0.0)},
+    }
+    allowed = ["srpt", "srpt?cap=0.9"]
+    prior = Prior(features, losses, queues={"queued": 3})
+    here = (4.6, 1.0, 1.0, 1.0)
+    assert prior.safest(here, allowed) == "srpt?cap=0.9"
+    assert prior.safest(here, allowed, queued=True) == "srpt"
+    assert prior.safest_overall(allowed) == "srpt?cap=0.9"
+    assert prior.safest_overall(allowed, queued=True) == "srpt"
+    assert prior.neighbours(here) == ["one"]
+    alone = Prior({"one": features["one"]}, {"one": losses["one"]})
+    assert alone.safest(here, allowed, queued=True) == "srpt?cap=0.9"
+    assert alone.safest_overall(allowed, queued=True) == "srpt?cap=0.9"

@@ -192,7 +192,11 @@ def figures(choice: Mapping[str, Any]) -> dict[str, Any]:
 def sentence(choice: Mapping[str, Any]) -> str:
     """`choice`'s outcome in words (module docstring); a figure it lacks reads "?"."""
     template = SENTENCES.get(case(choice), "following {candidate} ({reason})")
-    return template.format_map(_Said(figures(choice))) + unfinished_clause(choice)
+    return (
+        template.format_map(_Said(figures(choice)))
+        + unfinished_clause(choice)
+        + queue_clause(choice)
+    )
 
 
 def unfinished_clause(choice: Mapping[str, Any]) -> str:
@@ -204,6 +208,23 @@ def unfinished_clause(choice: Mapping[str, Any]) -> str:
         return ""
     noun = "workflow" if count == 1 else "workflows"
     return f"; the {count} {noun} unfinished: {', '.join(said)}"
+
+
+def queue_clause(choice: Mapping[str, Any]) -> str:
+    """``; per queue: heavy (40 workflows) 4,210 s under srpt, 4,950 s under
+    srpt?cap=0.9; small (…) …`` (each queue's workflows of the replay and their mean JCT
+    under the candidates of the sentence, `Choice.per_queue`); empty on one queue."""
+    said = []
+    for queue, figures_ in (choice.get("per_queue") or {}).items():
+        n = figures_.get("workflows") or 0
+        means = [
+            f"{v:,.0f} s under {c}"
+            for c, v in figures_.get("jct", {}).items()
+            if v is not None and math.isfinite(v)
+        ]
+        if n and means:
+            said.append(f"{queue} ({n} workflow{'' if n == 1 else 's'}) {', '.join(means)}")
+    return f"; per queue: {'; '.join(said)}" if said else ""
 
 
 class _Said(dict[str, str]):

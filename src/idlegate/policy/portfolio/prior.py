@@ -27,6 +27,16 @@ the streams the shipped ONNX policy was trained on (the workloads its metadata n
 outside that box (by more than their standard error) is outside what the policy was
 trained on, and the portfolio does not follow it there.
 
+**A pool of several queues** (`Prior.queues`). A workload's losses hold for the pool
+they were measured on, its queues included: through a queue's view a rule's caps and
+shares are read against the queue's entitlement (`sim.admission_view`), so `srpt?cap=0.9`,
+the safest on one queue of every workload the prior knows, keeps a tenth of each
+*queue's* entitlement idle and is not what was measured. An entry measured under queues
+says how many (``"queues"`` in the file; absent: one). A lookup on a pool of several
+queues weighs only such entries, and one on a pool of one queue only the others, so the
+lookups of a pool of one queue are what they were before queued entries existed; a prior
+without queued entries answers a pool of queues as one of one queue.
+
 A prior file that cannot be read is no prior: the scheduler warns once and follows
 `start` (`load_prior`).
 """
@@ -37,7 +47,7 @@ import json
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Final
@@ -158,16 +168,30 @@ class Prior:
     """The distance within which a workload counts as alike (module docstring)."""
     learned: TrainedRange | None = None
     """The shipped learned policy's range (None: not measured, no judgement)."""
+    queues: Mapping[str, int] = field(default_factory=dict)
+    """Per workload measured under several queues, how many (absent: one queue)."""
 
-    def neighbours(self, features: Sequence[float], error: float = 0.0) -> list[str]:
+    def of_kind(self, queued: bool = False, among: Collection[str] | None = None) -> list[str]:
+        """The workloads (of `among`, default those with losses) a lookup on a pool of
+        several queues (`queued`), or of one, weighs: those measured under several queues,
+        or under one. A pool of queues with no such entry weighs every workload (as before
+        queued entries existed)."""
+        names = list(self.losses if among is None else among)
+        kind = [w for w in names if (self.queues.get(w, 1) > 1) == queued]
+        return kind if kind or not queued else names
+
+    def neighbours(
+        self, features: Sequence[float], error: float = 0.0, queued: bool = False
+    ) -> list[str]:
         """The `NEIGHBOURS` workloads nearest to `features` (`distance`, the workflows'
-        features less `error`), within the reach and within `ALIKE` times the nearest
-        one's distance (at least `ALIKE_FLOOR`)."""
+        features less `error`) of the kind of the pool (`of_kind`), within the reach and
+        within `ALIKE` times the nearest one's distance (at least `ALIKE_FLOOR`)."""
         reach = self.reach
+        kind = set(self.of_kind(queued, self.features))
         dist = {
             w: distance(f, features, error)
             for w, f in self.features.items()
-            if len(f) == len(features)
+            if len(f) == len(features) and w in kind
         }
         near = sorted((d, w) for w, d in dist.items() if d <= reach)
         if not near:
@@ -176,7 +200,11 @@ class Prior:
         return [w for d, w in near[:NEIGHBOURS] if d <= alike]
 
     def safest(
-        self, features: Sequence[float], allowed: Collection[str], error: float = 0.0
+        self,
+        features: Sequence[float],
+        allowed: Collection[str],
+        error: float = 0.0,
+        queued: bool = False,
     ) -> str | None:
         """The candidate of `allowed` (spec texts) with the smallest worst-seed loss over
         the nearest workloads (`neighbours`; the smallest mean loss among equals), of
@@ -186,15 +214,16 @@ class Prior:
         the reach, the workloads within it once the workflows' features are taken `error`
         nearer count (`distance`; the pool's size is exact). A few workflows of a mix of
         kinds (one-task jobs and TPC-H-like DAGs) have a mean far from the mix's, by
-        chance, and would otherwise count as like no workload."""
-        near = self.neighbours(features) or self.neighbours(features, error)
+        chance, and would otherwise count as like no workload. `queued`: the pool has
+        several queues (`of_kind`)."""
+        near = self.neighbours(features, 0.0, queued) or self.neighbours(features, error, queued)
         return self._safest_over(near, allowed) if near else None
 
-    def safest_overall(self, allowed: Collection[str]) -> str | None:
+    def safest_overall(self, allowed: Collection[str], queued: bool = False) -> str | None:
         """The candidate of `allowed` with the smallest worst-seed loss over every workload
-        the prior knows (what to follow for workflows like none of them); None if none
-        is known on all."""
-        return self._safest_over(list(self.losses), allowed)
+        the prior knows of the pool's kind (`of_kind`: what to follow for workflows like
+        none of them); None if none is known on all."""
+        return self._safest_over(self.of_kind(queued), allowed)
 
     def _safest_over(self, workloads: Sequence[str], allowed: Collection[str]) -> str | None:
         known = [c for c in allowed if all(c in self.losses[w] for w in workloads)]
@@ -221,6 +250,7 @@ def load_prior(path: Path = PRIOR_PATH) -> Prior | None:
             w: {c: (float(m), float(x)) for c, (m, x) in v["losses"].items()}
             for w, v in workloads.items()
         }
+        queues = {w: int(v["queues"]) for w, v in workloads.items() if "queues" in v}
         reach = float(data.get("reach", REACH))
         learned = data.get("learned")
         trained = None
@@ -236,4 +266,4 @@ def load_prior(path: Path = PRIOR_PATH) -> Prior | None:
             exc,
         )
         return None
-    return Prior(features, losses, reach, trained)
+    return Prior(features, losses, reach, trained, queues)

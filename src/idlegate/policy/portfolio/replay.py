@@ -31,7 +31,7 @@ from idlegate.sim.dag import summarised
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.history import replay_workload as _replay_workload
 from idlegate.sim.protocol import Scheduler
-from idlegate.sim.queues import QueueSpec
+from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import ResourceVector
 
 __all__ = [
@@ -99,6 +99,7 @@ def replay_portfolio(
     n = len(workload.jobs)
     # (the replay orders the window by arrival, stably: `times` and `late` in that order)
     order = sorted(range(n), key=lambda i: window[i].time)
+    names = _queue_names([window[i] for i in order], queues) if len(queues) > 1 else None
     times = np.array([window[i].time for i in order], dtype=float)
     late = np.array([i >= n - unfinished for i in order], dtype=bool)
     means: dict[str, float] = {}
@@ -124,7 +125,18 @@ def replay_portfolio(
             means[text] = float(np.mean(total)) / seeds
             jcts[text] = total / seeds
         decisions[text] = made
-    return Scores(means, n, events, decisions, failed, jcts, late, times)
+    return Scores(means, n, events, decisions, failed, jcts, late, times, names)
+
+
+def _queue_names(
+    window: Sequence[JobArrival], queues: Sequence[QueueSpec]
+) -> tuple[str, ...] | None:
+    """The queue each of `window` is replayed in (`sim.queues.queue_index` of the queue it
+    names); None if one names a queue the pool lacks (the replay fails then anyway)."""
+    try:
+        return tuple(queues[queue_index(queues, a.queue)].name for a in window)
+    except IdlegateError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -189,4 +201,5 @@ def merged(a: Scores, b: Scores) -> Scores:
         {**a.jcts, **b.jcts},
         a.unfinished,
         a.times,
+        a.queue_names,
     )

@@ -40,6 +40,7 @@ __all__ = [
     "excess",
     "lead_errors",
     "noise_needed",
+    "queue_means",
     "round_confidence",
     "select",
     "standing",
@@ -72,6 +73,9 @@ class Scores:
     began (`PortfolioConfig.unfinished`, early rounds' running ones)."""
     times: np.ndarray | None = None
     """Per replayed workflow (arrival order), its arrival on the scheduler's clock."""
+    queue_names: tuple[str, ...] | None = None
+    """Per replayed workflow (arrival order), the queue it was replayed in (None: the
+    replay ran on one queue)."""
 
 
 Reason = Literal[
@@ -189,6 +193,10 @@ class Choice:
     """The replay's workflows unfinished when the round began."""
     queues: int = 1
     """The queues the replay ran under (the live pool's; 1: one queue, no quotas)."""
+    per_queue: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """With several queues (`queues` > 1), per queue that had workflows in the replay: how
+    many (``workflows``) and their mean JCT under the candidate followed and the one it
+    is compared with (``jct``: spec text → seconds; `queue_means`). Empty on one queue."""
 
     @property
     def why(self) -> str:
@@ -264,9 +272,18 @@ class Choice:
             "unfinished": {k: _finite(v) for k, v in self.unfinished.items()},
             "unfinished_count": self.unfinished_count,
             "queues": self.queues,
+            **({"per_queue": _per_queue_dict(self.per_queue)} if self.per_queue else {}),
             "text": self.text,
             "why": self.why,
         }
+
+
+def _per_queue_dict(per_queue: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """`Choice.per_queue` JSON-ready (inf as None)."""
+    return {
+        q: {"workflows": v["workflows"], "jct": {c: _finite(x) for c, x in v["jct"].items()}}
+        for q, v in per_queue.items()
+    }
 
 
 def _seconds(value: float) -> str:
@@ -532,3 +549,31 @@ def unfinished_means(
     return {
         c: float(np.mean(np.asarray(jcts[c])[mask])) for c in names if c is not None and c in jcts
     }
+
+
+def queue_means(
+    jcts: Mapping[str, np.ndarray],
+    queue_names: Sequence[str] | None,
+    names: Sequence[str | None],
+    order: Sequence[str] = (),
+) -> dict[str, dict[str, Any]]:
+    """Per queue of a replay under several queues (`queue_names`, per replayed workflow),
+    in the pool's `order` of its queues (those it lacks after, as they first appear):
+    its workflows and their mean JCT under each of `names` that was replayed
+    (`Choice.per_queue`); empty without queues."""
+    if not queue_names:
+        return {}
+    labels = np.asarray(queue_names, dtype=object)
+    present = set(queue_names)
+    out: dict[str, dict[str, Any]] = {}
+    for queue in [q for q in dict.fromkeys([*order, *queue_names]) if q in present]:
+        mask = labels == queue
+        out[queue] = {
+            "workflows": int(mask.sum()),
+            "jct": {
+                c: float(np.mean(np.asarray(jcts[c])[mask]))
+                for c in dict.fromkeys(names)
+                if c is not None and c in jcts
+            },
+        }
+    return out

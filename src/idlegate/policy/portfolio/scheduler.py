@@ -378,6 +378,11 @@ class PortfolioScheduler:
         next lookup at twice as many. Lookups end once a round moved the candidate or
         `min_window` have finished."""
         start, arrivals, trust = self._start, self._arrivals, self._trust
+        # (a pool of several queues is looked up as the pool, each queue's workflows and
+        # its whole size, among the prior's entries measured under queues: `prior.Prior`)
+        queued = len(self._queues) > 1
+        if queued:
+            view = _pool(view)
         fresh = arrivals.since is None
         arrived = len(self._window.finished) + len(view.jobs) if fresh else arrivals.since_count()
         if start.lookup_at is None or arrived < start.lookup_at:
@@ -405,14 +410,14 @@ class PortfolioScheduler:
         judged = arrived >= JUDGE_MIN
         untrained = self._untrained(features, error) if judged else frozenset()
         allowed = [s for s in self._followable() if s not in untrained]
-        found = prior.safest(features, allowed, error)
+        found = prior.safest(features, allowed, error, queued)
         trust.incumbent = found
         trust.named = found if self.config.uncorrected else None
         reason: Literal["prior", "change", "unlike"] = "prior" if fresh else "change"
         fallback = None
         if found is None and self.config.unlike == "safest" and judged:
             # (like no workload it knows: its pick for the nearest would be a guess)
-            fallback = prior.safest_overall(allowed)
+            fallback = prior.safest_overall(allowed, queued)
             reason = "unlike" if fresh else reason  # (after a change, the change is the news)
         if found or fallback:
             trust.safe = found or fallback
