@@ -313,6 +313,31 @@ def test_cache_never_changes_the_features() -> None:
     assert checker.calls > 100
 
 
+class _Sized:
+    """`cluster` seen as a pool of `size` executors: a queue's view, sized to the queue's
+    entitlement, which moves as the other queues borrow and lend."""
+
+    def __init__(self, cluster: Cluster, size: int) -> None:
+        self._cluster, self.num_executors = cluster, size
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._cluster, name)
+
+
+def test_a_cached_job_is_read_again_when_the_pool_it_is_seen_in_is_resized(state) -> None:
+    # the same jobs, unchanged, asked of a view of 4 executors then of 8: the rows are
+    # figures over the pool's size (held 3 of 4, then of 8), and a launch's cap levels
+    # above what a job holds come from them
+    c, _, _, _ = state
+    feat = Featurizer()
+    assert feat(_Sized(c, 4)).job_x[0, J["held"]] == pytest.approx(3 / 4)
+    resized = feat(_Sized(c, 8))
+    fresh = compute_features(_Sized(c, 8))
+    np.testing.assert_array_equal(resized.job_x, fresh.job_x)
+    np.testing.assert_array_equal(resized.cap_mask, fresh.cap_mask)
+    assert resized.job_x[0, J["held"]] == pytest.approx(3 / 8)
+
+
 # -- the optional arrival-history columns ---------------------------------------------------
 
 

@@ -361,8 +361,11 @@ class Featurizer:
             # `unlaunched`, a finished task lowers `remaining_work` (durations are > 0), a
             # freed executor lowers `held`, an idle slot raises `idle_inserted` and shrinks
             # the runnable list, its end grows the list again. Masks never come from the
-            # cache.
+            # cache. The pool's size is in it too: a queue's view sizes the pool to the
+            # queue's entitlement, which moves as the other queues borrow and lend, and the
+            # rows are figures over it (held / k).
             sig = (
+                k,
                 job.unlaunched,
                 job.held,
                 job.remaining_work,
@@ -371,7 +374,7 @@ class Featurizer:
                 job.cap,
                 job.idle_inserted,
             )
-            if sig[0] > 0:  # job.unlaunched: has_unlaunched_tasks(job)
+            if sig[1] > 0:  # job.unlaunched: has_unlaunched_tasks(job)
                 scan.active += 1
             if sig != entry.sig:
                 if job.stages_left != entry.stages_left:
