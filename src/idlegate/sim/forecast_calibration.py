@@ -13,7 +13,9 @@ interval the actual fell, per second the forecast looked ahead:
 (Q < 0 narrows it, never past the median). This is conformalized quantile regression
 (Romano, Patterson and Candès, 2019) with the score scaled by the lead time; with
 exchangeable scores it covers `COVERAGE` of the actuals whatever the replays missed.
-Before `MIN_SCORES` scores the replays' interval is given as it is.
+Before `MIN_SCORES` scores there is no quantile to take: a calibration made with a
+`prior` widens by it instead (`START_PRIOR`, `FINISH_PRIOR`: the quantile the scores of
+the training runs gave), else the replays' interval is given as it is.
 
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
@@ -36,11 +38,21 @@ FLOOR = 1.0
 """Seconds: the least lead time a score is divided by (a forecast of now)."""
 
 
-class Calibration:
-    """The scores of resolved forecasts of one kind, and the widening they give."""
+START_PRIOR = 0.3
+"""Q of a start forecast before `MIN_SCORES` scores (a cold start: a new pool, a flood
+that arrives at once): per second ahead, fitted on seeds 0-99 of the four workloads of
+docs/forecast.md, none of the held-out ones."""
+FINISH_PRIOR = 0.1
+"""Q of a finish forecast before `MIN_SCORES` scores (as `START_PRIOR`)."""
 
-    def __init__(self) -> None:
+
+class Calibration:
+    """The scores of resolved forecasts of one kind, and the widening they give;
+    `prior` the widening before there are enough of them (None: none)."""
+
+    def __init__(self, prior: float | None = None) -> None:
         self.scores: deque[float] = deque(maxlen=WINDOW)
+        self.prior = prior
 
     def record(self, span: Span, made_at: float, actual: float) -> None:
         """A forecast made at `made_at` came out at `actual`."""
@@ -48,10 +60,11 @@ class Calibration:
         self.scores.append(max(span.low - actual, actual - span.high) / ahead)
 
     def margin(self) -> float | None:
-        """Q: the widening per second ahead (None before `MIN_SCORES` scores)."""
+        """Q: the widening per second ahead (before `MIN_SCORES` scores: the prior, None
+        without one)."""
         n = len(self.scores)
         if n < MIN_SCORES:
-            return None
+            return self.prior
         ordered = sorted(self.scores)
         # the conformal quantile: the ⌈(n + 1)·coverage⌉-th smallest score
         rank = min(n, math.ceil((n + 1) * COVERAGE))
