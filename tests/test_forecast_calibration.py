@@ -14,6 +14,17 @@ def test_no_widening_before_enough_scores() -> None:
     assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(10.0, 20.0, 30.0)
 
 
+def test_a_prior_widens_until_the_scores_take_over() -> None:
+    # cold: the prior 0.5 s per second ahead; a forecast 100 s ahead widens by 50 s a side
+    cal = Calibration(prior=0.5)
+    assert cal.margin() == 0.5
+    assert cal.widen(Span(90.0, 100.0, 120.0), 0.0) == Span(40.0, 100.0, 170.0)
+    # MIN_SCORES scores of -0.5 (10 s inside an interval 20 s ahead): their quantile
+    for _ in range(MIN_SCORES):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)
+    assert cal.margin() == -0.5
+
+
 def test_misses_widen_in_proportion_to_the_lead_time() -> None:
     # every past forecast looked 20 s ahead (median 20, made at 0) and the actual came
     # 10 s past its high: score 10 / 20 = 0.5, so Q = 0.5 s per second ahead
