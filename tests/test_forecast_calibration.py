@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import MIN_SCORES, Calibration
 
@@ -48,3 +50,15 @@ def test_the_margin_is_the_conformal_quantile_and_may_narrow() -> None:
     assert cal.margin() == -0.5
     # narrowing stops at the median
     assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(20.0, 20.0, 20.0)
+
+
+def test_the_coverage_picks_the_quantile() -> None:
+    # scores 0.0, 0.1, ..., 2.9 (30 of them): the ⌈31 × 0.8⌉ = 25th smallest is 2.4, and
+    # with coverage 0.9 the ⌈31 × 0.9⌉ = 28th, 2.7
+    low, high = Calibration(), Calibration(coverage=0.9)
+    for i in range(30):
+        for cal in (low, high):
+            cal.record(Span(0.0, 10.0, 10.0), 0.0, 10.0 + i)  # (i / 10 past its high)
+    assert low.margin() == pytest.approx(2.4) and high.margin() == pytest.approx(2.7)
+    with pytest.raises(ValueError, match="share in"):
+        Calibration(coverage=1.0)
