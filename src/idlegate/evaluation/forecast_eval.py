@@ -322,7 +322,8 @@ def _futures(
     workload: Workload | None = None,
 ) -> list[Future] | None:
     """The replays' arrivals not seen yet (`EvalSettings.arrivals`): none; Poisson draws at
-    the pool's recent rate (``poisson``) or at each queue's, into that queue (``queues``);
+    the pool's recent rate (``poisson``) or at each queue's, into that queue (``queues``; a
+    pool without queues: as ``poisson``);
     or the run's own (``oracle``: what no forecaster knows, to measure what not knowing
     them costs)."""
     if settings.arrivals == "none":
