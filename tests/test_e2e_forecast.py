@@ -1,11 +1,14 @@
 """Issue 70, the operator's forecasts end to end: the real kopf operator against the test API
-server with three nodes and two queues (tests/nodes_e2e.py's cluster), the simulated
-kubelet, the clock `SPEED` times faster than the wall, forecasts refreshed every 30 s of
+server with three nodes and two queues (tests/nodes_e2e.py's cluster), on a pool that follows
+the nodes (``--pool-nodes``: its replays give room back node by node, sim/pool.py) and on one
+of the nodes' allocatable (``--pool-resources``), the simulated kubelet, the clock `SPEED` times faster than the wall, forecasts refreshed every 30 s of
 its clock (``--forecast-interval``).
 
 Checked: every waiting DagWorkflow shows ``status.forecast`` within one refresh (the one
-after they all waited); the visibility API carries them, and an Argo Workflow's (under
-Argo's controller stand-in, when Argo's CRD is at hand), which is not ours to write; a what-if (``idlegate forecast
+after they all waited); the visibility API carries them, an Argo Workflow's (under Argo's
+controller stand-in, when Argo's CRD is at hand) and an Airflow DAG run's (under the stand-in
+for Airflow's scheduler and KubernetesExecutor, tests/k8s/airflow_executor.py, its pods
+asking what the DagWorkflows' do), which are not ours to write; a what-if (``idlegate forecast
 FILE`` over the operator's endpoint) answers without creating anything; the forecasts made
 while the workflows waited are scored against their real start and finish
 (``idlegate_forecast_error_seconds``), and the test prints the errors (no bound: accuracy is
@@ -32,10 +35,12 @@ from idlegate.api.queueing import QueueFile
 from idlegate.cli import app
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.queues import queues_from
+from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import diamond, phase
 from tests.clocks import ScaledClock
 from tests.e2e import DWF, SPEED, new_namespace, running_operator, stage, wait, workflow
+from tests.k8s.airflow_executor import AirflowExecutor, layered
 from tests.k8s.apiserver import NODES
 from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
@@ -49,6 +54,9 @@ FLOOD = 8
 TASKS, CPU, MEMORY = 2, "4", "4Gi"
 """Each workflow: one stage of 2 tasks of 4 CPU: three run at once on the 24 CPU."""
 QUOTA = {"cpu": "12", "memory": "48Gi"}
+QUEUED_TIMEOUT = 86_400.0
+"""Airflow's ``task_queued_timeout`` (simulated seconds): beyond the test, so that its run's
+pods wait for room as the others do, never released early by the pending timeout."""
 
 
 ARGO = WORKFLOW_CRD.exists()
@@ -86,18 +94,30 @@ def _body(name: str, seconds: float = 60.0) -> dict[str, Any]:
     )
 
 
+@pytest.mark.parametrize("pool", ["nodes", "fixed"])
 def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
-    api: ApiServer,
+    api: ApiServer, pool: str, tmp_path: Path
 ) -> None:
-    ns = new_namespace(api, "fc")
+    ns = new_namespace(api, f"fc-{pool}")
     _nodes(api)
     raw = [{"name": "a", "namespaces": [ns], "nominal": QUOTA}, {"name": "b", "nominal": QUOTA}]
     port = _port()
+    secret = tmp_path / "airflow-password"
+    secret.write_text(PASSWORD)
+    dag, answers = layered(
+        TASKS, width=TASKS, seconds=60.0, requests={"cpu": CPU, "memory": MEMORY}
+    )
     # the kubelet starts once the forecasts were checked: until then no pod runs, so the
     # workflows that wait go on waiting whatever the machine's pace (events, not wall time)
     with contextlib.ExitStack() as stack:
         if ARGO:
             stack.enter_context(ArgoController(api, ns))
+        airflow = stack.enter_context(
+            AirflowExecutor(
+                api, dag, dict.fromkeys(answers_tasks(answers, dag), 60.0),
+                queued_timeout=QUEUED_TIMEOUT / SPEED, answers=answers,
+            )
+        )  # fmt: skip
         operator = stack.enter_context(
             running_operator(
                 api,
@@ -110,9 +130,11 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
                 forecast_interval=30.0,
                 metrics_port=port,
                 listen_host="127.0.0.1",
-                # (a pool of the nodes' allocatable: on one that follows the nodes, --pool-nodes,
-                # the replays start no waiting workflow yet; docs/forecast.md says so)
-                **POOLS["fixed"],
+                airflow_url=airflow.url,
+                airflow_username="admin",
+                airflow_password_file=secret,
+                airflow_queued_timeout=QUEUED_TIMEOUT,
+                **POOLS[pool],
             )
         )
         names = [f"w{i}" for i in range(FLOOD)]
@@ -126,6 +148,7 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
                         "requests": {"cpu": CPU, "memory": MEMORY}
                     }
             api.create(WORKFLOWS, argo, ns)
+        airflow.trigger(ns, "manual__fc")
         wait(lambda: len(operator.bridge.workflows) == FLOOD, 60, "every workflow admitted")
         seen: dict[str, Forecast] = {}
         """Each workflow's first forecast the test saw in its status while it waited."""
@@ -161,10 +184,13 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
         for n, f in seen.items():
             assert f.position is not None and f.start <= f.finish, n
 
-        def listed() -> dict[str, Any]:
+        def waiting_listed() -> list[dict[str, Any]]:
             url = f"http://127.0.0.1:{port}/visibility/pendingworkflows"
             doc = json.loads(urllib.request.urlopen(url).read())
-            return {w["name"]: w for p in doc["pools"] for q in p["queues"] for w in q["waiting"]}
+            return [w for p in doc["pools"] for q in p["queues"] for w in q["waiting"]]
+
+        def listed() -> dict[str, Any]:
+            return {w["name"]: w for w in waiting_listed()}
 
         shown = listed()
         assert all(shown[n]["forecast"] is not None for n in waiting() if n in shown)
@@ -177,6 +203,15 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
             assert argo_shown["kind"] == "Workflow"
             assert isinstance(parse_forecast(argo_shown), Forecast)
             assert "forecast" not in (api.get(WORKFLOWS, ns, "argo") or {}).get("status", {})
+        # Airflow's DAG run likewise (its kind: DagRun)
+        airflow_shown = wait(
+            lambda: next(
+                (w for w in waiting_listed() if w["kind"] == "DagRun" and w["forecast"]), None
+            ),
+            60,
+            "the Airflow DAG run listed with a forecast",
+        )
+        assert isinstance(parse_forecast(airflow_shown), Forecast)
 
         # what if one more were submitted now? (nothing is created)
         with tempfile.TemporaryDirectory() as tmp:
@@ -206,6 +241,8 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
             wait(done, 120, "every workflow to finish")
             if ARGO:
                 wait(lambda: phase(api, ns, "argo") in DONE, 120, "the Argo Workflow")
+            wait(lambda: airflow.done(ns, "manual__fc"), 120, "the Airflow DAG run")
+            assert airflow.state(ns, "manual__fc") == "success"
         metrics = operator.bridge.metrics
 
         def count(which: str) -> float:
@@ -213,13 +250,15 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
 
         # scored at the refresh after each start and end
         wait(lambda: count("finish") >= len(seen) and count("start") >= len(seen), 120, "scores")
-        errors = {}
+        errors: dict[str, tuple[float, float]] = {}
         for which in ("start", "finish"):
             total = metrics.value("idlegate_forecast_error_seconds_sum", queue="a", which=which)
             errors[which] = (count(which), total / count(which))
     # (printed once the operator is gone: its runner holds stdout while it runs)
-    for which, (n, mean) in errors.items():
-        print(f"forecast {which} error, {n:.0f} workflows that waited: mean {mean:.1f} s")
+    for kind, (scored, mean) in errors.items():
+        print(
+            f"{pool}: forecast {kind} error, {scored:.0f} workflows that waited: mean {mean:.1f} s"
+        )
 
 
 class Raising(FifoScheduler):
@@ -253,5 +292,10 @@ def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer
         assert condition["message"] == (
             "the scheduler raising raised RuntimeError: its model file is corrupt"
         )
-        status = api.get(DWF, ns, "second")["status"]
+        status = (api.get(DWF, ns, "second") or {})["status"]
         assert set(status["forecast"]) == {"computedAt", "unavailable"}  # (no number)
+
+
+def answers_tasks(answers: dict[str, Any], dag: str) -> list[str]:
+    """The task ids of the DAG `dag` whose answers `layered` made."""
+    return [t["task_id"] for t in answers[f"GET /api/v2/dags/{dag}/tasks"]["body"]["tasks"]]

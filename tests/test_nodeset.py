@@ -103,7 +103,8 @@ def test_a_copy_is_independent():
 
 def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
     # binds, ends, nodes told again, added and removed, in a seeded random order: each
-    # answer equals the full recomputation's (packed over all nodes, Need.on summed)
+    # answer equals the full recomputation's (packed over all nodes, Need.on summed), the
+    # rooms it keeps between changes included
     rng = random.Random(61)
     kinds = [node(8, 32, 4), node(16, 64, 8), node(4, 16, 2)]
     alloc = [rng.choice(kinds) for _ in range(40)]
@@ -115,7 +116,12 @@ def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
         if rng.random() < 0.3:
             allowed = tuple(sorted(rng.sample(range(len(nodes)), rng.randint(0, len(nodes)))))
         assert nodes.place(need, allowed) == scan_place(nodes, need, allowed)
-        assert nodes.room(need[:2], allowed) == scan_room(nodes, need[:2], allowed)
+        # (holds before room: read partly, or whole and kept, then room from what it kept)
+        scanned = scan_room(nodes, need[:2], allowed)
+        tasks = rng.choice((0, 1, 2, 5, 40))
+        assert nodes.holds(need[:2], tasks, allowed) == (scanned >= tasks)
+        assert nodes.room(need[:2], allowed) == scanned
+        assert nodes.holds(need[:2], tasks + 1, allowed) == (scanned >= tasks + 1)
         assert nodes.first_fit(need) == next(
             (i for i, n in enumerate(nodes) if all(map(int.__ge__, n, need))), None
         )

@@ -23,7 +23,16 @@ path (docs/forecast.md, "In the operator"):
   (:attr:`kept`) until it starts and ends; its absolute errors then go to
   ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
   interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow, to its
-  history record (`Workflow.forecast_made`).
+  history record (`Workflow.forecast_made`, with the replays' interval before the
+  calibration widened it: `history_forecast`).
+* **After a restart.** The calibration is not kept apart: it is a function of the
+  resolved forecasts, which the history records hold. With a history sink
+  (``--history-file``), a restarted pool rebuilds it from its last `WINDOW` records there
+  (:meth:`ForecastRefresh.resume_from`, `resumed_calibration`), each finished DagWorkflow
+  giving back its start and finish scores, and goes on from there. A sink that cannot be
+  read, or a record whose stored interval is inconsistent, leaves the calibration cold,
+  logged as a Warning and counted (``idlegate_forecast_calibration_errors_total``); never
+  an error of the pool.
 
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
@@ -39,15 +48,18 @@ import functools
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.api.forecast_status import Forecast, Unavailable
+from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.forecast_calibration import Calibration
+from idlegate.sim.forecast_calibration import WINDOW, Calibration
+from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import planning_fork
 
@@ -217,6 +229,8 @@ class ForecastRefresh:
         self.kept: dict[int, Kept] = {}
         """Job id → its first forecast made while it waited, until it starts and ends."""
         self.calibration = {"start": Calibration(), "finish": Calibration()}
+        self.resuming: Future[Tail] | None = None
+        """The pool's records in the history sink, being read (`resume_from`)."""
         self.running: asyncio.Future[Any] | None = None
         self.again = False
         """A change came while a refresh ran: refresh again when it ends."""
@@ -340,10 +354,47 @@ class ForecastRefresh:
 
     # -- the work --------------------------------------------------------------------------
 
+    def resume_from(self, records: Future[Tail]) -> None:
+        """Resume the calibration from the pool's last records in the history sink (module
+        docstring, "After a restart"), once `records` is read (the sink's thread reads it;
+        the first refresh after that takes it, scores recorded meanwhile coming after)."""
+        self.resuming = records
+
+    def _resume(self) -> None:
+        """Event loop: take the history sink's records, if read (`resume_from`)."""
+        reading = self.resuming
+        if reading is None or not reading.done():
+            return
+        self.resuming = None
+        try:
+            resumed = resumed_calibration(reading.result().workflows)
+        except Exception as exc:  # (a corrupt calibration: cold, loudly, never the pool's end)
+            log.warning(
+                "The forecast calibration was not resumed from the history sink (%s: %s); "
+                "its intervals start cold.",
+                type(exc).__name__,
+                exc,
+            )
+            if self.metrics is not None:
+                self.metrics.forecast_calibration_errors.inc()
+            return
+        for which, calibration in self.calibration.items():
+            # (the older scores first: those scored since the restart are the most recent)
+            scores = [*resumed[which].scores, *calibration.scores]
+            calibration.scores = deque(scores, maxlen=WINDOW)
+        log.info(
+            "The forecast calibration resumed from the history sink: %d start and %d finish "
+            "scores.",
+            len(resumed["start"].scores),
+            len(resumed["finish"].scores),
+        )
+
     def request(self) -> Snapshot:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
-        forecasts whose workflow started or ended since are scored first."""
+        forecasts whose workflow started or ended since are scored first (after the
+        calibration resumed, if its records were read)."""
         now = self.now()
+        self._resume()
         self.score(now)
         fork = planning_fork(self.cluster)
         if fork.now < now:
@@ -368,7 +419,7 @@ class ForecastRefresh:
         made, dirty = result.now, []
         for entry in result.workflows:
             job = snap.jobs.get(entry.job_id)
-            payload = snap.owners.get(entry.job_id)
+            payload: Any = snap.owners.get(entry.job_id)
             owner = getattr(payload, "owner", None)
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
@@ -379,6 +430,7 @@ class ForecastRefresh:
                 self.kept[job.id] = Kept(job, queue, shown, entry.start, entry.finish)
                 if hasattr(payload, "forecast_made"):  # (its history record says it)
                     payload.forecast_made = shown
+                    payload.forecast_replayed = entry.start, entry.finish
             old = self.shown.get(owner.uid)
             self.shown[owner.uid] = shown
             if hasattr(payload, "forecast") and moved(old, shown):
@@ -419,14 +471,53 @@ class ForecastRefresh:
 
 
 def history_forecast(
-    made: Forecast | None, started: float | None
+    made: Forecast | None,
+    started: float | None,
+    replayed: tuple[sim_forecast.Span, sim_forecast.Span] | None = None,
 ) -> tuple[tuple[str, float], ...] | None:
     """A finished workflow's record's ``forecast`` (`sim.history.records.FORECAST_KEYS`):
-    its first forecast made while it waited, `made`, and its real start; None: none."""
+    its first forecast made while it waited, `made`, its real start, and the replays'
+    intervals of that forecast (start, finish) before the calibration widened them, from
+    which a restarted pool's calibration is rebuilt (`resumed_calibration`); None: none."""
     if made is None:
         return None
     pairs = [("madeAt", made.computed_at), ("start", made.start), ("finish", made.finish)]
-    return tuple(pairs + ([("startedAt", started)] if started is not None else []))
+    if started is not None:
+        pairs.append(("startedAt", started))
+    if replayed is not None:
+        start, finish = replayed
+        pairs += [("startLow", start.low), ("startHigh", start.high)]
+        pairs += [("finishLow", finish.low), ("finishHigh", finish.high)]
+    return tuple(pairs)
+
+
+def resumed_calibration(records: Iterable[HistoryWorkflow]) -> dict[str, Calibration]:
+    """The calibration (start, finish) that `records` (a pool's, oldest first) give: each
+    record's first forecast, with the replays' interval it stored, scored against its real
+    start and finish as `ForecastRefresh.score` scored it (the last `WINDOW` of each kind).
+    A record without the interval (an older operator's) gives none. SpecError (a
+    sentence) if a stored interval does not hold its forecast (low ≤ forecast ≤ high):
+    the stored calibration is corrupt, and the caller starts cold."""
+    out = {"start": Calibration(), "finish": Calibration()}
+    for record in records:
+        found = dict(record.forecast or ())
+        if "startLow" not in found:
+            continue
+        made = found["madeAt"]
+        finish = None
+        if record.arrival is not None and record.jct is not None:
+            finish = record.arrival + record.jct
+        for which, actual in (("start", found.get("startedAt")), ("finish", finish)):
+            low, median = found.get(f"{which}Low"), found[which]
+            high = found.get(f"{which}High")
+            if low is None or high is None or not low <= median <= high:
+                raise SpecError(
+                    f"{record.source}: the forecast's {which} interval [{low}, {high}] does "
+                    f"not hold its {which} {median}"
+                )
+            if actual is not None:
+                out[which].record(sim_forecast.Span(low, median, high), made, actual)
+    return out
 
 
 def accuracy(records: Iterable[Any]) -> str | None:

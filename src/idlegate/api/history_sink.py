@@ -6,8 +6,9 @@ which ``idlegate history export`` reads as the operator wrote them.
 
 One worker thread writes the lines, so a slow or failing volume never stalls its writer
 (the future of each says whether it was written), and reads a pool's most recent records
-back (:func:`read_prior`) after the lines queued; lines that are not such a record are left
-out, counted (`idlegate.sim.history.tail_history`).
+back (:func:`read_prior`, :func:`read_recent`) after the lines queued: a restarted
+operator's portfolio window and forecast calibration; lines that are not such a record are
+left out, counted (`idlegate.sim.history.tail_history`).
 """
 
 from __future__ import annotations
@@ -24,18 +25,23 @@ from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
-from idlegate.sim.history import HistoryWorkflow, history_record, tail_history
+from idlegate.sim.history import HistoryWorkflow, Tail, history_record, tail_history
 
 
-def read_prior(path: Path, pool: str, count: int) -> tuple[list[JobArrival], Counter[str]]:
-    """The last `count` records of `pool` in the sink at `path` and its rotated files, as
-    arrivals on the operator's clock (one without ``pool``, as before pools, the default's),
-    and the lines left out, by reason (`tail_history`)."""
+def read_recent(path: Path, pool: str, count: int) -> Tail:
+    """The last `count` records of `pool` in the sink at `path` and its rotated files (one
+    without ``pool``, as before pools, the default's), oldest first, and the lines left
+    out, by reason (`tail_history`)."""
     try:
         files = sink_files(path)
     except IdlegateError:  # no sink yet: no record
-        return [], Counter()
-    tail = tail_history(files, count, lambda w: (w.pool or DEFAULT_POOL) == pool)
+        return Tail([], Counter())
+    return tail_history(files, count, lambda w: (w.pool or DEFAULT_POOL) == pool)
+
+
+def read_prior(path: Path, pool: str, count: int) -> tuple[list[JobArrival], Counter[str]]:
+    """`read_recent`'s records as arrivals on the operator's clock, and the lines left out."""
+    tail = read_recent(path, pool, count)
     arrivals = [
         JobArrival(w.arrival or 0.0, w.name or w.source, Dag.from_spec(w.spec), w.durations())
         for w in tail.workflows
@@ -77,6 +83,10 @@ class HistorySink:
     def prior(self, pool: str, count: int) -> Future[tuple[list[JobArrival], Counter[str]]]:
         """Read `pool`'s last `count` records (`read_prior`) after the lines queued."""
         return self._worker.submit(read_prior, self.path, pool, count)
+
+    def recent(self, pool: str, count: int) -> Future[Tail]:
+        """Read `pool`'s last `count` records (`read_recent`) after the lines queued."""
+        return self._worker.submit(read_recent, self.path, pool, count)
 
     def close(self) -> None:
         """Write what is queued, then close the file."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from idlegate.api import notices
 from idlegate.api.forecast_status import (
     Forecast,
     Unavailable,
@@ -49,11 +50,12 @@ PATH = "/visibility/pendingworkflows"
 # -- the adapters ------------------------------------------------------------------------------
 
 
-def waiting_in_order(cluster: Any) -> list[tuple[str, list[tuple[Any, int, str]]]]:
-    """Per queue of `cluster`'s pool (one named ``""`` without queues), its waiting
+def waiting_in_order(core: Any) -> list[tuple[str, list[tuple[Any, int, str]]]]:
+    """Per queue of the pool of `core` (one named ``""`` without queues), its waiting
     workflows in order, each with its position and why it waits: with queues, the
     admission's own result (`idlegate.sim.admission_result`: the computation that
-    decided); without, arrival order and the pool's reason (`reason_of`)."""
+    decided); without, arrival order and what the Waiting Event says (`reason_of`)."""
+    cluster = core.cluster
     result = cluster.admission_result()
     if result is not None:
         return [
@@ -63,29 +65,25 @@ def waiting_in_order(cluster: Any) -> list[tuple[str, list[tuple[Any, int, str]]
         (j for j in cluster.jobs if j.finish is None and j.runnable),
         key=lambda j: (-j.priority, j.arrival, j.id),
     )
-    return [("", [(job, i, reason_of(cluster, job)) for i, job in enumerate(jobs, start=1)])]
+    return [("", [(job, i, reason_of(core, job)) for i, job in enumerate(jobs, start=1)])]
 
 
-def reason_of(cluster: Any, job: Any) -> str:
-    """Why `job` waits in a pool without queues, in one sentence, in the order the
-    operator's Waiting Events say it (`idlegate.api.notices.waiting`)."""
-    stages = [s for s in job.runnable if s.launched < s.tasks]
-    free = cluster.free_executors
-    if free == 0:
-        return f"all {cluster.num_executors} executors of the pool are busy"
+def reason_of(core: Any, job: Any) -> str:
+    """Why `job` waits in a pool without queues: for a stage in a deliberate idle slot,
+    that; else the message of the Waiting Event (`idlegate.api.notices.waiting`) with how
+    the pool's last round ended (``core.waited``), the one text both are said from."""
+    cluster = core.cluster
+    stages = [s for s in job.runnable if s.launched < s.tasks] or list(job.runnable)
     now = cluster.now
     for stage in stages:
         if stage.idle_until is not None and stage.idle_until > now:
             return (
-                f"stage {stage.name!r} is in a deliberate idle slot for "
-                f"{stage.idle_until - now:.0f} s more"
+                f"Stage {stage.name!r} waits on purpose (deliberate idle slot) for "
+                f"{stage.idle_until - now:.0f} s more."
             )
-    for stage in stages:
-        if stage.gang and stage.tasks > free:
-            return f"stage {stage.name!r} is a gang of {stage.tasks} tasks and {free} are free"
-    if job.cap and job.held >= job.cap:
-        return f"the workflow holds its parallelism cap of {job.cap} executors"
-    return f"the policy chose other work; {free} executor(s) free until the next event"
+    free, size = cluster.free_executors, core.settings.pool_size
+    waited = getattr(core, "waited", None)
+    return notices.waiting(stages[0], job, free, size, waited, cluster.resource_names)[2]
 
 
 def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
@@ -124,7 +122,7 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
     """One pool's entry of the document, from its core (``cluster``, ``at``)."""
     cluster, now = core.cluster, float(core.at)
     queues = []
-    for queue, entries in waiting_in_order(cluster):
+    for queue, entries in waiting_in_order(core):
         waiting = []
         for job, position, reason in entries:
             owner = _owner(job)

@@ -191,6 +191,12 @@ class MetricFamilies:
             "Forecast refreshes that failed as a whole (logged as a Warning); the pool's "
             "workflows keep their last forecast.",
         )
+        self.forecast_calibration_errors = counter(
+            "idlegate_forecast_calibration_errors",
+            "Forecast calibrations a restarted pool could not resume from the history sink "
+            "(unreadable, or a record's stored interval inconsistent; each logged as a "
+            "Warning): its intervals start cold.",
+        )
         self.plans_dropped = counter(
             "idlegate_plans_dropped",
             "Plans dropped as stale: the set of workflows changed while they were made "

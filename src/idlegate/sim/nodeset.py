@@ -115,7 +115,7 @@ class NodeSet(Sequence[list[int]]):
     """Each node's free amounts (the pool's resources, then pods; read, never written but
     through `move` and `reset`) with the index of the module header."""
 
-    __slots__ = ("_alloc", "_free", "_index", "_member", "_shape", "_subsets", "scored")
+    __slots__ = ("_alloc", "_free", "_index", "_member", "_rooms", "_shape", "_subsets", "scored")
 
     def __init__(
         self,
@@ -132,6 +132,9 @@ class NodeSet(Sequence[list[int]]):
         self._subsets: dict[tuple[int, ...], _Index] = {}
         self._member: list[list[_Index]] = []
         """For each node, the subset indexes it is in."""
+        self._rooms: dict[tuple[tuple[int, ...], tuple[int, ...] | None], int] = {}
+        """`room`'s answers since a node last changed shape: a policy asks it of every
+        waiting stage at each decision, and a pool's stages ask a few distinct demands."""
         self.reset(free, alloc, scored)
 
     # -- reading -------------------------------------------------------------------------
@@ -187,9 +190,32 @@ class NodeSet(Sequence[list[int]]):
 
     def room(self, amounts: Sequence[int], allowed: tuple[int, ...] | None = None) -> int:
         """How many tasks of `amounts` (the pool's order, without pods) the nodes `allowed`
-        (None: all) hold now, each node as `tasks_on` counts it."""
-        buckets = self._of(allowed).buckets
-        return sum(len(b.members) * tasks_on(s[0], amounts) for s, b in buckets.items())
+        (None: all) hold now, each node as `tasks_on` counts it; kept until a node changes
+        shape (`_reshape`, `reset`), since only a shape's change can change it."""
+        key = (amounts if isinstance(amounts, tuple) else tuple(amounts), allowed)
+        found = self._rooms.get(key)
+        if found is None:
+            buckets = self._of(allowed).buckets
+            found = sum(len(b.members) * tasks_on(s[0], amounts) for s, b in buckets.items())
+            self._rooms[key] = found
+        return found
+
+    def holds(self, amounts: Sequence[int], tasks: int, allowed: tuple[int, ...] | None) -> bool:
+        """`room(amounts, allowed) >= tasks`, read only as far as it takes: a policy asks
+        it of stage after stage until one fits, and one bucket that holds them says so."""
+        key = (amounts if isinstance(amounts, tuple) else tuple(amounts), allowed)
+        found = self._rooms.get(key)
+        if found is not None:
+            return found >= tasks
+        if tasks <= 0:
+            return True
+        total = 0
+        for shape, bucket in self._of(allowed).buckets.items():
+            total += len(bucket.members) * tasks_on(shape[0], amounts)
+            if total >= tasks:
+                return True
+        self._rooms[key] = total  # (read whole: the room itself)
+        return False
 
     def _of(self, allowed: tuple[int, ...] | None) -> _Index:
         if allowed is None:
@@ -238,6 +264,7 @@ class NodeSet(Sequence[list[int]]):
                 for x, y in zip(a, b, strict=True)
             )
             self._free, self._alloc, self.scored = new, totals, scored
+            self._rooms.clear()
             self._shape = [self._shape_of(i) for i in range(len(new))]
             self._index = _Index()
             for i, shape in enumerate(self._shape):
@@ -259,6 +286,7 @@ class NodeSet(Sequence[list[int]]):
         twin._alloc, twin.scored, twin._shape = self._alloc, self.scored, list(self._shape)
         twin._index = self._index.copy()
         twin._subsets, twin._member = {}, [[] for _ in self._free]
+        twin._rooms = dict(self._rooms)
         return twin
 
     def _shape_of(self, i: int) -> Shape:
@@ -270,6 +298,7 @@ class NodeSet(Sequence[list[int]]):
         if old == new:
             return
         self._shape[i] = new
+        self._rooms.clear()
         for index in (self._index, *self._member[i]):
             index.remove(i, old)
             index.add(i, new)

@@ -22,6 +22,13 @@ until then a task that ends gives its room back to the totals only, so the per-n
 errs on the side of what surely fits, and an executor goes on with its stage's next task
 only where a node has room for it now.
 
+A fork of a pool on told nodes (`Cluster.fork`: a forecast's replay, a planner's rollout)
+has no driver to tell its nodes again, so it does the telling itself: it knows the node
+each running task was placed on (the host its pod was pinned to) and gives that task's
+room back there the moment the task ends, after an executor going on with its stage has
+placed its next task, as the driver's next telling would. Without it a fork kept each
+node's room as last told, and a replay stalled once the nodes filled.
+
 A driver's nodes may also bar a stage's task from some of them (`Allows`: its pod's
 nodeSelector, required node affinity and tolerations of the nodes' taints, or a resource
 it asks that the pool does not count and a node lacks): the stage's `Need.allowed`. Its
@@ -160,6 +167,7 @@ class PoolResources:
             {**capacity.restricted(names), "pods": self.capacity["pods"]}
         )
         if nodes is not None:
+            # (a fork told its nodes follows them as the live pool does: `_Told.at` is None)
             new = [[node[n] for n in names] + [node["pods"]] for node in nodes]
             alloc = [[a[n] for n in names] + [a["pods"]] for a in allocatable]
             alloc += [[1] * (len(names) + 1)] * (len(new) - len(alloc))
@@ -318,8 +326,13 @@ class PoolResources:
                 if at is not None:
                     nodes.move(at, need.amounts, 1)
         elif self._told is not None and tasks > 0:  # (its host is no longer its task's)
+            told = self._told
             for executor in executors:
-                self._told.where.pop(executor, None)
+                told.where.pop(executor, None)
+                # (a fork: its room comes back as the driver's next telling would give it)
+                at = None if told.at is None else told.at.pop(executor, None)
+                if at is not None:
+                    nodes.move(at, need.amounts, 1)
 
     def _placed(self, need: Need) -> int | None:
         """Take a task's room on the node it goes to (the module header), and say which;
@@ -360,8 +373,14 @@ class PoolResources:
         if not self._nodes or self._fixed is not None:
             return True
         at = self._placed(need)
-        if at is not None and self._told is not None:
-            self._told.went(executor, at)
+        told = self._told
+        if at is not None and told is not None:
+            # (a fork: the ended task's room comes back once the next one is placed, as the
+            # driver tells the nodes after the pod went on)
+            ended = None if told.at is None else told.at.get(executor)
+            told.went(executor, at)
+            if ended is not None:
+                self._nodes.move(ended, need.amounts, 1)
         return at is not None
 
     def host_of(self, executor: int) -> str | None:
@@ -374,9 +393,14 @@ class PoolResources:
         twin.capacity, twin.resource_names = self.capacity, self.resource_names
         twin._free_r, twin._held = list(self._free_r), list(self._held)
         twin._nodes, told = self._nodes.copy(), self._told
-        twin._told = (
-            None if told is None else _Told(told.alloc, told.scored, told.hosts, {}, told.allows)
-        )
+        twin._told = None
+        if told is not None:
+            if told.at is not None:  # (a fork's fork)
+                at = dict(told.at)
+            else:  # (the node each running task was pinned to, of the nodes told last)
+                index = {host: i for i, host in enumerate(told.hosts)}
+                at = {e: index[h] for e, h in told.where.items() if h in index}
+            twin._told = _Told(told.alloc, told.scored, told.hosts, {}, told.allows, at)
         fixed = self._fixed
         twin._fixed = (
             None
@@ -388,9 +412,10 @@ class PoolResources:
 class _Told:
     """Nodes a driver tells: each one's allocatable (as `PoolResources._nodes`), where cpu
     and memory are in the pool's resources, each one's host name, the host the task each
-    executor started last went to, and which of them each stage may use (`Allows`)."""
+    executor started last went to, which of them each stage may use (`Allows`), and, in a
+    fork (`at`), the node each running task holds room on."""
 
-    __slots__ = ("alloc", "allows", "hosts", "scored", "where")
+    __slots__ = ("alloc", "allows", "at", "hosts", "scored", "where")
 
     def __init__(
         self,
@@ -399,13 +424,22 @@ class _Told:
         hosts: list[str],
         where: dict[int, str],
         allows: Allows | None = None,
+        at: dict[int, int] | None = None,
     ) -> None:
         self.alloc, self.scored, self.hosts, self.where = alloc, scored, hosts, where
         self.allows = allows
+        self.at = at
+        """A fork's: executor -> the index of the node its running task holds room on,
+        given back there when the task ends (the module header); None: the live pool's,
+        whose room comes back when the driver tells the nodes again. A task running where
+        no told node is known (restored before the nodes were read, its node gone) gives
+        its room back to the totals only, as on the live pool until the next telling."""
 
     def went(self, executor: int, at: int) -> None:
         if at < len(self.hosts):
             self.where[executor] = self.hosts[at]
+        if self.at is not None:
+            self.at[executor] = at
 
 
 def nodes_text(nodes: Iterable[ResourceVector]) -> str:

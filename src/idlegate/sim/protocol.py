@@ -54,16 +54,16 @@ class Need:
 
     def fits(self, tasks: int = 1) -> bool:
         """`tasks` more tasks of the stage fit the free resources (and nodes)."""
-        if self.nodes:
-            return self.room() >= tasks
-        return all(f >= n * tasks for f, n in zip(self.free, self.amounts, strict=True))
+        nodes = self.nodes
+        if not nodes:
+            return all(f >= n * tasks for f, n in zip(self.free, self.amounts, strict=True))
+        if isinstance(nodes, NodeSet):  # (the pool's index: read only as far as it takes)
+            return self._total() >= tasks and nodes.holds(self.amounts, tasks, self.allowed)
+        return self.room() >= tasks
 
     def room(self) -> int:
         """How many more tasks of the stage the free resources (and nodes) hold."""
-        total = min(
-            (f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n),
-            default=_ANY,  # (a need of nothing counted, kept for the nodes it may use)
-        )
+        total = self._total()
         nodes = self.nodes
         if not nodes:
             return total
@@ -72,6 +72,13 @@ class Need:
         if self.allowed is not None:
             return min(total, sum(self.on(nodes[i]) for i in self.allowed))
         return min(total, sum(self.on(node) for node in nodes))
+
+    def _total(self) -> int:
+        """How many more tasks of the stage the pool's free totals hold."""
+        return min(
+            (f // n if f > 0 else 0 for f, n in zip(self.free, self.amounts, strict=True) if n),
+            default=_ANY,  # (a need of nothing counted, kept for the nodes it may use)
+        )
 
     def on(self, node: Sequence[int]) -> int:
         """How many tasks of the stage `node`'s free amounts (and pods) hold."""

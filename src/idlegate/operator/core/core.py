@@ -145,6 +145,10 @@ class Core(Lifecycle):
         """The pool's queues (none: one queue, no quotas, as without them)."""
         self.bound = inf
         """When the wait bound's timer is armed for (`Admission.next_bound`)."""
+        self.waited: str | None = None
+        """How the last decision round ended with executors free (`Decided.waited`): what
+        its Waiting Events said, and what the visibility API says of a pool without
+        queues (`idlegate.api.visibility.reason_of`), so the two never differ."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
@@ -470,6 +474,7 @@ class Core(Lifecycle):
                     self._idle_started(answer)
             self._launch(done.taken)
             post_round(done, self.cluster, self.intents.event, self.reporter)
+            self.waited = done.waited
             self._note_waiting(done.waited)
             if (admission := self.cluster.admission) is not None:
                 for hit in self.metrics.note_queues(admission):

@@ -31,6 +31,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 from idlegate.sim.timestamps import stamp, to_datetime
@@ -216,6 +217,9 @@ class Workflow:
         """Its last forecast written (``status.forecast``: `api.forecast_refresh`)."""
         self.forecast_made: Forecast | None = None
         """Its first forecast made while it waited (its history record's)."""
+        self.forecast_replayed: tuple[Span, Span] | None = None
+        """The replays' start and finish of `forecast_made`, before the pool's calibration
+        widened their intervals (its history record's: a restart's calibration)."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or

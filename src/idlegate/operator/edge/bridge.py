@@ -53,6 +53,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.forecast_calibration import WINDOW
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.queues import QueueSpec
 
@@ -347,6 +348,9 @@ def forecasts(bridge: Bridge) -> ForecastRefresh:
         interval=bridge.settings.forecast_interval,
         key=f"forecast:{bridge.metrics.pool}",
     )
+    sink = bridge.history.sink
+    if sink is not None:  # (a restart resumes the pool's calibration: its resolved forecasts)
+        refresh.resume_from(sink.recent(bridge.history.pool, WINDOW))
     core.forecasts = refresh.shown
     return refresh
 

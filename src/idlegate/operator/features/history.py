@@ -96,7 +96,8 @@ class HistoryRecorder:
         record = history_workflow(f"{wf.owner.namespace}/{wf.owner.name}", wf.spec, wf.status())
         if record is None:
             return
-        made = history_forecast(wf.forecast_made, wf.job.first_start)  # (forecast vs actual)
+        # (forecast vs actual, and the replays' intervals: a restarted pool's calibration)
+        made = history_forecast(wf.forecast_made, wf.job.first_start, wf.forecast_replayed)
         record = replace(record, pool=self.pool, forecast=made)  # (policy: status's scheduler)
         self.write(record, wf.owner, lambda: self.emit([Recorded(wf)]))
 

@@ -61,10 +61,23 @@ class MeasuredDurations:
         return row[int(u.next() * len(row))]
 
 
-FORECAST_KEYS = ("madeAt", "start", "finish", "startedAt")
+FORECAST_KEYS = (
+    "madeAt",
+    "start",
+    "finish",
+    "startedAt",
+    "startLow",
+    "startHigh",
+    "finishLow",
+    "finishHigh",
+)
 """A record's ``forecast``: when its first forecast was made while it waited, the start
-and finish it forecast, and when it really started (its finish: arrival + jctSeconds), in
-the operator clock's epoch seconds (`startedAt` may be absent)."""
+and finish it forecast, when it really started (its finish: arrival + jctSeconds), and the
+replays' 80 % interval around the start and the finish before the pool's calibration
+widened it (what a restarted operator's calibration is rebuilt from:
+`api.forecast_refresh.resumed_calibration`), in the operator clock's epoch seconds (all
+but the first three may be absent: records of operators before them)."""
+OPTIONAL_FORECAST_KEYS = frozenset(FORECAST_KEYS[3:])
 
 
 @dataclass(frozen=True)
@@ -187,7 +200,7 @@ def _forecast(found: Any, where: str) -> tuple[tuple[str, float], ...]:
     pairs = []
     for key in FORECAST_KEYS if ok else ():
         value = found.get(key)
-        if value is None and key == "startedAt":
+        if value is None and key in OPTIONAL_FORECAST_KEYS:
             continue
         if (
             isinstance(value, bool)
@@ -199,8 +212,8 @@ def _forecast(found: Any, where: str) -> tuple[tuple[str, float], ...]:
         pairs.append((key, float(value)))
     if not ok:
         raise SpecError(
-            f"{where}: forecast must be a mapping of madeAt, start, finish (and startedAt) "
-            f"in seconds, got {found!r}"
+            f"{where}: forecast must be a mapping of madeAt, start, finish (and startedAt, "
+            f"startLow, startHigh, finishLow, finishHigh) in seconds, got {found!r}"
         )
     return tuple(pairs)
 

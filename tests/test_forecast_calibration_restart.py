@@ -1,0 +1,178 @@
+"""A pool's forecast calibration across operator restarts (issue 70): the calibration is a
+function of the resolved forecasts, which each finished DagWorkflow's history record holds
+(its first forecast, the replays' interval before the calibration widened it, its real start
+and finish); a restarted operator with the same history sink rebuilds it from the pool's last
+records and goes on from there. A corrupt stored interval leaves it cold, loudly (a Warning
+and ``idlegate_forecast_calibration_errors_total``), never the pool's end. On fake time: the
+operator's bridge against the fakes (tests/operator_fakes.py), the refresh poked by hand."""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from idlegate.api.forecast_refresh import ForecastRefresh, resumed_calibration
+from idlegate.errors import SpecError
+from idlegate.policy import make_scheduler
+from idlegate.sim.history import Tail, load_history
+from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+
+T0 = 1_717_200_000.0
+FLOOD = 6
+"""One-stage workflows of 100 s (estimate) on a pool of one: five wait."""
+LATE = 30.0
+"""Each task runs this much longer than its estimate: every forecast is off."""
+
+
+def operator(sink: Path, t: float) -> Harness:
+    return Harness(
+        FakeKube(), FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
+        forecast_interval=30.0,
+    )  # fmt: skip
+
+
+async def refreshed(h: Harness) -> ForecastRefresh:
+    refresh = h.bridge.forecasts
+    assert refresh is not None
+    if refresh.resuming is not None:  # (the sink's thread reads it: wait, not race)
+        refresh.resuming.result(timeout=10)
+    refresh.poke()
+    await refresh.idle()
+    return refresh
+
+
+async def flood(h: Harness) -> ForecastRefresh:
+    """Submit `FLOOD` workflows, forecast them, run them one by one `LATE`, refreshing
+    (and so scoring) at each start and end."""
+    for i in range(FLOOD):
+        await h.submit(f"w{i}", {"stages": [stage("a", duration=100.0)]})
+    refresh = await refreshed(h)
+    for _ in range(FLOOD):
+        (pod,) = h.released()
+        await h.finish(pod, after=100.0 + LATE)
+        await refreshed(h)
+    return refresh
+
+
+def scores(refresh: ForecastRefresh) -> dict[str, list[float]]:
+    return {which: list(c.scores) for which, c in refresh.calibration.items()}
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_operator_resumes_its_pools_calibration_from_the_history_sink(
+    tmp_path: Path,
+) -> None:
+    sink = tmp_path / "history.jsonl"
+    first = operator(sink, T0)
+    before = scores(await flood(first))
+    first.bridge.history.close()  # (the records queued are written)
+    assert len(before["start"]) == len(before["finish"]) == FLOOD - 1  # (w0 never waited)
+    assert all(s > 0 for s in before["finish"])  # (each ended after its interval)
+    records = load_history(sink)
+    assert "startLow" in dict(records[-1].forecast or ())
+    # the next operator: the workflows are gone, only the sink remembers them
+    second = operator(sink, T0 + 100_000)
+    await second.submit("next", {"stages": [stage("a", duration=100.0)]})
+    refresh = await refreshed(second)
+    assert scores(refresh) == before
+    assert second.metrics.value("idlegate_forecast_calibration_errors_total") == 0
+    second.bridge.history.close()
+
+
+@pytest.mark.asyncio
+async def test_a_sink_without_records_starts_the_calibration_cold(
+    tmp_path: Path,
+) -> None:
+    h = operator(tmp_path / "history.jsonl", T0)  # (no file yet: nothing to resume)
+    await h.submit("next", {"stages": [stage("a", duration=100.0)]})
+    refresh = await refreshed(h)
+    assert scores(refresh) == {"start": [], "finish": []}
+    assert h.metrics.value("idlegate_forecast_calibration_errors_total") == 0
+    h.bridge.history.close()
+
+
+def sink_line(name: str, forecast: dict[str, float]) -> str:
+    record = {
+        "name": name, "arrival": T0, "jctSeconds": 300.0, "pool": "default",
+        "stages": [stage("a", duration=100.0)], "forecast": forecast,
+    }  # fmt: skip
+    return json.dumps(record)
+
+
+GOOD = {
+    "madeAt": T0, "start": T0 + 100, "finish": T0 + 200, "startedAt": T0 + 120,
+    "startLow": T0 + 90, "startHigh": T0 + 110, "finishLow": T0 + 190, "finishHigh": T0 + 210,
+}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_corrupt_stored_interval_starts_cold_with_a_warning_and_a_metric(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = tmp_path / "history.jsonl"
+    corrupt = {**GOOD, "startLow": T0 + 150}  # (above its start: no interval holds it)
+    sink.write_text(sink_line("good", GOOD) + "\n" + sink_line("bad", corrupt) + "\n")
+    h = operator(sink, T0 + 1000)
+    await h.submit("next", {"stages": [stage("a", duration=100.0)]})
+    await h.submit("after", {"stages": [stage("a", duration=100.0)]})
+    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_refresh"):
+        refresh = await refreshed(h)
+    assert scores(refresh) == {"start": [], "finish": []}
+    assert h.metrics.value("idlegate_forecast_calibration_errors_total") == 1
+    (warning,) = [r for r in caplog.records if "not resumed" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert "the forecast's start interval" in warning.getMessage()
+    assert h.released() == ["next-a-0"]  # (the pool goes on)
+    h.bridge.history.close()
+
+
+def test_the_calibration_rebuilt_from_records_scores_as_the_refresh_did(tmp_path: Path) -> None:
+    sink = tmp_path / "history.jsonl"
+    old = {**GOOD}
+    for key in ("startLow", "startHigh", "finishLow", "finishHigh"):
+        del old[key]  # (an older operator's record: no interval, no score)
+    sink.write_text(sink_line("old", old) + "\n" + sink_line("new", GOOD) + "\n")
+    resumed = resumed_calibration(load_history(sink))
+    # started 120 s after, 10 s past its interval's top, forecast 100 s ahead: 0.1 a second;
+    # finished at +300, 90 s past 210, forecast 200 s ahead
+    assert list(resumed["start"].scores) == [pytest.approx(0.1)]
+    assert list(resumed["finish"].scores) == [pytest.approx(90 / 200)]
+    sink.write_text(sink_line("bad", {**GOOD, "finishHigh": T0 + 150}) + "\n")
+    with pytest.raises(SpecError, match=r"the forecast's finish interval .* does not hold"):
+        resumed_calibration(load_history(sink))
+
+
+def test_a_read_that_failed_leaves_the_calibration_cold_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tests.test_forecast_refresh import busy_pool, refresh_of
+
+    class Counter:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def inc(self) -> None:
+            self.n += 1
+
+    class Metrics:
+        forecast_calibration_errors = Counter()
+
+        class _Observe:
+            def observe(self, _: float) -> None:
+                pass
+
+        forecast_refresh_seconds = _Observe()
+
+    refresh, _ = refresh_of(busy_pool(2), metrics=Metrics())
+    failed: Future[Tail] = Future()
+    failed.set_exception(OSError("the volume is gone"))
+    refresh.resume_from(failed)
+    with caplog.at_level(logging.WARNING):
+        refresh.poke()  # (no loop: in place)
+    assert refresh.resuming is None and Metrics.forecast_calibration_errors.n == 1
+    assert "OSError: the volume is gone" in caplog.text
+    assert [len(c.scores) for c in refresh.calibration.values()] == [0, 0]
