@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import MIN_SCORES, Calibration
 
@@ -12,6 +14,17 @@ def test_no_widening_before_enough_scores() -> None:
         cal.record(Span(10.0, 20.0, 30.0), 0.0, 50.0)
     assert cal.margin() is None
     assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(10.0, 20.0, 30.0)
+
+
+def test_a_prior_widens_until_the_scores_take_over() -> None:
+    # cold: the prior 0.5 s per second ahead; a forecast 100 s ahead widens by 50 s a side
+    cal = Calibration(prior=0.5)
+    assert cal.margin() == 0.5
+    assert cal.widen(Span(90.0, 100.0, 120.0), 0.0) == Span(40.0, 100.0, 170.0)
+    # MIN_SCORES scores of -0.5 (10 s inside an interval 20 s ahead): their quantile
+    for _ in range(MIN_SCORES):
+        cal.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)
+    assert cal.margin() == -0.5
 
 
 def test_misses_widen_in_proportion_to_the_lead_time() -> None:
@@ -37,3 +50,15 @@ def test_the_margin_is_the_conformal_quantile_and_may_narrow() -> None:
     assert cal.margin() == -0.5
     # narrowing stops at the median
     assert cal.widen(Span(10.0, 20.0, 30.0), 0.0) == Span(20.0, 20.0, 20.0)
+
+
+def test_the_coverage_picks_the_quantile() -> None:
+    # scores 0.0, 0.1, ..., 2.9 (30 of them): the ⌈31 × 0.8⌉ = 25th smallest is 2.4, and
+    # with coverage 0.9 the ⌈31 × 0.9⌉ = 28th, 2.7
+    low, high = Calibration(), Calibration(coverage=0.9)
+    for i in range(30):
+        for cal in (low, high):
+            cal.record(Span(0.0, 10.0, 10.0), 0.0, 10.0 + i)  # (i / 10 past its high)
+    assert low.margin() == pytest.approx(2.4) and high.margin() == pytest.approx(2.7)
+    with pytest.raises(ValueError, match="share in"):
+        Calibration(coverage=1.0)

@@ -6,11 +6,12 @@ import json
 from math import isnan
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.evaluation.comparison import build
+from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_eval import (
     EvalSettings,
     Prediction,
@@ -19,6 +20,9 @@ from idlegate.evaluation.forecast_eval import (
     checkpoints,
     evaluate_seed,
     measured_view,
+    queue_futures,
+    queue_rate,
+    queue_share,
 )
 from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
@@ -26,6 +30,7 @@ from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.forecast import Span, forecast
 from idlegate.sim.protocol import JobRecord
+from idlegate.sim.queues import QueueSpec
 from tests.helpers import chain, workload
 
 
@@ -179,3 +184,41 @@ def test_the_measured_view_draws_what_ended_else_the_estimate() -> None:
     f = forecast(view, make_scheduler("fifo"), replays=3)
     assert f.of(1).finish == Span(11.0, 11.0, 11.0)  # type: ignore[union-attr]
     assert engine.cluster.jobs[0].payload is jobs[0].durations  # (the run's own untouched)
+
+
+def test_a_queues_rate_is_gamma_poisson_with_half_its_share_as_prior() -> None:
+    # prior: half of 10 executors busy with workflows of 100 s of work: 0.05 a second;
+    # a flood (both at t = 0) counts no arrival after the first: 2 / (2 / 0.05 + 100)
+    assert queue_rate([(0.0, 100.0), (0.0, 100.0)], 100.0, 10.0) == pytest.approx(2 / 140)
+    # two arrivals after the first over 20 s: (2 + 2) / (2 / 0.05 + 20)
+    stream = [(0.0, 100.0), (10.0, 100.0), (20.0, 100.0)]
+    assert queue_rate(stream, 20.0, 10.0) == pytest.approx(4 / 60)
+    assert queue_rate([], 20.0, 10.0) == 0.0
+
+
+def test_a_queues_share_is_its_nominal_quota_over_all() -> None:
+    specs = (
+        QueueSpec("a", {"cpu": 0, "pods": 10_000}),
+        QueueSpec("b", {"pods": 30_000}),
+    )
+    assert queue_share(specs, 0) == 0.25 and queue_share(specs, 1) == 0.75
+    assert queue_share((QueueSpec("a"), QueueSpec("b")), 1) == 0.5
+
+
+def test_queue_futures_send_each_queues_copies_to_it() -> None:
+    built = build("teams", 0, WorkloadOptions(num_jobs=3))
+    engine = Engine.for_workload(built, make_scheduler("fifo"), 0)
+    engine.run(built.jobs[-1].time)
+    cluster = engine.cluster
+    assert cluster.admission is not None
+    names = [q.name for q in cluster.admission.queues]
+    futures = queue_futures(cluster, cluster.jobs, 5000.0, 3, np.random.default_rng(1))
+    again = queue_futures(cluster, cluster.jobs, 5000.0, 3, np.random.default_rng(1))
+    assert [f.arrivals for f in futures] == [f.arrivals for f in again]
+    arrivals = [a for f in futures for a in f.arrivals]
+    assert arrivals and all(cluster.now < a.time <= cluster.now + 5000.0 for a in arrivals)
+    assert {a.queue for a in arrivals} <= set(names)
+    for f in futures:
+        assert [a.time for a in f.arrivals] == sorted(a.time for a in f.arrivals)
+        for a in f.arrivals:  # (a copy of a workflow of the queue it joins)
+            assert a.name.startswith(f"{a.queue}-")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
-from idlegate.evaluation.forecast_eval import EvalSettings, evaluate
+from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
 from idlegate.progress import stderr_progress
@@ -65,8 +65,10 @@ def forecast_evaluate(
         str,
         typer.Option(
             "--arrivals",
-            help="Arrivals not seen yet in the replays: none (not invented) or poisson (drawn "
-            "at the pool's recent arrival rate).",
+            help="Arrivals not seen yet in the replays: none (not invented), poisson (drawn "
+            "at the pool's recent arrival rate), queues (drawn per queue at its recent rate, "
+            "into it) or oracle (the run's own, which no forecaster knows: to measure what "
+            "not knowing them costs).",
         ),
     ] = "none",
     durations: Annotated[
@@ -89,8 +91,10 @@ def forecast_evaluate(
     exponential moving average of recent waits, and a plan with declared durations
     (Slurm's --start). Errors are in seconds and as a share of the actual wait or JCT."""
     with user_errors():
-        if arrivals not in ("none", "poisson"):
-            raise typer.BadParameter(f"--arrivals: none or poisson, not {arrivals!r}")
+        if arrivals not in get_args(Arrivals):
+            raise typer.BadParameter(
+                f"--arrivals: none, poisson, queues or oracle, not {arrivals!r}"
+            )
         if durations not in ("model", "measured"):
             raise typer.BadParameter(f"--durations: model or measured, not {durations!r}")
         settings = EvalSettings(
@@ -99,7 +103,7 @@ def forecast_evaluate(
             WorkloadOptions(**options),
             replays=replays,
             every=every,
-            arrivals="none" if arrivals == "none" else "poisson",
+            arrivals=cast(Arrivals, arrivals),
             durations="model" if durations == "model" else "measured",
         )
         chosen = list(seeds or HELD_OUT_SEEDS)

@@ -29,26 +29,34 @@ last `RECENT` finished workflows (the workflow's critical path before any finish
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import inf
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build, check_names
 from idlegate.policy import make_scheduler
-from idlegate.policy.futures import poisson_futures
+from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
+from idlegate.policy.drf import effective_executors
+from idlegate.policy.futures import poisson_copies, poisson_futures
 from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.durations import MeasuredDurations
-from idlegate.sim.engine import Engine, TaskRun, Workload
+from idlegate.sim.durations import MeasuredDurations, duration_model
+from idlegate.sim.engine import Engine, JobArrival, TaskRun, Workload
 from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
-from idlegate.sim.forecast_calibration import Calibration
+from idlegate.sim.forecast_calibration import (
+    FINISH_COVERAGE,
+    FINISH_PRIOR,
+    START_PRIOR,
+    Calibration,
+)
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import Future
 
-Arrivals = Literal["none", "poisson"]
+Arrivals = Literal["none", "poisson", "queues", "oracle"]
 Durations = Literal["model", "measured"]
 METHODS = ("calibrated", "forecast", "position×rate", "ema-wait", "declared")
 """The forecast (its interval widened by past forecasts' scores, then the replays' own)
@@ -57,6 +65,8 @@ RECENT = 20
 """Admissions, waits and run times a baseline looks back over, per queue."""
 EMA_ALPHA = 0.2
 """Weight of the newest wait in ``ema-wait``."""
+_ARRIVAL_CONFIG = AnalyticIdleConfig()
+"""The prior of a queue's arrival rate (`queue_rate`): the analytic rule's defaults."""
 TEMPLATES = 50
 """Recent workflows that ``poisson`` arrivals copy (`policy.futures.poisson_futures`)."""
 
@@ -203,7 +213,8 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     waves = built.fidelity.wave_durations
     rng = np.random.default_rng(seed)
     out = SeedRun(seed)
-    watch, cache, recent = Watch(), {}, list[Job]()
+    watch, recent = Watch(), list[Job]()
+    cache: dict[str, Scheduler] = {}
     tuning = Tuning()
     for t, periodic in checkpoints(built, settings.every):
         engine.run(t)
@@ -217,7 +228,7 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
         asked = [j for j in cluster.jobs if j.arrival == t or (periodic and j.first_start is None)]
         if not asked:
             continue
-        futures = _futures(settings, cluster, recent, rng)
+        futures = _futures(settings, cluster, recent, rng, built)
         rule = replay_scheduler(pool_scheduler, settings.scheduler, cache)
         ours = forecast(
             measured_view(cluster, engine.task_log or []) if measured else cluster,
@@ -270,7 +281,10 @@ class Tuning:
     with the forecasts of this run as their workflows start and finish."""
 
     def __init__(self) -> None:
-        self.start, self.finish = Calibration(), Calibration()
+        self.start, self.finish = (
+            Calibration(START_PRIOR),
+            Calibration(FINISH_PRIOR, FINISH_COVERAGE),
+        )
         self.pending: list[tuple[int, float, Span | None, Span]] = []
         """(job id, made at, start span while it waited else None, finish span)."""
 
@@ -301,15 +315,93 @@ class Tuning:
 
 
 def _futures(
-    settings: EvalSettings, cluster: Cluster, recent: Sequence[Job], rng: np.random.Generator
+    settings: EvalSettings,
+    cluster: Cluster,
+    recent: Sequence[Job],
+    rng: np.random.Generator,
+    workload: Workload | None = None,
 ) -> list[Future] | None:
-    """Poisson arrivals over a horizon long enough to drain what is there, or none."""
+    """The replays' arrivals not seen yet (`EvalSettings.arrivals`): none; Poisson draws at
+    the pool's recent rate (``poisson``) or at each queue's, into that queue (``queues``; a
+    pool without queues: as ``poisson``);
+    or the run's own (``oracle``: what no forecaster knows, to measure what not knowing
+    them costs)."""
     if settings.arrivals == "none":
         return None
+    now = cluster.now
+    if settings.arrivals == "oracle":
+        if workload is None:
+            raise IdlegateError("oracle arrivals need the workload the run replays")
+        later = tuple(a for a in workload.jobs if a.time > now)
+        return [Future(later, int(rng.integers(2**63))) for _ in range(settings.replays)]
     work = sum(j.remaining_work for j in cluster.jobs) / max(1, cluster.num_executors)
     longest = max((j.remaining_cp for j in cluster.jobs), default=0.0)
     horizon = min(settings.horizon, 3.0 * (work + longest) + 60.0)
-    return poisson_futures(cluster, recent, horizon, settings.replays, rng)
+    if settings.arrivals == "poisson" or cluster.admission is None:
+        return poisson_futures(cluster, recent, horizon, settings.replays, rng)
+    return queue_futures(cluster, recent, horizon, settings.replays, rng)
+
+
+def queue_futures(
+    cluster: Cluster,
+    recent: Sequence[Job],
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+) -> list[Future]:
+    """`samples` futures whose arrivals come per queue: each queue's own Poisson stream at
+    its recent rate (`queue_rate`), each arrival a copy of one of that queue's recent
+    workflows, joining that queue."""
+    assert cluster.admission is not None  # (the caller's branch)
+    specs = cluster.admission.queues
+    by_queue: dict[int, list[Job]] = {}
+    for job in recent:
+        by_queue.setdefault(job.queue, []).append(job)
+    merged: list[list[JobArrival]] = [[] for _ in range(samples)]
+    pool = effective_executors(cluster, [j.dag for j in recent])
+    for q, jobs in sorted(by_queue.items()):
+        arrivals = [(j.arrival, j.dag.total_work) for j in jobs]
+        rate = queue_rate(arrivals, cluster.now, queue_share(specs, q) * pool)
+        name = specs[q].name
+        models: dict[int, Any] = {}
+
+        def copy(i: int, jobs: list[Job] = jobs, models: dict[int, Any] = models) -> Any:
+            if i not in models:
+                models[i] = duration_model(jobs[i].payload)
+            return jobs[i].dag, models[i]
+
+        for m, future in enumerate(
+            poisson_copies(len(jobs), copy, rate, cluster.now, horizon, samples, rng, name)
+        ):
+            merged[m] += [replace(a, queue=name) for a in future.arrivals]
+    return [
+        Future(tuple(sorted(arrivals, key=lambda a: a.time)), int(rng.integers(2**63)))
+        for arrivals in merged
+    ]
+
+
+def queue_rate(arrivals: Sequence[tuple[float, float]], now: float, executors: float) -> float:
+    """One queue's arrival rate from its recent (time, work) arrivals: the Gamma–Poisson
+    estimate (`policy.analytic.estimate_arrivals`) whose prior is half the queue's
+    `executors` (its share of the pool) busy with its mean workflow; arrivals at the
+    instant of the first count as one, so that a flood (all at once) is given a rate that
+    fades as no more come."""
+    if not arrivals:
+        return 0.0
+    work = max(float(np.mean([w for _, w in arrivals[-_ARRIVAL_CONFIG.window :]])), 1e-12)
+    prior = _ARRIVAL_CONFIG.prior_load * max(executors, 1e-9) / work
+    config = _ARRIVAL_CONFIG.model_copy(update={"prior_rate": prior})
+    return estimate_arrivals(arrivals, now, 1, config).rate
+
+
+def queue_share(specs: Sequence[QueueSpec], q: int) -> float:
+    """Queue `q`'s share of the pool: its nominal quota of the first resource any queue
+    has a quota of, over all the queues' (equal shares where none has a quota)."""
+    for name in sorted({r for spec in specs for r in spec.nominal}):
+        total = sum(spec.nominal.get(name, 0) for spec in specs)
+        if total > 0:
+            return specs[q].nominal.get(name, 0) / total
+    return 1.0 / len(specs)
 
 
 def _baselines(out: SeedRun, watch: Watch, job: Job, position: int | None, now: float) -> None:
