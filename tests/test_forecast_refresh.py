@@ -18,6 +18,12 @@ from idlegate.api.visibility import pending
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.forecast_calibration import (
+    COVERAGE,
+    FINISH_COVERAGE,
+    FINISH_PRIOR,
+    START_PRIOR,
+)
 from tests.clocks import run_in_loop_time
 from tests.helpers import chain
 
@@ -244,3 +250,13 @@ def test_a_far_forecast_or_a_long_queue_moving_up_by_one_is_not_written_again():
     assert moved(at(T0 + 3600, 200), at(T0 + 4100, 200))  # (more than a tenth)
     assert moved(at(T0 + 3600, 200), at(T0 + 3600, 170))  # (15 % closer to the front)
     assert moved(at(T0 + 60, 10), at(T0 + 60, 9))  # (the front: every move)
+
+
+def test_a_pools_first_intervals_are_widened_by_the_priors_the_evaluation_measured():
+    # before any forecast resolved, the pool widens as `forecast evaluate` does (the
+    # priors and coverages fitted on training runs), not the replays' bare interval
+    refresh, _ = refresh_of(busy_pool(2))
+    start, finish = refresh.calibration["start"], refresh.calibration["finish"]
+    assert (start.prior, start.coverage) == (START_PRIOR, COVERAGE)
+    assert (finish.prior, finish.coverage) == (FINISH_PRIOR, FINISH_COVERAGE)
+    assert start.margin() == START_PRIOR and finish.margin() == FINISH_PRIOR

@@ -58,7 +58,7 @@ from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.forecast_calibration import WINDOW, Calibration
+from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import planning_fork
@@ -228,7 +228,7 @@ class ForecastRefresh:
         """Owner uid → its last forecast (what the visibility API and the page show)."""
         self.kept: dict[int, Kept] = {}
         """Job id → its first forecast made while it waited, until it starts and ends."""
-        self.calibration = {"start": Calibration(), "finish": Calibration()}
+        self.calibration = calibrations()
         self.resuming: Future[Tail] | None = None
         """The pool's records in the history sink, being read (`resume_from`)."""
         self.running: asyncio.Future[Any] | None = None
@@ -498,7 +498,7 @@ def resumed_calibration(records: Iterable[HistoryWorkflow]) -> dict[str, Calibra
     A record without the interval (an older operator's) gives none. SpecError (a
     sentence) if a stored interval does not hold its forecast (low ≤ forecast ≤ high):
     the stored calibration is corrupt, and the caller starts cold."""
-    out = {"start": Calibration(), "finish": Calibration()}
+    out = calibrations()
     for record in records:
         found = dict(record.forecast or ())
         if "startLow" not in found:
@@ -594,5 +594,5 @@ def answer(
     """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
     result, _ = compute(snap, replays, budget)
     entry = result.of(job_id)
-    fresh = {"start": Calibration(), "finish": Calibration()}
+    fresh = calibrations()
     return as_shown(entry, result.now, calibration or fresh)

@@ -46,12 +46,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations, duration_model
 from idlegate.sim.engine import Engine, JobArrival, TaskRun, Workload
 from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
-from idlegate.sim.forecast_calibration import (
-    FINISH_COVERAGE,
-    FINISH_PRIOR,
-    START_PRIOR,
-    Calibration,
-)
+from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import Future
@@ -281,10 +276,8 @@ class Tuning:
     with the forecasts of this run as their workflows start and finish."""
 
     def __init__(self) -> None:
-        self.start, self.finish = (
-            Calibration(START_PRIOR),
-            Calibration(FINISH_PRIOR, FINISH_COVERAGE),
-        )
+        fresh = calibrations()
+        self.start, self.finish = fresh["start"], fresh["finish"]
         self.pending: list[tuple[int, float, Span | None, Span]] = []
         """(job id, made at, start span while it waited else None, finish span)."""
 

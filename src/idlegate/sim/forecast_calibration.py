@@ -94,3 +94,13 @@ class Calibration:
         if earliest is not None:
             low = max(low, min(earliest, span.median))
         return Span(low, span.median, max(span.median, span.high + q * ahead))
+
+
+def calibrations() -> dict[str, Calibration]:
+    """A pool's fresh pair, start and finish, with their priors and coverages: what the
+    operator keeps per pool and the evaluation per run, made here alone so that what is
+    measured is what runs."""
+    return {
+        "start": Calibration(START_PRIOR),
+        "finish": Calibration(FINISH_PRIOR, FINISH_COVERAGE),
+    }
