@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from idlegate.policy import make_scheduler
 from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import JobArrival, Workload, simulate
+from idlegate.sim.engine import Engine, JobArrival, Workload, simulate
 from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.workloads import build_workload
 from tests.test_orders import Pass, chain, job
@@ -100,3 +100,14 @@ def test_known_answer_a_job_with_its_own_free_executor_goes_first():
     answer = make_scheduler("fair").decide(cluster)
     assert answer == Decision(mine.stages[1], 2) and answer.stage.job is not first
     assert answer == make_scheduler("fair").decide(Pass(cluster))
+
+
+def test_a_pool_whose_rule_never_asks_keeps_no_job_that_left():
+    # srpt's pool touches the shares at every change but never asks them: the jobs that
+    # came and left are not kept (a long-lived operator's pool would keep every one)
+    stream = build_workload("k8s-batch", 0, num_jobs=60)
+    engine = Engine.for_workload(stream, make_scheduler("srpt"), 0)
+    engine.run()
+    shares = engine.cluster.shares
+    assert len(engine.cluster.done) == 60
+    assert [j for j in shares._stale if j.finish is not None] == []

@@ -74,8 +74,13 @@ class Shares:
 
     def touch(self, job: Job) -> None:
         """`job` changed (what it holds, its own free executors, its runnable stages), or
-        came or left."""
-        self._stale[job] = None
+        came or left. A job that left before any question placed it is forgotten at once:
+        on a pool whose rule never asks (any but `fair`), the stale set would otherwise
+        keep every job that ever came."""
+        if job.finish is not None and job not in self._slot:
+            self._stale.pop(job, None)
+        else:
+            self._stale[job] = None
 
     def active(self, pool: Pool, capacity: tuple[int, ...]) -> int:
         """How many jobs of `pool` have tasks not launched yet."""
