@@ -490,3 +490,18 @@ def test_train_blames_the_flags_given_not_the_preset():
     assert r.exit_code == 1, r.output
     assert "preset 'quick' with the flags given is invalid" in r.stderr, r.stderr
     assert "--file: Field required (the workload needs it: give --file)" in r.stderr, r.stderr
+
+
+def test_the_base_install_runs_without_any_extras_packages():
+    # `make demo` installs the base package (and plots): nothing beyond its own dependencies
+    # may be imported on the way to a run. click came only through kopf once typer stopped
+    # requiring it, and the base install then failed at `import idlegate.cli`.
+    blocked = ["click", "kopf", "kubernetes", "prometheus_client", "torch", "aiohttp", "ray"]
+    code = (
+        f"import sys; sys.modules.update(dict.fromkeys({blocked!r}))\n"
+        "from idlegate.cli import main\n"
+        "main(['simulate', '-w', 'k8s-batch', '--jobs-count', '5'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -28,7 +27,7 @@ DEFAULT_URL = "http://localhost:9090"
 class FileOrCommand(TyperGroup):
     """A group whose first argument, when it names none of its commands, is what-if's FILE."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # (typer's own click's)
         if args and not args[0].startswith("-") and args[0] not in self.commands:
             args = ["what-if", *args]
         return super().parse_args(ctx, args)
