@@ -20,15 +20,40 @@ def ask_operator(url: str, body: bytes | None = None, timeout: float = 10.0) -> 
     that YAML), or IdlegateError naming the URL: the operator's own error sentence for an
     answer it refused, how to forward its port when it cannot be reached."""
     headers = {"Content-Type": "application/yaml"} if body is not None else {}
-    request = urllib.request.Request(url, data=body, headers=headers)
+    try:
+        request = urllib.request.Request(url, data=body, headers=headers)
+    except ValueError as exc:  # (not a URL at all: "notaurl")
+        raise IdlegateError(
+            f"{url} is not an http:// URL of the operator's metrics port ({exc}); forward "
+            f"the port ({FORWARD}) and pass --url http://localhost:9090"
+        ) from None
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return dict(json.loads(response.read()))
+            answer = response.read()
     except urllib.error.HTTPError as exc:
-        said = json.loads(exc.read() or b"{}").get("error") or exc.reason
+        said = _error_of(exc.read()) or exc.reason
         raise IdlegateError(f"the operator at {url} answers {exc.code}: {said}") from None
     except (OSError, ValueError) as exc:
         raise IdlegateError(
             f"cannot reach the operator at {url} ({exc}); is the operator's metrics port "
             f"forwarded ({FORWARD})?"
         ) from None
+    try:
+        found = json.loads(answer)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise IdlegateError(
+            f"{url} answered something other than the operator's JSON document; is --url "
+            f"the operator's metrics port ({FORWARD})?"
+        )
+    return found
+
+
+def _error_of(body: bytes) -> str | None:
+    """The operator's error sentence in a refusal's body (None: not the operator's JSON)."""
+    try:
+        found = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    return str(found.get("error")) if isinstance(found, dict) and found.get("error") else None
