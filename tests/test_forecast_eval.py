@@ -157,8 +157,19 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         "declared",
     }
     assert data["figures"]["forecast"]["finish_n"] == 10
-    bad = runner.invoke(app, [*args, "--arrivals", "sometimes"])
-    assert bad.exit_code != 0 and "--arrivals" in bad.output
+    # bad values are one sentence and exit 1, before any run (the README's promise)
+    readme = tmp_path / "README.md"
+    readme.write_text("a file\n")
+    for flag, said in [
+        (["--arrivals", "sometimes"], "--arrivals is one of none, poisson, queues or oracle"),
+        (["--durations", "guessed"], "--durations is model or measured"),
+        (["-m", "0"], "--replays (-m) is a whole number of at least 1, not 0"),
+        (["--every", "0"], "--every is a number of seconds of at least 1"),
+        (["--out", str(readme)], "is not a directory"),
+    ]:
+        bad = runner.invoke(app, [*args, *flag])
+        assert bad.exit_code == 1, bad.output
+        assert said in bad.output and "Usage" not in bad.output and "Traceback" not in bad.output
 
 
 class TwoSeconds:

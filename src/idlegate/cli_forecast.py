@@ -11,7 +11,9 @@ from typing import Annotated, cast, get_args
 
 import typer
 
+from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
+from idlegate.evaluation.files import check_out_dir
 from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
@@ -50,13 +52,12 @@ def forecast_evaluate(
         ),
     ] = None,
     replays: Annotated[
-        int, typer.Option("--replays", "-m", min=1, help="Replays per forecast (M).")
+        int, typer.Option("--replays", "-m", help="Replays per forecast (M), at least 1.")
     ] = 20,
     every: Annotated[
         float | None,
         typer.Option(
             "--every",
-            min=1.0,
             help="Also forecast every waiting workflow every this many seconds (default: "
             "only at each workflow's arrival).",
         ),
@@ -92,11 +93,17 @@ def forecast_evaluate(
     (Slurm's --start). Errors are in seconds and as a share of the actual wait or JCT."""
     with user_errors():
         if arrivals not in get_args(Arrivals):
-            raise typer.BadParameter(
-                f"--arrivals: none, poisson, queues or oracle, not {arrivals!r}"
+            raise IdlegateError(
+                f"--arrivals is one of none, poisson, queues or oracle, not {arrivals!r}"
             )
         if durations not in ("model", "measured"):
-            raise typer.BadParameter(f"--durations: model or measured, not {durations!r}")
+            raise IdlegateError(f"--durations is model or measured, not {durations!r}")
+        if replays < 1:
+            raise IdlegateError(f"--replays (-m) is a whole number of at least 1, not {replays}")
+        if every is not None and not every >= 1.0:
+            raise IdlegateError(f"--every is a number of seconds of at least 1, not {every}")
+        if out_dir is not None:  # (before the runs: a folder that cannot be made loses none)
+            check_out_dir(out_dir)
         settings = EvalSettings(
             workload,
             scheduler,
