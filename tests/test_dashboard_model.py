@@ -3,8 +3,12 @@ and its SVG pictures (idlegate.dashboard.svg)."""
 
 from __future__ import annotations
 
+import pytest
+
 from idlegate.api.labels import LABEL_STAGE
 from idlegate.dashboard import model, svg
+from idlegate.dashboard.commands import listening
+from idlegate.errors import IdlegateError
 
 T0 = 1_800_000_000.0
 TS = "2027-01-15T08:00:{:02d}Z"
@@ -130,3 +134,15 @@ def test_the_samples_keep_the_last_hour():
     assert [v for _, v in samples.of("p", "a")] == [1.0, 2.0, 3.0, 4.0]
     drawn = svg.spark_svg(samples.of("p", "a"), 2.0, T0 + 4000)
     assert drawn.count("<polyline") == 1 and 'class="quota"' in drawn
+
+
+def test_the_dashboard_listens_or_says_why_it_cannot():
+    with pytest.raises(IdlegateError, match="--port is a port number from 0 to 65535, not -1"):
+        listening("127.0.0.1", -1)
+    taken = listening("127.0.0.1", 0)  # (any free port)
+    try:
+        port = taken.getsockname()[1]
+        with pytest.raises(IdlegateError, match=f"cannot listen on 127.0.0.1:{port}"):
+            listening("127.0.0.1", port)
+    finally:
+        taken.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -121,5 +122,25 @@ def register(app: typer.Typer) -> None:
             interval=interval,
             poll_ms=max(500, int(interval * 1000)),
         )
-        typer.echo(f"The dashboard: http://{host}:{port}/ (Ctrl-C ends it)")
-        aiohttp.web.run_app(board.app(), host=host, port=port, print=None)
+        try:
+            sock = listening(host, port)
+        except IdlegateError as exc:
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"The dashboard: http://{host}:{sock.getsockname()[1]}/ (Ctrl-C ends it)")
+        aiohttp.web.run_app(board.app(), sock=sock, print=None)
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port` (0: any free port), or IdlegateError saying why
+    it cannot be (a port out of range, in use, an address not this machine's): bound before
+    the page's address is printed, so a printed address is one that answers."""
+    if not 0 <= port <= 65535:
+        raise IdlegateError(f"--port is a port number from 0 to 65535, not {port}")
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        raise IdlegateError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port, "
+            "or a --host address of this machine"
+        ) from None
