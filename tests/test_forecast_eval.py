@@ -18,6 +18,7 @@ from idlegate.evaluation.forecast_eval import (
     SeedRun,
     Watch,
     checkpoints,
+    evaluate,
     evaluate_seed,
     measured_view,
     queue_futures,
@@ -124,6 +125,18 @@ def test_every_workflow_is_forecast_at_its_arrival() -> None:
     for p in (p for p in run.predictions if p.method == "calibrated"):
         assert p.finish.median == raw[p.job_id].finish.median
         assert p.finish.low <= raw[p.job_id].finish.low or p.finish.low == p.finish.median
+
+
+def test_a_seeds_checkpoints_are_its_progress() -> None:
+    # a seed of a few hundred arrivals takes minutes: its progress says how far into it
+    settings = EvalSettings("k8s-batch", "fifo", replays=1)
+    settings.options.extra["num_jobs"] = 6
+    said: list[tuple[int, int, str]] = []
+    evaluate(settings, [3, 4], lambda done, total, what: said.append((done, total, what)))
+    points = len(list(checkpoints(build("k8s-batch", 3, settings.options), None)))
+    assert said[0] == (0, 2, f"seed 3, checkpoint 1 of {points}")
+    assert (1, 2, "seed 3") in said and said[-1] == (2, 2, "seed 4")
+    assert said.index((1, 2, "seed 3")) == points
 
 
 def test_forecasting_does_not_change_the_run() -> None:

@@ -195,8 +195,11 @@ def checkpoints(workload: Workload, every: float | None) -> Iterator[tuple[float
     yield from sorted(times.items())
 
 
-def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
-    """One seed's run with its forecasts (module docstring)."""
+def evaluate_seed(
+    settings: EvalSettings, seed: int, tick: Callable[[int, int], None] | None = None
+) -> SeedRun:
+    """One seed's run with its forecasts (module docstring); `tick(done, total)` after
+    each of its checkpoints (a run of a few hundred arrivals takes minutes)."""
     built = build(settings.workload, seed, settings.options)
     measured = settings.durations == "measured"
     engine = Engine.for_workload(
@@ -211,7 +214,10 @@ def evaluate_seed(settings: EvalSettings, seed: int) -> SeedRun:
     watch, recent = Watch(), list[Job]()
     cache: dict[str, Scheduler] = {}
     tuning = Tuning()
-    for t, periodic in checkpoints(built, settings.every):
+    points = list(checkpoints(built, settings.every))
+    for n, (t, periodic) in enumerate(points):
+        if tick is not None:
+            tick(n, len(points))
         engine.run(t)
         cluster = engine.cluster
         watch.see(cluster)
@@ -426,6 +432,21 @@ def _known_or(job: Job, start: float | None) -> float | None:
     return job.first_start if job.first_start is not None else start
 
 
+def _ticks(
+    progress: Callable[[int, int, str], None] | None, i: int, seeds: int, seed: int
+) -> Callable[[int, int], None] | None:
+    """A seed's checkpoints as `progress` steps: the run is `i` seeds of `seeds` done, and
+    says how far into seed `seed` it is (a progress line off a terminal then shows it)."""
+    if progress is None:
+        return None
+    report = progress
+
+    def tick(done: int, total: int) -> None:
+        report(i, seeds, f"seed {seed}, checkpoint {done + 1} of {total}")
+
+    return tick
+
+
 def evaluate(
     settings: EvalSettings,
     seeds: Sequence[int],
@@ -435,7 +456,7 @@ def evaluate(
     check_names(settings.workload)
     runs = []
     for i, seed in enumerate(seeds):
-        runs.append(evaluate_seed(settings, seed))
+        runs.append(evaluate_seed(settings, seed, _ticks(progress, i, len(seeds), seed)))
         if progress is not None:
             progress(i + 1, len(seeds), f"seed {seed}")
     return runs
