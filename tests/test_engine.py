@@ -79,3 +79,16 @@ def test_peek_step_run_and_the_decision_point():
     assert [r.jct for r in engine.cluster.done] == [4.0, 3.0]
     with pytest.raises(IdlegateError, match="no event is left"):
         engine.step()
+
+
+@pytest.mark.parametrize("spec", ["default", "analytic:srpt", "fair"])
+def test_a_run_told_its_progress_is_the_same_run(spec):
+    # `simulate`'s progress stops the run at each arrival time: the same trace, and every
+    # arrival counted once, in order
+    w = build_workload("tpch-like", 2, num_executors=6, num_stream=12, load=0.9)
+    expected = simulate(w, make_scheduler(spec), 7, trace=True)
+    told: list[tuple[int, int]] = []
+    got = simulate(w, make_scheduler(spec), 7, trace=True, progress=lambda *a: told.append(a))
+    assert got == expected
+    total = len(w.jobs)
+    assert told[-1] == (total, total) and [t for t, _ in told] == sorted({t for t, _ in told})

@@ -137,7 +137,16 @@ def simulate(
 ) -> None:
     """Simulate one scheduler on one workload and print its metrics (a self-tuning
     scheduler also prints what it followed, round by round, and why)."""
-    out = run_one(workload, scheduler, seed, WorkloadOptions(**options))
+    from idlegate.progress import stderr_progress
+
+    with stderr_progress("simulating: arrivals", None) as update:
+        out = run_one(
+            workload,
+            scheduler,
+            seed,
+            WorkloadOptions(**options),
+            lambda arrived, total: update(arrived, total, ""),
+        )
     if as_json:
         followed = {} if out.followed is None else {"followed": out.followed}
         typer.echo(

@@ -389,9 +389,14 @@ class RunOutcome:
 
 
 def _simulate(
-    workload: Workload, scheduler: Scheduler, seed: int, spec: SchedulerSpec | None = None
+    workload: Workload,
+    scheduler: Scheduler,
+    seed: int,
+    spec: SchedulerSpec | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunOutcome:
-    result = simulate(workload, scheduler, seed=seed, record_tasks=bool(workload.queues))
+    queued = bool(workload.queues)
+    result = simulate(workload, scheduler, seed=seed, record_tasks=queued, progress=progress)
     jm = job_metrics(result)
     followed = None
     inner = scheduler.scheduler if isinstance(scheduler, PodsGate) else scheduler
@@ -414,11 +419,14 @@ def run_one(
     scheduler: SchedulerSpec | str,
     seed: int = 0,
     options: WorkloadOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunOutcome:
-    """Build `workload` for `seed` and simulate `scheduler` on it (built once)."""
+    """Build `workload` for `seed` and simulate `scheduler` on it (built once);
+    `progress(arrived, total)` at each arrival time (`sim.engine.simulate`)."""
     check_names(workload)
     built = make_scheduler(scheduler)
-    return _simulate(build(workload, seed, options), built, seed, SchedulerSpec.of(scheduler))
+    spec = SchedulerSpec.of(scheduler)
+    return _simulate(build(workload, seed, options), built, seed, spec, progress)
 
 
 _PoolRun = tuple[

@@ -6,7 +6,7 @@ Pure (no wall clock, no I/O): a run is a function of (workload, scheduler, seed,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from math import inf
@@ -559,10 +559,13 @@ def simulate(
     max_time: float = inf,
     trace: bool = False,
     record_tasks: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run `scheduler` on `workload` until every job finishes (or `max_time`).
 
-    One `Engine.for_workload` run: the same inputs give the same trace.
+    One `Engine.for_workload` run: the same inputs give the same trace. `progress(arrived,
+    total)` is told at each arrival time (the run stops there, as at any event: the same
+    run), for a command's progress line.
     """
     engine = Engine.for_workload(
         workload,
@@ -574,5 +577,13 @@ def simulate(
         trace=trace,
         record_tasks=record_tasks,
     )
+    if progress is not None:
+        times = sorted(a.time for a in workload.jobs)
+        for arrived, t in enumerate(times, start=1):
+            if t >= max_time:
+                break
+            if arrived == len(times) or times[arrived] != t:  # (the last of one instant)
+                engine.run(t)
+                progress(arrived, len(times))
     engine.run(max_time)
     return engine.result(workload.name, getattr(scheduler, "name", type(scheduler).__name__), seed)
