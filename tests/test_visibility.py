@@ -255,6 +255,26 @@ def test_idlegate_visibility_prints_the_operators_table(tmp_path):
     assert gone.exit_code == 1
     assert "is the operator's metrics port forwarded" in gone.output
     assert "Traceback" not in gone.output
+    # a URL without its scheme is not taken for an API path
+    bad = CliRunner().invoke(app, ["visibility", "--url", "localhost:9090"])
+    assert bad.exit_code == 1 and "--url 'localhost:9090' is neither" in bad.output
+
+
+def test_idlegate_visibility_with_a_url_needs_no_extra():
+    # a base install has no aiohttp (the operator's and the dashboard's): with --url the
+    # command reads the operator through the standard library alone
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules.update(dict.fromkeys(['aiohttp', 'kopf', 'kubernetes']))\n"
+        "from idlegate.cli import main\n"
+        "main(['visibility', '--url', 'http://127.0.0.1:9'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "cannot reach the operator at http://127.0.0.1:9" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_the_forecast_written_is_what_the_crd_and_the_status_model_take():

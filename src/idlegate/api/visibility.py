@@ -47,6 +47,26 @@ PATH = "/visibility/pendingworkflows"
 """Where the operator serves the document, on its metrics port."""
 
 
+OPERATOR_SERVICE = "idlegate-system/idlegate-operator-metrics:metrics"
+"""The operator's metrics Service (deploy/base/service.yaml): the visibility API's home."""
+
+
+def visibility_source(value: str | None) -> str:
+    """An http(s) URL of the operator's metrics port (a port-forward, the Service's DNS
+    name), or an API path: by default the API server's proxy to the operator's Service,
+    so the user's RBAC (``services/proxy``) decides, as for ``kubectl get --raw``.
+    IdlegateError for anything else (a URL without its scheme is not taken for a path)."""
+    if value is None:
+        namespace, service = OPERATOR_SERVICE.split("/")
+        value = f"/api/v1/namespaces/{namespace}/services/{service}/proxy"
+    if not value.startswith(("http://", "https://", "/")):
+        raise IdlegateError(
+            f"--url {value!r} is neither an http(s):// URL of the operator's metrics port "
+            "(e.g. http://localhost:9090 after a port-forward) nor an API path starting with /"
+        )
+    return value.rstrip("/") + PATH
+
+
 # -- the adapters ------------------------------------------------------------------------------
 
 

@@ -33,17 +33,18 @@ VisibilityOpt = Annotated[
 
 def read_visibility(url: str | None, kubeconfig: Path | None, **query: str) -> dict[str, Any]:
     """The operator's visibility document (`idlegate.api.visibility`), narrowed by `query`."""
-    from idlegate.dashboard.kube import Forbidden, Outage, Reader
-    from idlegate.dashboard.server import visibility_source
+    from idlegate.api.visibility import visibility_source
 
     source = visibility_source(url)
     pairs = {k: v for k, v in query.items() if v}
-    if source.startswith(("http://", "https://")):
+    if source.startswith(("http://", "https://")):  # (the standard library only: no extra)
         import urllib.parse
 
         from idlegate.api.operator_http import ask_operator
 
         return ask_operator(source + ("?" + urllib.parse.urlencode(pairs) if pairs else ""))
+    from idlegate.dashboard.kube import Forbidden, Outage, Reader
+
     reader = Reader.from_kubeconfig(kubeconfig)
     try:
         return dict(asyncio.run(reader.get(source, **pairs)))

@@ -20,24 +20,11 @@ import aiohttp
 import aiohttp.web
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.visibility import PATH as VISIBILITY_PATH
+from idlegate.api.visibility import visibility_source
 from idlegate.dashboard import model, pages, svg
 from idlegate.dashboard.kube import Forbidden, Outage, Reader
 
 log = logging.getLogger(__name__)
-
-OPERATOR_SERVICE = "idlegate-system/idlegate-operator-metrics:metrics"
-"""The operator's metrics Service (deploy/base/service.yaml): the visibility API's home."""
-
-
-def visibility_source(value: str | None) -> str:
-    """An http(s) URL of the operator's metrics port (a port-forward, the Service's DNS
-    name), or an API path: by default the API server's proxy to the operator's Service,
-    so the user's RBAC (``services/proxy``) decides, as for ``kubectl get --raw``."""
-    if value is None:
-        namespace, service = OPERATOR_SERVICE.split("/")
-        value = f"/api/v1/namespaces/{namespace}/services/{service}/proxy"
-    return value.rstrip("/") + VISIBILITY_PATH
 
 
 class Dashboard:
