@@ -276,3 +276,16 @@ def batch_on_nodes(seed: int, num_jobs: int, nodes: int) -> Workload:
         return dataclasses.replace(workload, resources=node * 3)
     spread = identical_nodes(node, nodes, workload.num_executors)
     return dataclasses.replace(workload, resources=node * nodes, nodes=spread)
+
+
+class Waits:
+    """A policy that never starts anything: every decision is WAIT (a round ends with
+    executors free; a switch away from it is what starts pods)."""
+
+    name = "waits"
+
+    def reset(self, rng: Any) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Action:
+        return WAIT

@@ -10,7 +10,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.rollout import planning_fork
 from idlegate.sim.spec import parse_workflow
-from tests.helpers import chain
+from tests.helpers import Waits, chain
 
 
 def diamond(gang_d: bool = False) -> Dag:
@@ -145,15 +145,6 @@ def test_gang_stage_needs_room_for_all_tasks():
 
 
 def test_a_wait_launches_nothing_and_garbage_is_rejected():
-    class Waits:
-        name = "waits"
-
-        def reset(self, rng):
-            pass
-
-        def decide(self, view):
-            return WAIT
-
     c = Cluster(1)
     c.add_job(chain(1.0), 0.0)
     assert c.decide_once(Waits(), 0.0) == (WAIT, []) and c.free_executors == 1

@@ -35,8 +35,9 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow
-from idlegate.sim.protocol import WAIT, Decision, Scheduler
+from idlegate.sim.protocol import Decision, Scheduler
 from idlegate.sim.spec import StageSpec
+from tests.helpers import Waits
 
 T0 = 1_700_000_000.0
 
@@ -369,18 +370,6 @@ def test_a_refused_argo_release_is_a_warning_on_the_workflow_which_goes_on() -> 
     assert core.holding(ARGO) is not None and core.cluster.busy == 1
 
 
-class _Waits:
-    """A policy that lets nothing start: every round ends with executors free."""
-
-    name = "waits"
-
-    def reset(self, rng: Any) -> None:
-        pass
-
-    def decide(self, view: Any) -> Any:
-        return WAIT
-
-
 def _visible_reasons(core: Core) -> dict[str, str]:
     pools = SimpleNamespace(bridges={"p": SimpleNamespace(core=core)}, waiting={})
     (queue,) = pending(pools)["pools"][0]["queues"]
@@ -396,7 +385,7 @@ def test_a_pool_without_queues_shows_the_waiting_events_own_message() -> None:
     assert event.owner.name == "v" and "all 1 executors of the pool are busy" in event.message
     assert _visible_reasons(core) == {"v": event.message}
     # a round that ended with executors free: what the round said, not a guess of it
-    core = core_of(pool=2, policy=_Waits())
+    core = core_of(pool=2, policy=Waits())
     said(core, Admit(workflow("w", stage("a")), [], NamespacePolicy()), T0)
     (event,) = [i for i in taken(core) if isinstance(i, PostEvent) and i.reason == "Waiting"]
     assert "2 executor(s) stay free" in event.message

@@ -8,29 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import pytest
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations, duration_model
-from idlegate.sim.protocol import WAIT, Action, ClusterView
+from tests.helpers import Waits
 from tests.operator_fakes import Harness, harness, stage
 from tests.planning_helpers import CHAIN, Scripted, planner, settled, worker
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]
-
-
-class Hold:
-    """A policy that never starts anything (a switch away from it is what starts pods)."""
-
-    name = "hold"
-
-    def reset(self, rng: Any) -> None:
-        pass
-
-    def decide(self, view: ClusterView) -> Action:
-        return WAIT
 
 
 def value(h: Harness, name: str, **labels: str) -> float:
@@ -40,7 +27,7 @@ def value(h: Harness, name: str, **labels: str) -> float:
 async def test_a_switch_is_adopted_in_the_loop_and_starts_what_the_old_policy_held_back():
     plan = Scripted("fifo")
     plan.gate.clear()
-    h = harness(pool=2, scheduler=planner(Hold, {"fifo": "fifo"}, plan))
+    h = harness(pool=2, scheduler=planner(Waits, {"fifo": "fifo"}, plan))
     await h.submit("w", CHAIN)
     assert h.released() == []  # "hold" follows until the plan is adopted
     plan.gate.set()
