@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from idlegate.policy import make_scheduler
 from idlegate.policy.heuristics import FairScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import Engine, JobArrival, Workload, simulate
+from idlegate.sim.engine import Engine, simulate
 from idlegate.sim.protocol import WAIT, Decision
 from idlegate.sim.workloads import build_workload
-from tests.test_orders import Pass, chain, job
+from tests.test_orders import Pass, answers_as_the_pass, chain, job
 
 
 @pytest.fixture
@@ -46,26 +46,7 @@ def test_the_index_chooses_as_the_pass_on_random_small_pools(executors, jobs, sc
     """Random pods-only pools of 1 to 7 executors and up to 12 chains of gang and plain
     stages: every answer is the pass's (the same stage and cap, a job with free executors
     of its own first), with shares narrowed and widened."""
-    jobs = sorted(jobs, key=lambda j: j[0])
-    arrivals = tuple(
-        JobArrival(
-            float(t), f"j{i}", chain([(min(n, executors) if g else n, d, g) for n, d, g in s])
-        )
-        for i, (t, s) in enumerate(jobs)
-    )
-    fair = make_scheduler(f"fair?scale={scale}")
-    indexed = FairScheduler.decide
-    asked: list[object] = []
-
-    def both(view: Any) -> object:
-        answer = indexed(fair, view)
-        assert answer == indexed(fair, Pass(view)), f"{fair!r} at {view.now}"
-        asked.append(answer)
-        return answer
-
-    fair.decide = both
-    result = simulate(Workload("random", arrivals, executors), fair)
-    assert result.unfinished == 0 and asked
+    answers_as_the_pass(make_scheduler(f"fair?scale={scale}"), executors, jobs)
 
 
 @pytest.mark.parametrize("scale", [0.5, 1.0, 2.0])
