@@ -192,30 +192,29 @@ class NodeSet(Sequence[list[int]]):
         """How many tasks of `amounts` (the pool's order, without pods) the nodes `allowed`
         (None: all) hold now, each node as `tasks_on` counts it; kept until a node changes
         shape (`_reshape`, `reset`), since only a shape's change can change it."""
-        key = (amounts if isinstance(amounts, tuple) else tuple(amounts), allowed)
-        found = self._rooms.get(key)
-        if found is None:
-            buckets = self._of(allowed).buckets
-            found = sum(len(b.members) * tasks_on(s[0], amounts) for s, b in buckets.items())
-            self._rooms[key] = found
-        return found
+        return self._count(amounts, allowed, None)
 
     def holds(self, amounts: Sequence[int], tasks: int, allowed: tuple[int, ...] | None) -> bool:
         """`room(amounts, allowed) >= tasks`, read only as far as it takes: a policy asks
         it of stage after stage until one fits, and one bucket that holds them says so."""
+        return tasks <= 0 or self._count(amounts, allowed, tasks) >= tasks
+
+    def _count(
+        self, amounts: Sequence[int], allowed: tuple[int, ...] | None, enough: int | None
+    ) -> int:
+        """`room`, or (with `enough`) a count that stops once it reaches `enough`; a count
+        read whole is kept."""
         key = (amounts if isinstance(amounts, tuple) else tuple(amounts), allowed)
         found = self._rooms.get(key)
         if found is not None:
-            return found >= tasks
-        if tasks <= 0:
-            return True
+            return found
         total = 0
         for shape, bucket in self._of(allowed).buckets.items():
             total += len(bucket.members) * tasks_on(shape[0], amounts)
-            if total >= tasks:
-                return True
-        self._rooms[key] = total  # (read whole: the room itself)
-        return False
+            if enough is not None and total >= enough:
+                return total
+        self._rooms[key] = total
+        return total
 
     def _of(self, allowed: tuple[int, ...] | None) -> _Index:
         if allowed is None:
