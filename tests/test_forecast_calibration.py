@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idlegate.sim.forecast import Span
-from idlegate.sim.forecast_calibration import MIN_SCORES, Calibration
+from idlegate.sim.forecast_calibration import MIN_SCORES, WINDOW, Calibration
 
 
 def test_no_widening_before_enough_scores() -> None:
@@ -62,3 +62,11 @@ def test_the_coverage_picks_the_quantile() -> None:
     assert low.margin() == pytest.approx(2.4) and high.margin() == pytest.approx(2.7)
     with pytest.raises(ValueError, match="share in"):
         Calibration(coverage=1.0)
+
+
+def test_a_resumed_calibration_keeps_the_older_scores_ahead_and_the_newest_window():
+    older, now = Calibration(), Calibration()
+    older.scores.extend([0.1] * (WINDOW - 1) + [0.2])
+    now.scores.append(0.3)
+    now.resume(older)
+    assert len(now.scores) == WINDOW and list(now.scores)[-2:] == [0.2, 0.3]

@@ -48,7 +48,6 @@ import functools
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations
+from idlegate.sim.forecast_calibration import Calibration, calibrations
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import planning_fork
@@ -379,9 +378,7 @@ class ForecastRefresh:
                 self.metrics.forecast_calibration_errors.inc()
             return
         for which, calibration in self.calibration.items():
-            # (the older scores first: those scored since the restart are the most recent)
-            scores = [*resumed[which].scores, *calibration.scores]
-            calibration.scores = deque(scores, maxlen=WINDOW)
+            calibration.resume(resumed[which])
         log.info(
             "The forecast calibration resumed from the history sink: %d start and %d finish "
             "scores.",

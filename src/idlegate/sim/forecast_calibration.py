@@ -67,6 +67,11 @@ class Calibration:
         self.prior = prior
         self.coverage = coverage
 
+    def resume(self, older: Calibration) -> None:
+        """Take `older`'s scores (a restarted pool's, rebuilt from its records) ahead of
+        those recorded since: the newest `WINDOW` of them all are kept."""
+        self.scores = deque([*older.scores, *self.scores], maxlen=WINDOW)
+
     def record(self, span: Span, made_at: float, actual: float) -> None:
         """A forecast made at `made_at` came out at `actual`."""
         ahead = max(span.median - made_at, FLOOR)
