@@ -11,10 +11,16 @@ from typer.testing import CliRunner
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
-from idlegate.evaluation.setting import describe_setting
+from idlegate.evaluation.setting import SOURCES, describe_setting, jobs_source
 from idlegate.policy import make_scheduler
-from idlegate.sim.workloads import interarrival_for_load, mean_job_work, workload_config
-from tests.helpers import need_shared, tpch_traces
+from idlegate.sim.workloads import (
+    CATALOGUE,
+    build_workload,
+    interarrival_for_load,
+    mean_job_work,
+    workload_config,
+)
+from tests.helpers import alibaba_trace, need_shared, tpch_traces
 
 runner = CliRunner()
 
@@ -118,3 +124,47 @@ def test_compare_swf_trace_shows_the_rigid_metrics(tmp_path):
     r = runner.invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 0, r.output
     _check_rigid_outputs(r.stdout, out)
+
+
+SHARED = ["compare", "-w", "shared", "--schedulers", "fair", "-o", "hours=0.2"]
+
+
+def test_a_workload_sized_by_hours_says_the_jobs_each_seed_ran():
+    """`shared` is sized by its hours, not a job count: every seed draws a number of its
+    own, and the caption says their range and mean, and the hours, not the first seed's
+    count as every seed's."""
+    opts = {"hours": 0.2, "heavy_source": "generated"}
+    counts = [len(build_workload("shared", seed, **opts).jobs) for seed in range(3)]
+    assert len(set(counts)) > 1  # (else the test says nothing)
+    args = [*SHARED, "-o", "heavy_source=generated", "--seeds", "3"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    mean = sum(counts) / 3
+    said = f"{min(counts)}–{max(counts)} jobs per seed (mean {mean:.1f}) arriving over 0.2 h"
+    assert f"96 executors, {said}, 3 seed(s)" in text
+    assert "jobs: heavy team: heavy-tailed DAGs (generated, no trace files); science" in text
+    setting = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["setting"]
+    assert setting["jobs_per_seed"] == counts and setting["jobs"] == counts[0]
+    assert setting["hours"] == 0.2
+
+
+def test_shared_says_its_heavy_jobs_come_from_the_trace():
+    trace = alibaba_trace()
+    args = [*SHARED, "--seeds", "1", "-o", f"alibaba_dir={trace}", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    source = json.loads(r.stdout)["setting"]["source"]
+    assert source.startswith(f"heavy team: Alibaba 2018 trace from {trace.resolve()}")
+
+
+def test_every_workload_says_where_its_jobs_come_from():
+    """No workload of the catalogue falls back to a bare "generated": each has its phrase,
+    a trace's naming the trace."""
+    assert {k.config for k in CATALOGUE} <= set(SOURCES)
+    teams = jobs_source(workload_config("teams", base="k8s-batch"))
+    assert teams == "3 teams' streams of k8s-batch: pod pipelines (generated, no trace files)"
+    shift = jobs_source(workload_config("shift"))
+    assert shift.startswith("phase 1, tpch-like: TPC-H-like DAGs") and "phase 2, k8s-batch" in shift
+    swf = jobs_source(workload_config("swf", path="x.swf"))
+    assert swf == f"rigid jobs of the SWF trace {Path('x.swf').resolve()}"

@@ -599,7 +599,8 @@ def run_comparison(
                 queues_per_seed=tuple(queues[name, s] for s in seeds if (name, s) in queues),
             )
         )
-    setting = describe_setting(config.workload, config.options.to_kwargs(), first)
+    counts = [len(workloads[s].jobs) for s in seeds]
+    setting = describe_setting(config.workload, config.options.to_kwargs(), first, counts)
     return Comparison(config, tuple(results), first.num_executors, setting, rigid)
 
 

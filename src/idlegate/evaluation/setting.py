@@ -10,19 +10,29 @@ queries drawn from, and where the traces were read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from idlegate.errors import IdlegateError
+from idlegate.sim.alibaba import resolve_alibaba_dir
 from idlegate.sim.engine import Workload
+from idlegate.sim.lublin import LublinConfig
+from idlegate.sim.swf import SwfConfig
 from idlegate.sim.workloads import (
+    AirflowShapesConfig,
     AlibabaConfig,
+    ArgoShapesConfig,
     ArrivalOptions,
     BurstyConfig,
     FileConfig,
+    FollowConfig,
+    K8sBatchConfig,
     MixedConfig,
+    PushConfig,
+    RecurringConfig,
+    ShiftConfig,
     SyntheticConfig,
     TpchConfig,
     TpchLikeConfig,
@@ -30,6 +40,8 @@ from idlegate.sim.workloads import (
     offered_load,
     workload_config,
 )
+from idlegate.sim.workloads.shared import SharedConfig, heavy_from_trace
+from idlegate.sim.workloads.teams import TeamsConfig
 
 __all__ = ["Setting", "describe_setting"]
 
@@ -61,11 +73,18 @@ class Setting:
     resource_loads: dict[str, float] | None = None
     """On a pool of resources, the offered load of each, pods included (None: a pods-only
     pool, whose load is its pods')."""
+    jobs_per_seed: tuple[int, ...] = ()
+    """Jobs in the arrival sequence of each seed, in seed order (empty: only the first
+    seed's, `jobs`, is known). A workload sized by time (`hours`) draws a number of its
+    own on every seed."""
+    hours: float | None = None
+    """The hours the arrivals span, for a workload sized by them rather than by a job
+    count (`shared`); None for every other."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (a pods-only pool's without `resource_loads`)."""
         out = asdict(self)
-        for key in ("tpch_sizes", "tpch_queries"):
+        for key in ("tpch_sizes", "tpch_queries", "jobs_per_seed"):
             if out[key] is not None:
                 out[key] = list(out[key])
         if out["resource_loads"] is None:
@@ -81,13 +100,25 @@ class Setting:
 
     def summary(self) -> str:
         """One line: executors, jobs, the arrival rate and what chose it."""
-        parts = [f"{self.num_executors} executors", f"{self.jobs} jobs per seed"]
+        parts = [f"{self.num_executors} executors", self.jobs_text()]
         if self.mean_interarrival is not None:
             gap = f"mean interarrival {self.mean_interarrival:.3g} s"
             if self.offered_load is not None:
                 gap += f" ({self._load()})"
             parts.append(gap)
         return ", ".join(parts)
+
+    def jobs_text(self) -> str:
+        """The jobs each seed ran: one number when every seed had as many, else their
+        range and mean; with the hours the arrivals span for a workload sized by them."""
+        counts = self.jobs_per_seed or (self.jobs,)
+        low, high = min(counts), max(counts)
+        text = f"{low} jobs per seed"
+        if low != high:
+            text = f"{low}–{high} jobs per seed (mean {sum(counts) / len(counts):.1f})"
+        if self.hours is not None:
+            text += f" arriving over {self.hours:g} h"
+        return text
 
     def _load(self) -> str:
         """The offered load, of which resource on a pool of resources, and whether the
@@ -132,8 +163,15 @@ def _tpch_used(config: Any) -> bool:
     return isinstance(config, MixedConfig) and config.dag_source_name() == "tpch"
 
 
-def describe_setting(workload: str, options: Mapping[str, Any], built: Workload) -> Setting:
-    """The setting of `workload` with `options` (build_workload's), `built` for one seed."""
+def describe_setting(
+    workload: str,
+    options: Mapping[str, Any],
+    built: Workload,
+    jobs_per_seed: Sequence[int] = (),
+) -> Setting:
+    """The setting of `workload` with `options` (build_workload's), `built` for its first
+    seed, `jobs_per_seed` the job count of each seed's arrival sequence (none given: only
+    `built`'s is known)."""
     config = workload_config(workload, **options)
     k = built.num_executors
     gap = load = None
@@ -163,36 +201,92 @@ def describe_setting(workload: str, options: Mapping[str, Any], built: Workload)
         tpch_dir=tpch_dir,
         tpch_sizes=sizes,
         tpch_queries=queries,
-        source=_source(config, tpch_dir, sizes, queries),
+        source=jobs_source(config),
         resource_loads=loads,
+        jobs_per_seed=tuple(jobs_per_seed),
+        hours=config.hours if isinstance(config, SharedConfig) else None,
     )
 
 
-def _source(
-    config: Any,
-    tpch_dir: str | None,
-    sizes: tuple[str, ...] | None,
-    queries: tuple[int, ...] | None,
-) -> str:
-    traces = (
-        f"TPC-H traces from {tpch_dir} (sizes {', '.join(sizes or ())}; "
-        f"{len(queries or ())} queries)"
+def _traces(config: Any) -> str:
+    """The TPC-H traces a config draws from: directory, sizes, query count."""
+    source = config.tpch_source()
+    directory = Path(source.library.directory).resolve()
+    return (
+        f"TPC-H traces from {directory} (sizes {', '.join(source.sizes)}; "
+        f"{len(source.queries)} queries)"
     )
-    if isinstance(config, TpchConfig):
-        return traces
-    if isinstance(config, MixedConfig):
-        dags = traces if tpch_dir else "TPC-H-like DAGs (generated, no trace files)"
-        return f"two-type jobs (generated) and {dags}"
-    if isinstance(config, TpchLikeConfig):
-        return "TPC-H-like DAGs (generated, no trace files)"
-    if isinstance(config, AlibabaConfig):
-        source = config.source()
-        return (
-            f"Alibaba 2018 trace from {source.trace.directory.resolve()} ({len(source.jobs)} "
-            f"jobs of {config.min_stages}+ stages; task spread {config.duration_spread})"
-        )
-    if isinstance(config, SyntheticConfig | BurstyConfig):
-        return "two-type jobs (generated, no trace files)"
-    if isinstance(config, FileConfig):
-        return f"workflows from {Path(config.path).expanduser().resolve()}"
-    return "generated"
+
+
+GENERATED = "(generated, no trace files)"
+
+
+def _mixed(c: MixedConfig) -> str:
+    dags = _traces(c) if c.dag_source_name() == "tpch" else f"TPC-H-like DAGs {GENERATED}"
+    return f"two-type jobs (generated) and {dags}"
+
+
+def _alibaba(c: AlibabaConfig) -> str:
+    source = c.source()
+    return (
+        f"Alibaba 2018 trace from {source.trace.directory.resolve()} ({len(source.jobs)} "
+        f"jobs of {c.min_stages}+ stages; task spread {c.duration_spread})"
+    )
+
+
+def _shift(c: ShiftConfig) -> str:
+    phases = (
+        f"phase {i}, {getattr(c, which)}: {jobs_source(c.phase_config(which))}"
+        for i, which in ((1, "first"), (2, "second"))
+    )
+    return "; ".join(phases)
+
+
+def _teams(c: TeamsConfig) -> str:
+    return f"{c.teams} teams' streams of {c.base}: {jobs_source(workload_config(c.base))}"
+
+
+def _shared(c: SharedConfig) -> str:
+    if heavy_from_trace(c):
+        where = resolve_alibaba_dir(c.alibaba_dir).resolve()
+        heavy = f"Alibaba 2018 trace from {where} ({c.split} split, 2+ stages)"
+    else:
+        heavy = f"heavy-tailed DAGs {GENERATED}"
+    return f"heavy team: {heavy}; science and small teams: generated"
+
+
+def _swf(c: SwfConfig) -> str:
+    part = "" if c.part == "all" else f", its {c.part} part"
+    return f"rigid jobs of the SWF trace {Path(c.path).expanduser().resolve()}{part}"
+
+
+SOURCES: dict[type, Callable[[Any], str]] = {
+    SyntheticConfig: lambda c: f"two-type jobs {GENERATED}",
+    BurstyConfig: lambda c: f"two-type jobs {GENERATED}",
+    TpchConfig: _traces,
+    TpchLikeConfig: lambda c: f"TPC-H-like DAGs {GENERATED}",
+    MixedConfig: _mixed,
+    K8sBatchConfig: lambda c: f"pod pipelines {GENERATED}",
+    ArgoShapesConfig: lambda c: f"workflows shaped like Argo's examples {GENERATED}",
+    AirflowShapesConfig: lambda c: f"DAG runs shaped like Airflow's examples {GENERATED}",
+    AlibabaConfig: _alibaba,
+    FollowConfig: lambda c: f"long jobs, each followed by short ones {GENERATED}",
+    PushConfig: lambda c: f"pushes of one long and a few short workflows {GENERATED}",
+    RecurringConfig: lambda c: (
+        f"{len(c.pipelines)} recurring pipelines and ad-hoc jobs {GENERATED}"
+    ),
+    ShiftConfig: _shift,
+    TeamsConfig: _teams,
+    SharedConfig: _shared,
+    FileConfig: lambda c: f"workflows from {Path(c.path).expanduser().resolve()}",
+    SwfConfig: _swf,
+    LublinConfig: lambda c: f"rigid jobs of the Lublin-Feitelson model {GENERATED}",
+}
+"""Where each workload's jobs come from, by its config's type: every workload of the
+catalogue has its phrase (a test checks), so none is said as a bare "generated"."""
+
+
+def jobs_source(config: Any) -> str:
+    """Where the jobs of a workload of `config` come from, as one phrase (the trace
+    directory, file or generator it draws from)."""
+    return SOURCES[type(config)](config)

@@ -106,11 +106,18 @@ Draw = Callable[[np.random.Generator], Dag]
 """Draws one job's DAG."""
 
 
+def heavy_from_trace(c: SharedConfig) -> bool:
+    """Whether the heavy team's jobs are the Alibaba trace's (else generated): what
+    `heavy_source` asks, ``auto`` the trace if its directory is found."""
+    found = c.alibaba_dir is not None or default_alibaba_dir() is not None
+    return c.heavy_source == "alibaba" or (c.heavy_source == "auto" and found)
+
+
 def _heavy_jobs(c: SharedConfig, share: float) -> tuple[Draw, str]:
     """The heavy team's job drawer, and a note when it is not the trace's."""
     cap = c.heavy_hours * 3600.0 * share
     found = c.alibaba_dir is not None or default_alibaba_dir() is not None
-    if c.heavy_source == "generated" or (c.heavy_source == "auto" and not found):
+    if not heavy_from_trace(c):
         note = "" if c.heavy_source == "generated" else "heavy: generated, no Alibaba trace"
         return (lambda rng: _generated_heavy_dag(rng, cap)), note
     if not found:
