@@ -231,6 +231,44 @@ def test_a_bad_workload_option_is_named_as_typed_with_its_value(args, said, inte
         assert "(given 0)" in r.stderr
 
 
+K8S_TAKES = (
+    "-o KEY=VALUE takes adhoc_fraction, burst_size, duration_scale, interarrival (or "
+    "--interarrival), jitter, load (or --load), num_executors (or -k/--executors), num_jobs "
+    "(or --jobs-count), period, rate, requests, start_latency, task_sigma"
+)
+
+
+@pytest.mark.parametrize(
+    "flags", [(), ("--jobs-count", "5", "-k", "3")], ids=["alone", "with-flags"]
+)
+def test_an_unknown_workload_option_lists_what_o_takes_and_the_flags(flags):
+    """Every option is -o's, those with a flag of their own are said with it; the list
+    reads the same whichever flags were given (it named num_jobs --jobs-count when
+    --jobs-count was given, num_jobs else)."""
+    r = invoke("simulate", "-w", "k8s-batch", *flags, "-o", "bogus=1")
+    assert r.exit_code == 1, r.output
+    said = f"Error: workload 'k8s-batch' has no option 'bogus'; {K8S_TAKES}"
+    assert r.stderr.strip() == said
+
+
+def test_a_workload_option_with_a_flag_is_taken_by_o_too_and_not_both():
+    by_flag = json.loads(
+        invoke("simulate", "-w", "k8s-batch", "--jobs-count", "5", "--json").stdout
+    )
+    by_o = json.loads(invoke("simulate", "-w", "k8s-batch", "-o", "num_jobs=5", "--json").stdout)
+    assert by_o == by_flag and by_o["jobs"] == 5
+    r = invoke("simulate", "-w", "k8s-batch", "--jobs-count", "7", "-o", "num_jobs=5")
+    assert r.exit_code == 1, r.output
+    assert r.stderr.strip() == (
+        "Error: --jobs-count and -o num_jobs both give the workload option num_jobs; give it "
+        "once (either way sets the same option)"
+    )
+    r = invoke("simulate", "-w", "shared", "--jobs-count", "5")
+    assert r.exit_code == 1, r.output
+    assert "workload 'shared' has no option --jobs-count (the option num_jobs); -o " in r.stderr
+    assert "hours, load (or --load), num_executors (or -k/--executors), queues" in r.stderr
+
+
 @pytest.mark.parametrize("name", ["README.md", "renamed.onnx"])
 def test_a_file_that_is_no_onnx_model_says_so_and_how_to_make_one(tmp_path: Path, name: str):
     text = tmp_path / name

@@ -106,7 +106,7 @@ def test_config_validation():
 def test_workload_options_pass_only_given():
     assert WorkloadOptions().to_kwargs() == {}
     assert WorkloadOptions(load=0.5, extra={"init": 0}).to_kwargs() == {"load": 0.5, "init": 0}
-    with pytest.raises(IdlegateError, match="twice"):
+    with pytest.raises(IdlegateError, match="--load and -o load both give the workload"):
         WorkloadOptions(load=0.5, extra={"load": 0.6}).to_kwargs()
 
 

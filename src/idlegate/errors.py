@@ -51,10 +51,26 @@ class DemandTooLargeError(IdlegateError):
         """The stage's name in its job, if known: where a mapping says it is."""
 
 
+class UnknownNameError(IdlegateError):
+    """A name given that its owner does not take (`reject_unknown`); the parts of the
+    sentence are kept, so a caller that knows how the names were given (a command's
+    flags) can say them so."""
+
+    def __init__(self, owner: str, noun: str, unknown: str, accepted: list[str]) -> None:
+        takes = f"it takes {', '.join(accepted)}" if accepted else f"it takes no {noun}s"
+        super().__init__(f"{owner} has no {noun} {unknown!r}; {takes}")
+        self.owner = owner
+        self.noun = noun
+        self.unknown = unknown
+        """The first unknown name (sorted)."""
+        self.accepted = accepted
+        """Every name the owner takes, in its order."""
+
+
 def reject_unknown(
     given: Iterable[str], accepted: Iterable[str], owner: str, *, noun: str = "parameter"
 ) -> None:
-    """Raise IdlegateError if a name of `given` is not in `accepted`.
+    """Raise UnknownNameError (an IdlegateError) if a name of `given` is not in `accepted`.
 
     The sentence names the first unknown name (sorted) and every accepted one, in the
     order given: ``"OWNER has no NOUN 'x'; it takes a, b, c"``. One shape for every
@@ -63,8 +79,7 @@ def reject_unknown(
     accepted = list(accepted)
     unknown = sorted(set(given) - set(accepted))
     if unknown:
-        takes = f"it takes {', '.join(accepted)}" if accepted else f"it takes no {noun}s"
-        raise IdlegateError(f"{owner} has no {noun} {unknown[0]!r}; {takes}")
+        raise UnknownNameError(owner, noun, unknown[0], accepted)
 
 
 def renamed(error: IdlegateError, names: Mapping[str, str]) -> IdlegateError:

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_v
 
 from idlegate import __version__
 from idlegate.config import Config, Flag, flag_text
-from idlegate.errors import IdlegateError, renamed
+from idlegate.errors import IdlegateError, UnknownNameError, renamed
 from idlegate.evaluation.pool import run_tasks
 from idlegate.evaluation.setting import Setting, describe_setting
 from idlegate.parallel import TaskPool
@@ -141,18 +141,43 @@ class WorkloadOptions(Config):
     namespace, else in the default one. Unset: the workload's own (-w teams), else one
     queue."""
     extra: Annotated[dict[str, Any], Flag("--option", "-o")] = Field(default_factory=dict)
-    """Any other workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
-    burstiness=20 (options per workload: docs/workloads.md)."""
+    """A workload option as KEY=VALUE (repeatable), e.g. size_distribution=pareto,
+    burstiness=20 (options per workload: docs/workloads.md); one that has a flag of its
+    own (num_jobs: --jobs-count, num_executors: -k, load: --load, ...) either way, once."""
 
     def to_kwargs(self) -> dict[str, Any]:
-        """The options that were given, as ``build_workload`` keyword arguments."""
+        """The options that were given, as ``build_workload`` keyword arguments; an
+        option given both by its flag and by ``-o`` is an IdlegateError naming both."""
         given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
         out = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
         clash = sorted(set(out) & set(self.extra))
         if clash:
-            raise IdlegateError(f"workload option {clash[0]!r} given twice")
+            name = clash[0]
+            flag = flag_text(name, type(self).model_fields[name])
+            raise IdlegateError(
+                f"{flag} and -o {name} both give the workload option {name}; give it once "
+                "(either way sets the same option)"
+            )
         out.update({k: v for k, v in self.extra.items() if v is not None})
         return out
+
+    def _flags(self) -> dict[str, str]:
+        """Each workload option that has a flag of its own, and the flag."""
+        fields = type(self).model_fields
+        return {f: flag_text(f, info) for f, info in fields.items() if f not in _NOT_THE_WORKLOADS}
+
+    def _unknown(self, exc: UnknownNameError, given: set[str]) -> IdlegateError:
+        """The workload's "no such option" said as the command takes its options: every
+        option by ``-o KEY=VALUE``, those with a flag of their own also by it (the name
+        is the option's in the list whichever way others were given); the unknown one as
+        the user gave it, a flag or ``-o``'s key."""
+        flags = self._flags()
+        takes = ", ".join(
+            f"{name} (or {flags[name]})" if name in flags else name for name in exc.accepted
+        )
+        name = exc.unknown
+        said = f"{flags[name]} (the option {name})" if name in given else repr(name)
+        return IdlegateError(f"{exc.owner} has no option {said}; -o KEY=VALUE takes {takes}")
 
     @contextmanager
     def as_given(self) -> Iterator[None]:
@@ -161,12 +186,16 @@ class WorkloadOptions(Config):
         (``num_jobs``, ``num_executors``): the sentence says what the user typed. One the
         workload needs but was not given is named by its flag too, with what to do
         (``--file: Field required (the workload needs it: give --file)``, not ``path``)."""
+        given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
         try:
             yield
+        except UnknownNameError as exc:
+            if not exc.owner.startswith("workload "):
+                raise
+            raise self._unknown(exc, set(given)) from None
         except IdlegateError as exc:
             # the pool's options are not the workload's: `resources` in a message is a
             # stage's field (stages[0].resources), never --resources
-            given = self.model_dump(exclude=_NOT_THE_WORKLOADS, exclude_none=True)
             fields = type(self).model_fields
             names = {f: flag_text(f, fields[f]) for f in given}
             missing = set(fields) - set(given) - set(self.extra) - _NOT_THE_WORKLOADS
@@ -307,8 +336,9 @@ def is_rigid(workload: Workload) -> bool:
 def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> Workload:
     """Build the arrival sequence of `workload` for `seed` (only the given options are passed)."""
     options = options or WorkloadOptions()
+    kwargs = options.to_kwargs()  # (its sentence names the flags already)
     with options.as_given():
-        built = build_workload(workload, seed, **options.to_kwargs())
+        built = build_workload(workload, seed, **kwargs)
     built = _with_queues(_pooled(built, options), options)
     return built
 
