@@ -32,7 +32,7 @@ from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.forecast import Span, forecast
 from idlegate.sim.protocol import JobRecord
 from idlegate.sim.queues import QueueSpec
-from tests.helpers import chain, workload
+from tests.helpers import chain, load_benchmark, workload
 
 
 def test_baselines_from_the_queues_past() -> None:
@@ -149,6 +149,22 @@ def test_forecasting_does_not_change_the_run() -> None:
     assert {r.id: (r.first_start, r.finish) for r in alone.records} == {
         i: (r.first_start, r.finish) for i, r in run.actual.items()
     }
+
+
+def test_the_docs_tables_are_the_reports_table() -> None:
+    """docs/forecast.md's accuracy tables have the columns of the report's forecast.md, all
+    of them in its order (they had 11 of its 13: no finish n, no finish p90 s), so a
+    reader's own run reads as the page (`make docs-check` fills their rows from it)."""
+    docs_figures = load_benchmark("docs_figures")
+    page = (Path(__file__).resolve().parents[1] / "docs" / "forecast.md").read_text()
+    tables = [m for m in docs_figures.TABLE.finditer(page) if "<!-- table forecast-" in m[1]]
+    assert len(tables) >= 7
+    width = len(docs_figures._cells(MD_HEAD))
+    for m in tables:
+        head, rule, *rows = m[2].splitlines()
+        assert head == MD_HEAD, m[1]
+        assert len(docs_figures._cells(rule)) == width
+        assert all(len(docs_figures._cells(row)) == width for row in rows), m[1]
 
 
 def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:

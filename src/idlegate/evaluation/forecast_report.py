@@ -13,7 +13,7 @@ Scored sets (docs/forecast.md):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from math import nan
 from typing import Any
@@ -140,33 +140,35 @@ def render(figs: Sequence[Figures]) -> str:
     return "\n".join(lines)
 
 
-MD_HEAD = (
-    "| method | start n | start med s | start p90 s | start med | start p90 | finish n "
-    "| finish med s | finish p90 s | finish med | finish p90 | start in 80 % | finish in 80 % |"
+MD_COLUMNS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
+    ("method", lambda f: f.method),
+    ("start n", lambda f: str(f.start_n)),
+    ("start med s", lambda f: _s(f.start_abs_median)),
+    ("start p90 s", lambda f: _s(f.start_abs_p90)),
+    ("start med", lambda f: _pct(f.start_rel_median)),
+    ("start p90", lambda f: _pct(f.start_rel_p90)),
+    ("finish n", lambda f: str(f.finish_n)),
+    ("finish med s", lambda f: _s(f.finish_abs_median)),
+    ("finish p90 s", lambda f: _s(f.finish_abs_p90)),
+    ("finish med", lambda f: _pct(f.finish_rel_median)),
+    ("finish p90", lambda f: _pct(f.finish_rel_p90)),
+    ("start in 80 %", lambda f: _share(f.start_inside)),
+    ("finish in 80 %", lambda f: _share(f.finish_inside)),
 )
-"""The markdown table's header (`markdown`); docs/forecast.md quotes its columns."""
+"""The markdown table's columns, each its header and its cell of a method's figures: the
+one list `markdown` writes and docs/forecast.md's tables have (all of them, in this
+order: tests/test_forecast_eval.py checks), so a reader's own forecast.md reads as the
+page's."""
+
+MD_HEAD = "| " + " | ".join(head for head, _ in MD_COLUMNS) + " |"
+"""The markdown table's header (`markdown`)."""
 
 
 def markdown(figs: Sequence[Figures]) -> str:
     """The table in markdown (``--out``'s forecast.md, which docs/forecast.md checks)."""
-    lines = [MD_HEAD, "|" + "---|" * MD_HEAD.count(" | ") + "---|"]
+    lines = [MD_HEAD, "|" + "---|" * len(MD_COLUMNS)]
     for f in figs:
-        cells = [
-            f.method,
-            str(f.start_n),
-            _s(f.start_abs_median),
-            _s(f.start_abs_p90),
-            _pct(f.start_rel_median),
-            _pct(f.start_rel_p90),
-            str(f.finish_n),
-            _s(f.finish_abs_median),
-            _s(f.finish_abs_p90),
-            _pct(f.finish_rel_median),
-            _pct(f.finish_rel_p90),
-            _share(f.start_inside),
-            _share(f.finish_inside),
-        ]
-        lines.append("| " + " | ".join(c.strip() for c in cells) + " |")
+        lines.append("| " + " | ".join(cell(f).strip() for _, cell in MD_COLUMNS) + " |")
     return "\n".join(lines) + "\n"
 
 
