@@ -238,14 +238,15 @@ K8S_TAKES = (
 )
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare", "train"])
 @pytest.mark.parametrize(
     "flags", [(), ("--jobs-count", "5", "-k", "3")], ids=["alone", "with-flags"]
 )
-def test_an_unknown_workload_option_lists_what_o_takes_and_the_flags(flags):
+def test_an_unknown_workload_option_lists_what_o_takes_and_the_flags(command, flags):
     """Every option is -o's, those with a flag of their own are said with it; the list
     reads the same whichever flags were given (it named num_jobs --jobs-count when
-    --jobs-count was given, num_jobs else)."""
-    r = invoke("simulate", "-w", "k8s-batch", *flags, "-o", "bogus=1")
+    --jobs-count was given, num_jobs else) and whichever command took them."""
+    r = invoke(command, "-w", "k8s-batch", *flags, "-o", "bogus=1")
     assert r.exit_code == 1, r.output
     said = f"Error: workload 'k8s-batch' has no option 'bogus'; {K8S_TAKES}"
     assert r.stderr.strip() == said

@@ -581,6 +581,7 @@ def train(
 
     Every setting below overrides the preset's and the config file's.
     """
+    from idlegate.sim.workloads.kinds import check_option_names
     from idlegate.training.config import load_config
     from idlegate.training.reinforce import train as run_training
 
@@ -597,6 +598,10 @@ def train(
     else:
         settings["workload"] = train_workload(workload, opts)
     with given.as_given():
+        if workload is not None and history is None:
+            # an option the flags' workload does not take, said as simulate and compare
+            # say it (with the options -o takes); its values the config checks
+            check_option_names(workload, opts)
         cfg = load_config(config, preset, **settings)
     result = run_training(cfg)
     console = _stdout()

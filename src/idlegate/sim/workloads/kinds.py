@@ -6,7 +6,7 @@ validated into a workload's typed config, errors as `IdlegateError` sentences) a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +69,17 @@ def workload_config(name: str, **options: Any) -> Config:
     """
     kind = workload_kind(name)
     opts = {k.replace("-", "_"): v for k, v in options.items() if v is not None}
-    valid = kind.options()
-    reject_unknown(opts, valid, f"workload {name!r}", noun="option")
+    check_option_names(name, opts)
     try:
         return kind.config.model_validate(opts)
     except ValidationError as exc:
         raise IdlegateError(f"workload {name!r}: {describe(exc, kind.config)}") from None
+
+
+def check_option_names(name: str, options: Iterable[str]) -> None:
+    """`UnknownNameError` (an IdlegateError) if workload `name` takes no option of one of
+    `options` (names with '_'), naming those it takes: `workload_config`'s first check."""
+    reject_unknown(options, workload_kind(name).options(), f"workload {name!r}", noun="option")
 
 
 def build_workload(name: str, seed: int = 0, **options: Any) -> Workload:
