@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from idlegate.errors import IdlegateError, reject_unknown
+from idlegate.errors import IdlegateError, UnknownNameError, reject_unknown
 from idlegate.policy.actions import ActionConfig
 
 
@@ -30,3 +32,12 @@ def test_a_config_names_an_unknown_setting_and_those_it_takes() -> None:
         IdlegateError, match=r"^the action space: size: is not a known setting; it takes idle_head"
     ):
         ActionConfig.of({"size": 3})
+
+
+def test_an_unknown_name_keeps_its_parts_and_crosses_processes() -> None:
+    with pytest.raises(UnknownNameError) as err:
+        reject_unknown(["x"], ["a", "b"], "the widget", noun="option")
+    assert (err.value.unknown, err.value.accepted) == ("x", ["a", "b"])
+    again = pickle.loads(pickle.dumps(err.value))
+    assert type(again) is UnknownNameError and str(again) == str(err.value)
+    assert again.owner == "the widget" and again.noun == "option"

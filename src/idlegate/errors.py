@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class IdlegateError(Exception):
@@ -65,6 +66,10 @@ class UnknownNameError(IdlegateError):
         """The first unknown name (sorted)."""
         self.accepted = accepted
         """Every name the owner takes, in its order."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (a worker process's error crosses back pickled: by its parts, as it was made)
+        return type(self), (self.owner, self.noun, self.unknown, self.accepted)
 
 
 def reject_unknown(
