@@ -1,0 +1,224 @@
+"""The arrivals a forecast invents (idlegate.sim.forecast_arrivals): the operator's refresh
+invents them as its pool's setting says (--forecast-arrivals, an ExecutorPool's
+forecastArrivals), from the pool's recent arrivals it keeps, seeded by the refresh; and
+`forecast evaluate` measures the very same futures. On fake time: the pool's own clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from idlegate.api.forecast_refresh import (
+    ARRIVALS_STREAM,
+    ForecastRefresh,
+    Snapshot,
+    futures,
+)
+from idlegate.api.forecast_status import Forecast
+from idlegate.api.pool_spec import parse_pool_spec, pool_problems
+from idlegate.api.task_pods import Owner
+from idlegate.cli import app
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.evaluation.forecast_eval import EvalSettings, _futures
+from idlegate.operator.settings import Settings
+from idlegate.policy import make_scheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine
+from idlegate.sim.forecast_arrivals import TEMPLATES, templates
+from idlegate.sim.rollout import planning_fork
+from tests.helpers import chain
+from tests.test_forecast_refresh import Held
+
+T0 = 1_800_000_000.0
+SMALL, BIG, GAP = 10.0, 1000.0, 12.0
+"""A stream of small workflows of SMALL seconds every GAP seconds, then a BIG one."""
+
+
+def held(name: str, seconds: float) -> Held:
+    return Held(Owner("t", name, f"uid-{name}", "DagWorkflow"), MeasuredDurations([seconds]))
+
+
+def srpt_pool(*refreshes_of: str) -> tuple[Cluster, list[ForecastRefresh]]:
+    """One executor under srpt, a refresh per arrivals kind in `refreshes_of`, each told of
+    every event (as the bridge tells it): 30 small workflows arrive every GAP seconds and
+    finish; then a 100 s workflow runs and a BIG one waits behind it. With arrivals like
+    the recent ones, srpt would start later small ones before the big one."""
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    rule = make_scheduler("srpt")
+    refreshes = [
+        ForecastRefresh(
+            cluster,
+            lambda: (make_scheduler("srpt"), None, None),
+            now=lambda: cluster.now,
+            later=lambda key, at, fire: None,
+            write=lambda moved: None,
+            arrivals=kind,
+        )
+        for kind in refreshes_of
+    ]
+
+    def arrive(name: str, seconds: float, t: float) -> None:
+        cluster.add_job(chain(seconds), t, name, held(name, seconds))
+        for refresh in refreshes:
+            refresh.changed()
+        while cluster.decide_once(rule, t) is not None:
+            pass
+
+    t = T0
+    for i in range(30):
+        arrive(f"small-{i}", SMALL, t)
+        cluster.advance(t + SMALL)
+        cluster.task_finished(0, t + SMALL)  # (the pool's one executor)
+        for refresh in refreshes:
+            refresh.changed()
+        t += GAP
+    arrive("running", 100.0, t)
+    arrive("big", BIG, t + 1.0)
+    assert [j.name for j in cluster.jobs] == ["running", "big"]
+    assert cluster.jobs[1].first_start is None  # (it waits)
+    return cluster, refreshes
+
+
+def start_of(refresh: ForecastRefresh, name: str) -> float:
+    shown = refresh.shown[f"uid-{name}"]
+    assert isinstance(shown, Forecast)
+    return shown.start
+
+
+def test_poisson_arrivals_forecast_a_waiting_big_workflow_later_under_srpt():
+    cluster, (none, poisson) = srpt_pool("none", "poisson")
+    none.poke()  # (no loop: in place)
+    poisson.poke()
+    # without arrivals the big one starts when the running one ends, 99 s from now
+    assert start_of(none, "big") == pytest.approx(cluster.now + 99.0)
+    # small copies of the recent stream overtake it under srpt: a later start
+    assert start_of(poisson, "big") > start_of(none, "big") + GAP
+    # the running one is not overtaken
+    assert start_of(poisson, "running") == start_of(none, "running")
+    # the refresh kept the pool's last arrivals, the finished ones included, oldest first
+    assert len(poisson.recent) == 32 and poisson.recent[0].name == "small-0"
+
+
+def test_the_recent_arrivals_are_bounded_and_in_arrival_order():
+    cluster = Cluster(2)
+    refresh = ForecastRefresh(
+        cluster,
+        lambda: (make_scheduler("fifo"), None, None),
+        now=lambda: cluster.now,
+        later=lambda key, at, fire: None,
+        write=lambda moved: None,
+        arrivals="poisson",
+    )
+    for i in range(TEMPLATES + 7):
+        job = cluster.add_job(chain(1.0), float(i), f"w{i}", held(f"w{i}", 1.0))
+        refresh.changed()  # (after each event, as the bridge calls it)
+        cluster.remove_job(job, float(i))  # (deleted: still an arrival to copy)
+        refresh.changed()
+    names = [j.name for j in refresh.recent]
+    assert names == [f"w{i}" for i in range(7, TEMPLATES + 7)]
+
+
+def test_the_same_state_and_seed_give_the_same_forecast():
+    shown = []
+    for _ in range(2):
+        _, (refresh,) = srpt_pool("poisson")
+        refresh.poke()
+        shown.append({uid: f for uid, f in refresh.shown.items()})
+    assert shown[0] == shown[1]
+    # and the futures are the refresh's seed's, not the replays' own stream
+    _, (refresh,) = srpt_pool("poisson")
+    snap = refresh.request()
+    again = futures(snap, 5)
+    assert again is not None
+    assert [f.arrivals for f in again] == [f.arrivals for f in futures(snap, 5) or []]
+    other = Snapshot(
+        snap.fork, snap.scheduler, snap.seed + 1, arrivals="poisson", recent=snap.recent
+    )
+    assert [f.arrivals for f in futures(other, 5) or []] != [f.arrivals for f in again]
+    assert futures(Snapshot(snap.fork, snap.scheduler, snap.seed), 5) is None  # (none)
+
+
+@pytest.mark.parametrize("arrivals", ["poisson", "queues"])
+def test_the_evaluation_and_the_operator_invent_the_same_futures(arrivals: str):
+    # a teams run (three queues) stopped while workflows wait: the futures `forecast
+    # evaluate` replays and those the operator's refresh replays from the same pool, the
+    # same recent arrivals and the same generator are the same arrivals, one for one
+    built = build("teams", 100, WorkloadOptions(num_jobs=4))
+    engine = Engine.for_workload(built, make_scheduler("fair"), 100)
+    engine.run(built.jobs[6].time)
+    cluster = engine.cluster
+    assert cluster.admission is not None and any(j.first_start is None for j in cluster.jobs)
+    recent = list(cluster.jobs)[-TEMPLATES:]
+    settings = EvalSettings("teams", replays=4, arrivals=arrivals)  # type: ignore[arg-type]
+    seed = 7
+
+    def rng() -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(ARRIVALS_STREAM,)))
+
+    measured = _futures(settings, cluster, recent, rng())
+    snap = Snapshot(planning_fork(cluster), make_scheduler("fair"), seed, arrivals=arrivals)
+    snap.recent = templates(recent)
+    shipped = futures(snap, settings.replays)
+    assert measured is not None and shipped is not None
+    assert sum(len(f.arrivals) for f in measured) > 0
+
+    def plain(fs: Any) -> list[Any]:
+        return [
+            (f.seed, [(a.time, a.name, a.queue, id(a.dag), id(a.durations)) for a in f.arrivals])
+            for f in fs
+        ]
+
+    assert plain(shipped) == plain(measured)
+
+
+def test_queues_on_a_pool_without_queues_is_refused_with_how_to_fix_it():
+    why = (
+        "invents a forecast's arrivals per queue, but {pool} has no queues; give it "
+        "{queues}, or choose poisson (arrivals at the pool's rate) or none"
+    )
+    with pytest.raises(IdlegateError) as flag:
+        Settings(pool_size=2, forecast_arrivals="queues")
+    assert why.format(pool="the default pool", queues="--queues") in str(flag.value)
+    with pytest.raises(SpecError) as spec:
+        parse_pool_spec({"size": 2, "forecastArrivals": "queues"}, "p")
+    assert why.format(pool="the pool", queues="queues") in str(spec.value)
+    pool = {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "ExecutorPool",
+        "metadata": {"name": "p"},
+        "spec": {"size": 2, "forecastArrivals": "queues"},
+    }
+    ((path, text),) = pool_problems(pool)
+    assert path == "spec" and why.format(pool="the pool", queues="queues") in text
+    # with queues, or poisson without, it is a pool's setting
+    queued = {"size": 2, "forecastArrivals": "queues", "queues": [{"name": "a"}]}
+    assert parse_pool_spec(queued, "p").forecast_arrivals == "queues"
+    assert parse_pool_spec({"size": 2, "forecastArrivals": "poisson"}, "p").forecast_arrivals == (
+        "poisson"
+    )
+    assert Settings(pool_size=2).forecast_arrivals == "none"  # (the default: as before)
+
+
+def test_a_bad_value_is_one_sentence_on_the_command_line():
+    runner = CliRunner()
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--forecast-arrivals", "queues"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "--forecast-arrivals queues invents a forecast's arrivals per queue" in result.output
+    result = runner.invoke(app, ["operator", "--pool-size", "2", "--forecast-arrivals", "often"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "--forecast-arrivals: Input should be 'none', 'poisson' or 'queues'" in result.output
+    with pytest.raises(SpecError, match="the forecast's arrivals 'often' are none of"):
+        ForecastRefresh(
+            Cluster(1),
+            lambda: (make_scheduler("fifo"), None, None),
+            now=lambda: 0.0,
+            later=lambda key, at, fire: None,
+            write=lambda moved: None,
+            arrivals="often",
+        )
