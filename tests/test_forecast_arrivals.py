@@ -5,6 +5,7 @@ forecastArrivals), from the pool's recent arrivals it keeps, seeded by the refre
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -222,3 +223,82 @@ def test_a_bad_value_is_one_sentence_on_the_command_line():
             write=lambda moved: None,
             arrivals="often",
         )
+
+
+# -- in the operator: the flag, an ExecutorPool's own, and the bridge telling the refresh ----
+
+
+async def operator_pool(arrivals: str) -> Any:
+    """An operator pool of one executor under srpt (the fakes, fake time): 12 small
+    workflows come and finish one after the other, then a 100 s one runs and a big one
+    waits; forecast with `arrivals` (--forecast-arrivals)."""
+    from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+
+    h = Harness(
+        FakeKube(), FakeClock(T0), 1, make_scheduler("srpt"), forecast_interval=30.0,
+        forecast_arrivals=arrivals,
+    )  # fmt: skip
+
+    async def submit(name: str, seconds: float) -> None:
+        body = h.kube.add_workflow(name, {"stages": [stage("a", duration=seconds)]})
+        created = datetime.fromtimestamp(h.clock.now(), UTC)  # (its arrival: created now)
+        body["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+        h.admit(body)
+        await h.settle()
+
+    for i in range(12):
+        await submit(f"small-{i}", SMALL)
+        (pod,) = h.released(f"small-{i}")
+        await h.finish(pod, after=SMALL)
+        h.clock.advance(GAP - SMALL)
+    await submit("running", 100.0)
+    await submit("big", BIG)
+    assert h.released("running") and not h.released("big")
+    refresh = h.bridge.forecasts
+    assert refresh is not None and refresh.arrivals == arrivals
+    refresh.poke()
+    await refresh.idle()
+    return h, refresh
+
+
+@pytest.mark.asyncio
+async def test_the_operators_pool_invents_what_its_flag_says():
+    _, none = await operator_pool("none")
+    _, poisson = await operator_pool("poisson")
+    # the bridge told the refresh of every arrival, the finished ones included
+    assert [j.name for j in poisson.recent][:2] == ["default/small-0", "default/small-1"]
+    assert len(poisson.recent) == 14
+
+    def start(refresh: ForecastRefresh) -> float:
+        (shown,) = [f for f in refresh.shown.values() if isinstance(f, Forecast) and f.position]
+        return shown.start
+
+    assert start(poisson) > start(none) + GAP  # (the big one: small copies overtake it)
+
+
+@pytest.mark.asyncio
+async def test_an_executor_pools_arrivals_are_its_own_or_the_flags_and_change_in_place():
+    from idlegate.api.pool_spec import ExecutorPoolSpec
+    from tests.operator_fakes import harness
+
+    h = harness(pool=2, forecast_interval=30.0, forecast_arrivals="poisson")
+    pools = h.pools
+    pools.apply("inherits", ExecutorPoolSpec.model_validate({"size": 1}))
+    own = {"size": 2, "queues": [{"name": "a"}, {"name": "b"}], "forecastArrivals": "queues"}
+    pools.apply("own", ExecutorPoolSpec.model_validate(own))
+    refreshes = {name: b.forecasts for name, b in pools.bridges.items()}
+    assert {n: r.arrivals for n, r in refreshes.items() if r} == {
+        "default": "poisson",
+        "inherits": "poisson",
+        "own": "queues",
+    }
+    # a change of forecastArrivals alone: the same pool (no restart), the next refresh's
+    bridge = pools.bridges["own"]
+    pools.apply("own", ExecutorPoolSpec.model_validate({**own, "forecastArrivals": "none"}))
+    assert pools.bridges["own"] is bridge and bridge.forecasts is not None
+    assert bridge.forecasts.arrivals == "none" == bridge.settings.forecast_arrivals
+    pools.apply(
+        "own",
+        ExecutorPoolSpec.model_validate({k: v for k, v in own.items() if k != "forecastArrivals"}),
+    )
+    assert pools.bridges["own"] is bridge and bridge.forecasts.arrivals == "poisson"

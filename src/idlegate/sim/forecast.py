@@ -16,9 +16,9 @@ What a replay draws, all from one seeded generator (same seed, same forecast):
   conditioned on lasting longer than that (up to `CONDITIONAL_TRIES` draws); when none
   does, it is overdue and ends after `OVERDUE_FRACTION` of its estimate, as a planner's
   rollout assumes.
-* **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay; the
-  evaluation's choice of none or Poisson draws is in docs/forecast.md); without them
-  none are invented.
+* **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay:
+  `sim.forecast_arrivals.invent`'s, which the evaluation measures and the operator's
+  refresh runs; which to invent is in docs/forecast.md); without them none are invented.
 
 What no replay can know: failures, a node lost, a quota changed, a policy switched.
 
