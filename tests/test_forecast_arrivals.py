@@ -302,3 +302,34 @@ async def test_an_executor_pools_arrivals_are_its_own_or_the_flags_and_change_in
         ExecutorPoolSpec.model_validate({k: v for k, v in own.items() if k != "forecastArrivals"}),
     )
     assert pools.bridges["own"] is bridge and bridge.forecasts.arrivals == "poisson"
+
+
+def test_a_what_if_on_the_pool_invents_the_arrivals_its_refresh_does():
+    from idlegate.api.forecast_refresh import answer, what_if
+
+    cluster, refreshes = srpt_pool("none", "poisson")
+    stages = [{"name": "a", "tasks": 1, "taskDurationSeconds": BIG}]
+    body = {"metadata": {"name": "later"}, "spec": {"stages": stages}}
+    starts = {}
+    for refresh in refreshes:
+        snap, job_id = what_if(cluster, make_scheduler("srpt"), body, 0, 0, cluster.now)
+        refresh.with_arrivals(snap)  # (as the visibility API's route does)
+        shown = answer(snap, job_id)
+        assert isinstance(shown, Forecast)
+        starts[refresh.arrivals] = shown.start
+    assert starts["poisson"] > starts["none"] + GAP
+
+
+def test_queues_on_a_pool_without_queues_invents_as_poisson():
+    # an ExecutorPool without queues that takes `queues` from --forecast-arrivals (the
+    # default pool has queues): arrivals at its own rate, as `poisson`, as the evaluation does
+    from idlegate.sim.forecast_arrivals import invent
+
+    cluster, (refresh,) = srpt_pool("poisson")
+    recent = templates(refresh.recent)
+    drawn = {
+        kind: invent(kind, cluster, recent, 3, np.random.default_rng(5))
+        for kind in ("queues", "poisson")
+    }
+    assert drawn["queues"] == drawn["poisson"] and any(f.arrivals for f in drawn["poisson"] or [])
+    assert invent("none", cluster, recent, 3, np.random.default_rng(5)) is None

@@ -463,14 +463,20 @@ class ForecastRefresh:
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
         copied = scheduler_copy(policy, spec, learns, self._schedulers)
-        snap = Snapshot(fork, copied, self.refreshes, arrivals=self.arrivals)
-        if self.arrivals != "none":
-            self.note_arrivals()
-            snap.recent = templates(self.recent)
+        snap = Snapshot(fork, copied, self.refreshes)
+        self.with_arrivals(snap)
         for job in self.cluster.jobs:
             snap.owners[job.id] = job.payload
             snap.jobs[job.id] = job
         return snap
+
+    def with_arrivals(self, snap: Snapshot) -> None:
+        """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
+        frozen now (a refresh's, and a what-if's on the pool)."""
+        snap.arrivals = self.arrivals
+        if self.arrivals != "none":
+            self.note_arrivals()
+            snap.recent = templates(self.recent)
 
     def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes
