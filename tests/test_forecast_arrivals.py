@@ -333,3 +333,30 @@ def test_queues_on_a_pool_without_queues_invents_as_poisson():
     }
     assert drawn["queues"] == drawn["poisson"] and any(f.arrivals for f in drawn["poisson"] or [])
     assert invent("none", cluster, recent, 3, np.random.default_rng(5)) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused"),
+    [
+        ({"size": 2, "forecastArrivals": "queues"}, True),
+        ({"size": 2, "forecastArrivals": "queues", "queues": [{"name": "a"}]}, False),
+        ({"size": 2, "forecastArrivals": "poisson"}, False),
+        ({"size": 2}, False),
+    ],
+)
+def test_the_crd_refuses_arrivals_per_queue_on_a_pool_without_queues(spec, refused):
+    from tests.test_deploy_crd import BASE, api_server_problems, load_yaml
+
+    schema = load_yaml(BASE / "pool-crd.yaml")["spec"]["versions"][0]["schema"]
+    pool = {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "ExecutorPool",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
+    problems = api_server_problems(pool, schema["openAPIV3Schema"])
+    message = "spec: forecastArrivals: queues invents a forecast's arrivals per queue"
+    assert [p.startswith(message) for p in problems] == ([True] if refused else [])
+    assert bool(pool_problems(pool)) == refused  # (the model, lint and the operator: alike)
+    bad = {**pool, "spec": {"size": 2, "forecastArrivals": "often"}}
+    assert any("forecastArrivals" in p for p in api_server_problems(bad, schema["openAPIV3Schema"]))
