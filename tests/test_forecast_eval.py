@@ -21,15 +21,13 @@ from idlegate.evaluation.forecast_eval import (
     evaluate,
     evaluate_seed,
     measured_view,
-    queue_futures,
-    queue_rate,
-    queue_share,
 )
 from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.forecast import Span, forecast
+from idlegate.sim.forecast_arrivals import queue_futures, queue_rate, queue_share
 from idlegate.sim.protocol import JobRecord
 from idlegate.sim.queues import QueueSpec
 from tests.helpers import chain, load_benchmark, workload

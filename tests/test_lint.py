@@ -342,7 +342,7 @@ def test_a_list_of_bare_workflows_checks_each_item_and_its_history_keys(tmp_path
         (
             "apiVersion: idlegate.io/v1alpha1\nkind: ExecutorPool\nmetadata: {name: p}\nspec: 5\n",
             "<stdin>[0] spec: must be a mapping (of size, resources, nodeSelector, "
-            "namespaceSelector, policy, planBudgetMs, queues), not a number",
+            "namespaceSelector, policy, planBudgetMs, queues, forecastArrivals), not a number",
         ),
         ("stages: 5\n", "<stdin>[0]: workflow: stages: must be a list, not a number"),
         (

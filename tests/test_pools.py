@@ -499,7 +499,7 @@ def test_a_spec_that_is_not_a_mapping_names_the_fields():
     ((path, text),) = pool_problems(pool_object(spec="big"))
     assert (path, text) == (
         "spec",
-        "is an object (a mapping with size, resources, nodeSelector, namespaceSelector, policy, planBudgetMs, queues), not a string",
+        "is an object (a mapping with size, resources, nodeSelector, namespaceSelector, policy, planBudgetMs, queues, forecastArrivals), not a string",
     )
 
 

@@ -49,7 +49,7 @@ from idlegate.api.kinds import (
     SINGULAR,
     VERSION,
 )
-from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus
+from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus, no_queues
 from idlegate.api.status import MAX_CR_DEPENDENCIES, MAX_CR_STAGES, WorkflowStatus
 from idlegate.errors import SpecError
 from idlegate.sim.spec import (
@@ -272,6 +272,11 @@ def pool_open_api_v3_schema() -> dict[str, Any]:
             "rule": "!(has(self.resources) && has(self.nodeSelector))",
             "message": "give resources (a fixed capacity) or nodeSelector (the capacity of "
             "the nodes it selects), not both",
+        },
+        {
+            "rule": "!has(self.forecastArrivals) || self.forecastArrivals != 'queues' || "
+            "(has(self.queues) && size(self.queues) > 0)",
+            "message": no_queues("forecastArrivals: queues", "the pool", "queues"),
         },
     )
     status = structural_schema(ExecutorPoolStatus, nullable_optionals=False)

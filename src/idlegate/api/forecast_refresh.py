@@ -14,6 +14,14 @@ path (docs/forecast.md, "In the operator"):
   :func:`compute` on them; back in the loop :meth:`take` turns the result into each
   workflow's `api.forecast_status` forecast. The forecast's seconds are the cluster's,
   which are the operator clock's (the status's timestamps): no conversion is needed.
+* **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
+  `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
+  `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
+  forecast evaluate` measures. Their templates are the pool's last `TEMPLATES` arrivals
+  (:attr:`ForecastRefresh.recent`, kept as they arrive, finished ones included: the
+  cluster keeps no finished workflow's DAG), frozen in the loop (`Recent`); the worker
+  draws the futures from a generator seeded by the refresh's seed, so the same state and
+  seed give the same forecast.
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -48,18 +56,23 @@ import functools
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, invent, templates
 from idlegate.sim.forecast_calibration import Calibration, calibrations
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
+from idlegate.sim.rollout import Future as RolloutFuture
 from idlegate.sim.rollout import planning_fork
 
 log = logging.getLogger(__name__)
@@ -108,6 +121,10 @@ class Snapshot:
     owners: dict[int, Any] = field(default_factory=dict)
     """Job id → its workflow (the job's payload: a Workflow or an ExternalJob)."""
     jobs: dict[int, Job] = field(default_factory=dict)
+    arrivals: str = "none"
+    """What the replays invent (`sim.forecast_arrivals.invent`)."""
+    recent: tuple[Recent, ...] = ()
+    """The pool's recent arrivals the invented ones copy, frozen."""
 
 
 def scheduler_copy(
@@ -132,13 +149,34 @@ def scheduler_copy(
     return cache[wanted]
 
 
+ARRIVALS_STREAM = 1
+"""The invented arrivals' generator is the refresh's seed's child of this key (the
+replays' own is seeded by the seed itself: the two draw independently)."""
+
+
 def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast.Forecast, float]:
-    """Worker thread: the forecast of the snapshot and the CPU seconds it took."""
+    """Worker thread: the forecast of the snapshot and the CPU seconds it took; its
+    replays invent the snapshot's `arrivals` (`futures`)."""
     began = time.thread_time()
     result = sim_forecast.forecast(
-        snapshot.fork, snapshot.scheduler, seed=snapshot.seed, replays=replays, budget=budget
+        snapshot.fork,
+        snapshot.scheduler,
+        seed=snapshot.seed,
+        replays=replays,
+        budget=budget,
+        futures=futures(snapshot, replays),
     )
     return result, time.thread_time() - began
+
+
+def futures(snapshot: Snapshot, replays: int) -> list[RolloutFuture] | None:
+    """The futures a refresh's replays run (one per replay; None: no arrivals invented):
+    `sim.forecast_arrivals.invent` on the snapshot's fork and recent arrivals, drawn from
+    a generator seeded by the snapshot's seed (`ARRIVALS_STREAM`)."""
+    if snapshot.arrivals == "none":
+        return None
+    rng = np.random.default_rng(np.random.SeedSequence(snapshot.seed, spawn_key=(ARRIVALS_STREAM,)))
+    return invent(snapshot.arrivals, snapshot.fork, snapshot.recent, replays, rng)
 
 
 def moved(old: Shown | None, new: Shown) -> bool:
@@ -216,9 +254,21 @@ class ForecastRefresh:
         debounce: float = DEBOUNCE,
         replays: int = REPLAYS,
         budget: int = sim_forecast.BUDGET,
+        arrivals: str = "none",
         key: str = "forecast",
     ) -> None:
+        if arrivals not in ARRIVALS:
+            raise SpecError(
+                f"the forecast's arrivals {arrivals!r} are none of {', '.join(ARRIVALS)}; "
+                "give one of them"
+            )
         self.cluster = cluster
+        self.arrivals = arrivals
+        """What the replays invent (module docstring, "Arrivals")."""
+        self.recent: deque[Job] = deque(maxlen=TEMPLATES)
+        """The pool's last `TEMPLATES` arrivals, finished ones included, oldest first (kept
+        by `note_arrivals` whatever `arrivals` is, so that a change of it has them)."""
+        self._last_id = -1
         self.scheduler = scheduler
         self.now, self.later, self.write, self.metrics = now, later, write, metrics
         self.interval, self.debounce = interval, debounce
@@ -261,6 +311,7 @@ class ForecastRefresh:
         if seen == self._seen or self._closed:
             return
         self._seen = seen
+        self.note_arrivals()
         now = self.now()
         if not self._ticking or now > self._tick_at + self.interval:  # (none, or lost)
             self._ticking = True
@@ -269,6 +320,19 @@ class ForecastRefresh:
         if not self._armed_change:
             self._armed_change = True
             self._arm(f"{self.key}-change", self.now() + self.debounce, self._on_change)
+
+    def note_arrivals(self) -> None:
+        """Event loop: the workflows that arrived since the last call join `recent` (the
+        cluster's jobs are in id order, and ids grow: the new ones are at its end)."""
+        jobs = self.cluster.jobs
+        new = []
+        for job in reversed(jobs):
+            if job.id <= self._last_id:
+                break
+            new.append(job)
+        if new:
+            self._last_id = new[0].id
+            self.recent.extend(reversed(new))
 
     def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
         async def fired() -> None:
@@ -400,10 +464,19 @@ class ForecastRefresh:
         self.refreshes += 1
         copied = scheduler_copy(policy, spec, learns, self._schedulers)
         snap = Snapshot(fork, copied, self.refreshes)
+        self.with_arrivals(snap)
         for job in self.cluster.jobs:
             snap.owners[job.id] = job.payload
             snap.jobs[job.id] = job
         return snap
+
+    def with_arrivals(self, snap: Snapshot) -> None:
+        """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
+        frozen now (a refresh's, and a what-if's on the pool)."""
+        snap.arrivals = self.arrivals
+        if self.arrivals != "none":
+            self.note_arrivals()
+            snap.recent = templates(self.recent)
 
     def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes

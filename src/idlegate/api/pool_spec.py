@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
@@ -189,6 +190,14 @@ def one_capacity(resources: str, nodes: str) -> str:
     )
 
 
+def no_queues(setting: str, pool: str, queues: str) -> str:
+    """Why a pool without queues cannot invent its forecast's arrivals per queue."""
+    return (
+        f"{setting} invents a forecast's arrivals per queue, but {pool} has no queues; give "
+        f"it {queues}, or choose poisson (arrivals at the pool's rate) or none"
+    )
+
+
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """Whether `selector` selects an object with `labels` (None selects nothing; an empty
     selector everything, as in Kubernetes)."""
@@ -296,6 +305,14 @@ class ExecutorPoolSpec(BaseModel):
         "and borrowing limits, a weight, a priority and a wait bound (docs/queues.md). Unset: "
         "one queue, no quotas.",
     )
+    forecast_arrivals: Arrivals | None = Field(
+        default=None,
+        alias="forecastArrivals",
+        description="What the pool's forecasts invent of the workflows not submitted yet "
+        "(docs/forecast.md, Arrivals): none; poisson, copies of its recent workflows at its "
+        "recent rate; queues, the same per queue (needs queues). Unset: the operator's "
+        "--forecast-arrivals.",
+    )
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -340,6 +357,12 @@ class ExecutorPoolSpec(BaseModel):
                 check_cohort(queues, pool)
         except IdlegateError as exc:
             raise ValueError(str(exc)) from None
+        return self
+
+    @model_validator(mode="after")
+    def _arrivals_per_queue(self) -> ExecutorPoolSpec:
+        if self.forecast_arrivals == "queues" and not self.queues:
+            raise ValueError(no_queues("forecastArrivals: queues", "the pool", "queues"))
         return self
 
     @property

@@ -53,8 +53,9 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
     """``POST /visibility/forecast`` with a DagWorkflow (YAML or JSON): placed by the one
     door (`Pools.place`: its pool, queue and priority by its namespace and labels), added
     to a fork of its pool's state now, replayed under a copy of the pool's scheduler in a
-    worker thread; answers ``{"pool", "queue", "forecast"}`` (``status.forecast``'s shape)
-    or 400/404/503 with ``{"error": sentence}``. Nothing is created."""
+    worker thread (inventing the arrivals the pool's refresh invents); answers ``{"pool",
+    "queue", "forecast"}`` (``status.forecast``'s shape) or 400/404/503 with ``{"error":
+    sentence}``. Nothing is created."""
 
     async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
         def error(status: int, why: str) -> aiohttp.web.Response:
@@ -78,6 +79,8 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
                 core.cluster, policy, body, placed.queue, placed.priority, bridge.now()
             )
             refresh = getattr(bridge, "forecasts", None)
+            if refresh is not None:  # (it invents the arrivals the pool's refresh does)
+                refresh.with_arrivals(snap)
             # (a copy: the loop records scores while the thread reads them)
             calibration = None if refresh is None else copy.deepcopy(refresh.calibration)
             forecast = await asyncio.to_thread(answer, snap, job_id, calibration=calibration)

@@ -29,26 +29,23 @@ last `RECENT` finished workflows (the workflow's critical path before any finish
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from math import inf
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build, check_names
 from idlegate.policy import make_scheduler
-from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
-from idlegate.policy.drf import effective_executors
-from idlegate.policy.futures import poisson_copies, poisson_futures
 from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.durations import MeasuredDurations, duration_model
-from idlegate.sim.engine import Engine, JobArrival, TaskRun, Workload
+from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.engine import Engine, TaskRun, Workload
 from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
+from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
-from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import Future
 
 Arrivals = Literal["none", "poisson", "queues", "oracle"]
@@ -60,10 +57,6 @@ RECENT = 20
 """Admissions, waits and run times a baseline looks back over, per queue."""
 EMA_ALPHA = 0.2
 """Weight of the newest wait in ``ema-wait``."""
-_ARRIVAL_CONFIG = AnalyticIdleConfig()
-"""The prior of a queue's arrival rate (`queue_rate`): the analytic rule's defaults."""
-TEMPLATES = 50
-"""Recent workflows that ``poisson`` arrivals copy (`policy.futures.poisson_futures`)."""
 
 
 @dataclass(frozen=True)
@@ -320,87 +313,16 @@ def _futures(
     rng: np.random.Generator,
     workload: Workload | None = None,
 ) -> list[Future] | None:
-    """The replays' arrivals not seen yet (`EvalSettings.arrivals`): none; Poisson draws at
-    the pool's recent rate (``poisson``) or at each queue's, into that queue (``queues``; a
-    pool without queues: as ``poisson``);
-    or the run's own (``oracle``: what no forecaster knows, to measure what not knowing
-    them costs)."""
-    if settings.arrivals == "none":
-        return None
-    now = cluster.now
+    """The replays' arrivals not seen yet (`EvalSettings.arrivals`): none, ``poisson`` or
+    ``queues`` as the operator's refresh invents them (`sim.forecast_arrivals.invent`, the
+    one copy); or the run's own (``oracle``: what no forecaster knows, to measure what not
+    knowing them costs)."""
     if settings.arrivals == "oracle":
         if workload is None:
             raise IdlegateError("oracle arrivals need the workload the run replays")
-        later = tuple(a for a in workload.jobs if a.time > now)
+        later = tuple(a for a in workload.jobs if a.time > cluster.now)
         return [Future(later, int(rng.integers(2**63))) for _ in range(settings.replays)]
-    work = sum(j.remaining_work for j in cluster.jobs) / max(1, cluster.num_executors)
-    longest = max((j.remaining_cp for j in cluster.jobs), default=0.0)
-    horizon = min(settings.horizon, 3.0 * (work + longest) + 60.0)
-    if settings.arrivals == "poisson" or cluster.admission is None:
-        return poisson_futures(cluster, recent, horizon, settings.replays, rng)
-    return queue_futures(cluster, recent, horizon, settings.replays, rng)
-
-
-def queue_futures(
-    cluster: Cluster,
-    recent: Sequence[Job],
-    horizon: float,
-    samples: int,
-    rng: np.random.Generator,
-) -> list[Future]:
-    """`samples` futures whose arrivals come per queue: each queue's own Poisson stream at
-    its recent rate (`queue_rate`), each arrival a copy of one of that queue's recent
-    workflows, joining that queue."""
-    assert cluster.admission is not None  # (the caller's branch)
-    specs = cluster.admission.queues
-    by_queue: dict[int, list[Job]] = {}
-    for job in recent:
-        by_queue.setdefault(job.queue, []).append(job)
-    merged: list[list[JobArrival]] = [[] for _ in range(samples)]
-    pool = effective_executors(cluster, [j.dag for j in recent])
-    for q, jobs in sorted(by_queue.items()):
-        arrivals = [(j.arrival, j.dag.total_work) for j in jobs]
-        rate = queue_rate(arrivals, cluster.now, queue_share(specs, q) * pool)
-        name = specs[q].name
-        models: dict[int, Any] = {}
-
-        def copy(i: int, jobs: list[Job] = jobs, models: dict[int, Any] = models) -> Any:
-            if i not in models:
-                models[i] = duration_model(jobs[i].payload)
-            return jobs[i].dag, models[i]
-
-        for m, future in enumerate(
-            poisson_copies(len(jobs), copy, rate, cluster.now, horizon, samples, rng, name)
-        ):
-            merged[m] += [replace(a, queue=name) for a in future.arrivals]
-    return [
-        Future(tuple(sorted(arrivals, key=lambda a: a.time)), int(rng.integers(2**63)))
-        for arrivals in merged
-    ]
-
-
-def queue_rate(arrivals: Sequence[tuple[float, float]], now: float, executors: float) -> float:
-    """One queue's arrival rate from its recent (time, work) arrivals: the Gamma–Poisson
-    estimate (`policy.analytic.estimate_arrivals`) whose prior is half the queue's
-    `executors` (its share of the pool) busy with its mean workflow; arrivals at the
-    instant of the first count as one, so that a flood (all at once) is given a rate that
-    fades as no more come."""
-    if not arrivals:
-        return 0.0
-    work = max(float(np.mean([w for _, w in arrivals[-_ARRIVAL_CONFIG.window :]])), 1e-12)
-    prior = _ARRIVAL_CONFIG.prior_load * max(executors, 1e-9) / work
-    config = _ARRIVAL_CONFIG.model_copy(update={"prior_rate": prior})
-    return estimate_arrivals(arrivals, now, 1, config).rate
-
-
-def queue_share(specs: Sequence[QueueSpec], q: int) -> float:
-    """Queue `q`'s share of the pool: its nominal quota of the first resource any queue
-    has a quota of, over all the queues' (equal shares where none has a quota)."""
-    for name in sorted({r for spec in specs for r in spec.nominal}):
-        total = sum(spec.nominal.get(name, 0) for spec in specs)
-        if total > 0:
-            return specs[q].nominal.get(name, 0) / total
-    return 1.0 / len(specs)
+    return invent(settings.arrivals, cluster, recent, settings.replays, rng, settings.horizon)
 
 
 def _baselines(out: SeedRun, watch: Watch, job: Job, position: int | None, now: float) -> None:

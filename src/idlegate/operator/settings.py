@@ -19,11 +19,12 @@ from pydantic import (
 )
 
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
-from idlegate.api.pool_spec import LabelSelector, one_capacity
+from idlegate.api.pool_spec import LabelSelector, no_queues, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check
 from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED
 from idlegate.config import Config, Flag
 from idlegate.errors import IdlegateError
+from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.spec import NAME_PATTERN, PodGCStrategy
@@ -248,6 +249,12 @@ class Settings(Config):
     workflows (and a refresh follows each arrival and end), into status.forecast and the
     visibility API (docs/forecast.md); 0: no forecasts. deploy/ sets 30."""
 
+    forecast_arrivals: Arrivals = "none"
+    """What a forecast's replays invent of the workflows not submitted yet: none; poisson,
+    copies of the pool's recent workflows at its recent rate; queues, the same per queue
+    (needs --queues). Measured best (docs/forecast.md, "Arrivals"): none on k8s-batch and
+    alibaba, poisson on tpch, queues on teams. An ExecutorPool's forecastArrivals wins."""
+
     history_file: Path | None = None
     """A JSON Lines history file (on a volume) that gets one record per finished workflow,
     for `idlegate history export --from-sink` and replays (docs/workloads.md); None: none
@@ -337,6 +344,14 @@ class Settings(Config):
                 cohort_check(self.queues.specs, self.pool_size, self.pool_resources)
             except IdlegateError as exc:
                 raise ValueError(f"--queues: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _forecast_arrivals(self) -> Settings:
+        if self.forecast_arrivals == "queues" and self.queues is None:
+            raise ValueError(
+                no_queues("--forecast-arrivals queues", "the default pool", "--queues")
+            )
         return self
 
     @model_validator(mode="after")

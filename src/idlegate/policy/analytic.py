@@ -112,6 +112,7 @@ from idlegate.config import Config, NonNegative, Positive
 from idlegate.errors import IdlegateError
 from idlegate.policy.drf import effective_executors
 from idlegate.policy.heuristics import make_scheduler
+from idlegate.sim.forecast_arrivals import PRIOR_LOAD, PRIOR_STRENGTH, WINDOW, gamma_poisson_rate
 from idlegate.sim.protocol import Action, ClusterView, Decision, Job, Scheduler
 
 __all__ = [
@@ -146,13 +147,13 @@ class AnalyticIdleConfig(Config):
 
     model_config = ConfigDict(title="the analytic idle rule")
 
-    window: StrictInt = Field(50, ge=1, le=1_000_000)
+    window: StrictInt = Field(WINDOW, ge=1, le=1_000_000)
     """Most recent arrivals used to estimate the arrival rate and the job-size distribution."""
     prior_rate: Positive | None = None
     """Prior arrival rate λ₀ (arrivals per second); None: derived from `prior_load`."""
-    prior_load: Positive = 0.5
+    prior_load: Positive = PRIOR_LOAD
     """If `prior_rate` is None: λ₀ = prior_load × executors / mean recent job work."""
-    prior_strength: Positive = 2.0
+    prior_strength: Positive = PRIOR_STRENGTH
     """Weight of the prior, in pseudo-arrivals (the Gamma prior's shape α₀)."""
     max_idle_fraction: Positive = 0.5
     """Longest idle slot considered, as a fraction r of l1 (the papers' d = r·l·k/G)."""
@@ -374,15 +375,17 @@ def estimate_arrivals(
     recent = arrival_log[-config.window :]
     if not recent:
         raise IdlegateError("no arrival yet: the analytic rule needs at least one job")
-    times = np.fromiter((t for t, _ in recent), dtype=float, count=len(recent))
     works = np.fromiter((w for _, w in recent), dtype=float, count=len(recent))
-    prior = config.prior_rate
-    if prior is None:
-        prior = config.prior_load * num_executors / max(float(works.mean()), 1e-12)
-    alpha = config.prior_strength
-    n = int(np.count_nonzero(times > times[0]))
-    exposure = max(now - float(times[0]), 0.0)
-    return ArrivalEstimate(rate=(alpha + n) / (alpha / prior + exposure), works=works)
+    rate = gamma_poisson_rate(
+        recent,
+        works,
+        now,
+        num_executors,
+        config.prior_rate,
+        config.prior_load,
+        config.prior_strength,
+    )
+    return ArrivalEstimate(rate=rate, works=works)
 
 
 def expected_first_release(jobs: Sequence[Job]) -> float:

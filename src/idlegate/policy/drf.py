@@ -22,12 +22,11 @@ and the baselines keep their executor counts, so its results are the same run fo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from math import ceil, floor, inf
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.dag import Dag
-from idlegate.sim.pool import tasks_at_once
+from idlegate.sim.pool import effective_executors as effective_executors  # (re-exported)
 from idlegate.sim.protocol import ClusterView, Job, Stage
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.shares import dominant_share as sim_dominant_share
@@ -53,17 +52,6 @@ def pool_resources(view: ClusterView) -> ResourceVector | None:
     if not names:
         return None
     return view.capacity.restricted(names)  # type: ignore[attr-defined]
-
-
-def effective_executors(view: ClusterView, dags: Iterable[Dag]) -> int:
-    """The pool's size in tasks (`idlegate.sim.pool.tasks_at_once`) for `dags`' mean
-    demand; a pods-only pool's executors. What the portfolio's prior and training range,
-    the analytic rule's prior and the planner's horizon read as the pool's size."""
-    names: tuple[str, ...] = getattr(view, "resource_names", ())
-    if not names:
-        return view.num_executors
-    capacity = view.capacity  # type: ignore[attr-defined]
-    return tasks_at_once(capacity, names, view.num_executors, dags)
 
 
 def task_share(stage: Stage, num_executors: int, capacity: tuple[int, ...]) -> float:

@@ -4,7 +4,8 @@ A planner's futures (`policy.lookahead`, `LookaheadConfig.futures`) come from a 
 
 * ``poisson`` (the default): arrivals after now form a Poisson process whose rate is the
   analytic rule's Gamma–Poisson estimate over the recent arrivals
-  (`policy.analytic.estimate_arrivals`), each a copy of a uniformly drawn recent job.
+  (`sim.forecast_arrivals.poisson_futures`, which a forecast's replays invent too), each
+  a copy of a uniformly drawn recent job.
   It cannot know that short jobs follow long ones.
 * ``conditional``: the `ConditionalModel` (`policy.arrival_model`: what followed similar
   recent histories, by size class and lag, and the schedules of recurring workflows),
@@ -33,20 +34,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from bisect import insort
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.analytic import AnalyticIdleConfig, estimate_arrivals
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, FuturesConfig, stem
-from idlegate.policy.drf import effective_executors
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import Dag
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.forecast_arrivals import poisson_futures
 from idlegate.sim.protocol import Job
 from idlegate.sim.rollout import Future
 
@@ -134,63 +133,6 @@ class FutureSource(ABC):
     ) -> list[Future]:
         """Futures of arrivals over (now, now + horizon], each with a duration seed; none
         when the source has no future to offer (the planner then keeps BASE's pick)."""
-
-
-_ARRIVAL_CONFIG = AnalyticIdleConfig()
-"""The Poisson rate estimate's prior (the analytic rule's defaults)."""
-
-
-def poisson_futures(
-    view: Cluster,
-    recent: Sequence[Job],
-    horizon: float,
-    samples: int,
-    rng: np.random.Generator,
-    share: float = 1.0,
-) -> list[Future]:
-    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals (times
-    `share`, the part of the stream they stand for), each arrival a copy of a uniformly
-    drawn job of `recent` (its DAG and duration model)."""
-    rate = 0.0
-    if recent and view.arrival_log:
-        pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
-        rate = share * estimate_arrivals(view.arrival_log, view.now, pool, _ARRIVAL_CONFIG).rate
-    models: dict[int, Any] = {}
-
-    def copy(i: int) -> tuple[Dag, Any]:
-        if i not in models:  # frozen once per job: the plan may run in another thread
-            models[i] = duration_model(recent[i].payload)
-        return recent[i].dag, models[i]
-
-    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng)
-
-
-def poisson_copies(
-    templates: int,
-    copy: Callable[[int], tuple[Dag, Any]],
-    rate: float,
-    start: float,
-    horizon: float,
-    samples: int,
-    rng: np.random.Generator,
-    name: str = "future",
-) -> list[Future]:
-    """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
-    `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
-    drawn uniformly of `templates`, named ``NAME-m-k``; each future with a duration seed
-    drawn after its arrivals."""
-    futures = []
-    for m in range(samples):
-        arrivals: list[JobArrival] = []
-        t = start
-        while rate > 0:
-            t += float(rng.exponential(1.0 / rate))
-            if t > start + horizon:
-                break
-            dag, model = copy(int(rng.integers(templates)))
-            arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
-        futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
-    return futures
 
 
 class PoissonSource(FutureSource):

@@ -16,9 +16,9 @@ What a replay draws, all from one seeded generator (same seed, same forecast):
   conditioned on lasting longer than that (up to `CONDITIONAL_TRIES` draws); when none
   does, it is overdue and ends after `OVERDUE_FRACTION` of its estimate, as a planner's
   rollout assumes.
-* **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay; the
-  evaluation's choice of none or Poisson draws is in docs/forecast.md); without them
-  none are invented.
+* **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay:
+  `sim.forecast_arrivals.invent`'s, which the evaluation measures and the operator's
+  refresh runs; which to invent is in docs/forecast.md); without them none are invented.
 
 What no replay can know: failures, a node lost, a quota changed, a policy switched.
 
@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations, Uniforms
 from idlegate.sim.engine import Engine
 from idlegate.sim.protocol import Job, Scheduler, Stage
@@ -222,20 +223,23 @@ def replay(
 def missing_estimate(job: Job) -> str | None:
     """Why `job` cannot be forecast (a stage with tasks left and no duration to draw), or
     None."""
-    model = job.payload
     for stage in job.stages:
-        i = stage.index
-        if isinstance(model, MeasuredDurations):  # (the operator's: measured, else estimate)
-            known = bool(model.measured[i]) or _finite(model.estimates[i])
-        else:  # (a simulator's model draws every task itself; none: the estimate)
-            known = model is not None or _finite(job.dag.durations[i])
-        if known or stage.finished == stage.tasks:
+        if stage.finished == stage.tasks or known_duration(job.payload, job.dag, stage.index):
             continue
         return (
             f"stage {stage.index} of workflow {job.name!r} has no duration estimate and no "
             "measured task; give it taskDurationSeconds (or let one task finish)"
         )
     return None
+
+
+def known_duration(model: object, dag: Dag, i: int) -> bool:
+    """Whether a task of stage `i` of `dag` has a duration to draw under `model` (a job's
+    payload, or its duration model)."""
+    if isinstance(model, MeasuredDurations):  # (the operator's: measured, else estimate)
+        return bool(model.measured[i]) or _finite(model.estimates[i])
+    # (a simulator's model draws every task itself; none: the estimate)
+    return model is not None or _finite(dag.durations[i])
 
 
 def _finite(seconds: float) -> bool:

@@ -45,7 +45,7 @@ from operator import itemgetter
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.nodeset import NodeSet
-from idlegate.sim.protocol import Job, Need, Stage
+from idlegate.sim.protocol import ClusterView, Job, Need, Stage
 from idlegate.sim.resources import MILLI, ResourceVector, free_after
 
 SCORED = ("cpu", "memory")
@@ -488,3 +488,15 @@ def tasks_at_once(
                 asked[name] += n * demand[name]
     held = [capacity[r] * tasks // a for r, a in asked.items() if a > 0]
     return max(1, min([num_executors, *held]))
+
+
+def effective_executors(view: ClusterView, dags: Iterable[Dag]) -> int:
+    """The pool's size in tasks (`tasks_at_once`) for `dags`' mean demand; a pods-only
+    pool's executors. What the portfolio's prior and training range, the analytic rule's
+    prior, the planner's horizon and a forecast's invented arrivals read as the pool's
+    size (`policy.drf` gives it to the policies)."""
+    names: tuple[str, ...] = getattr(view, "resource_names", ())
+    if not names:
+        return view.num_executors
+    capacity = view.capacity  # type: ignore[attr-defined]
+    return tasks_at_once(capacity, names, view.num_executors, dags)

@@ -53,6 +53,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.forecast_calibration import WINDOW
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.queues import QueueSpec
@@ -115,6 +116,12 @@ class Bridge:
         self.use_worker()
         self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
         """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
+
+    def forecast_arrivals(self, arrivals: Arrivals) -> None:
+        """From the next refresh its forecasts invent `arrivals` (spec.forecastArrivals)."""
+        self.settings = self.settings.model_copy(update={"forecast_arrivals": arrivals})
+        if self.forecasts is not None:
+            self.forecasts.arrivals = arrivals
 
     def use_worker(self) -> None:
         """The worker of the policy deciding now (a reload closes the old one first)."""
@@ -346,6 +353,7 @@ def forecasts(bridge: Bridge) -> ForecastRefresh:
         write=write,
         metrics=bridge.metrics,
         interval=bridge.settings.forecast_interval,
+        arrivals=bridge.settings.forecast_arrivals,
         key=f"forecast:{bridge.metrics.pool}",
     )
     sink = bridge.history.sink

@@ -425,6 +425,9 @@ class Pools:
             self.bridges[name] = new = self._bridge(name, spec, uid)
             if old is not None:  # (a portfolio goes on from the old one's window)
                 new.learn_from(old)
+        else:  # (what its forecasts invent changes in place, not by a new bridge)
+            arrivals = spec.forecast_arrivals or self.default.settings.forecast_arrivals
+            self.bridges[name].forecast_arrivals(arrivals)
         self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
         moved += self._rerouted(carried)
         self._move(carried)
@@ -522,6 +525,7 @@ class Pools:
             "pool_resources": resources,
             "pool_nodes": selector,
             "queues": QueueFile(spec.queue_specs, f"ExecutorPool {name}") if spec.queues else None,
+            "forecast_arrivals": spec.forecast_arrivals or d.settings.forecast_arrivals,
         }
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms

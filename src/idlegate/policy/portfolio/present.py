@@ -39,11 +39,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from idlegate.policy.futures import poisson_copies
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import DurationModel
 from idlegate.sim.engine import JobArrival
+from idlegate.sim.forecast_arrivals import poisson_copies
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.rollout import Future, rollout
 
@@ -67,7 +67,7 @@ def futures_like(
 ) -> tuple[float, list[Future]]:
     """(H, `samples` futures over (now, now + H]) like `window`: H the span of its arrival
     times, arrivals a Poisson process at its rate ((n − 1) / H), each a copy of a
-    workflow of `window` drawn uniformly (`policy.futures.poisson_copies`, as the
+    workflow of `window` drawn uniformly (`sim.forecast_arrivals.poisson_copies`, as the
     planner's Poisson futures); (0, []) for a window of fewer than two workflows or no
     span."""
     times = sorted(a.time for a in window)

@@ -1,0 +1,273 @@
+"""Arrivals a forecast invents: the one copy that `idlegate forecast evaluate` measures
+and the operator's refresh runs (docs/forecast.md, "Arrivals").
+
+A forecast's replays (`sim.forecast.forecast`) know the workflows present; a workflow
+submitted later may overtake one waiting now. `invent` gives the replays' futures (one
+per replay) of the arrivals not seen yet, by `kind`:
+
+* ``none``: no future (the forecast then invents none);
+* ``poisson``: arrivals at the pool's recent rate (the Gamma–Poisson estimate
+  `arrival_rate` over the cluster's arrival log), each a copy of a workflow drawn
+  uniformly among the `recent` ones (`poisson_futures`);
+* ``queues``: the same per queue, each queue's stream at its own rate (`queue_rate`, whose
+  prior is half the queue's quota busy) and its copies joining that queue
+  (`queue_futures`); on a pool without queues, as ``poisson``.
+
+The arrivals are drawn over a horizon that covers the present's work three times over
+(`horizon_of`). `recent` are the pool's last `TEMPLATES` arrivals, finished ones
+included: anything with their arrival time, queue, DAG and payload (the simulator's
+`Job`, or the operator's frozen `Recent`). Pure: no I/O, no clock; the same generator
+gives the same futures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from math import inf
+from typing import Any, Literal, Protocol, get_args
+
+import numpy as np
+
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.durations import duration_model
+from idlegate.sim.engine import JobArrival
+from idlegate.sim.forecast import known_duration
+from idlegate.sim.pool import effective_executors
+from idlegate.sim.queues import QueueSpec
+from idlegate.sim.rollout import Future
+
+Arrivals = Literal["none", "poisson", "queues"]
+"""What a forecast's replays invent (module docstring)."""
+ARRIVALS: tuple[str, ...] = get_args(Arrivals)
+TEMPLATES = 50
+"""Recent workflows the invented arrivals copy."""
+WINDOW = 50
+"""Most recent arrivals a rate is estimated from (the analytic rule's default too)."""
+PRIOR_LOAD = 0.5
+"""The rate's prior: this share of the pool (or of a queue's share) busy with the mean
+recent workflow (the analytic rule's default too)."""
+PRIOR_STRENGTH = 2.0
+"""The prior's weight, in pseudo-arrivals (the Gamma prior's shape)."""
+
+
+class Template(Protocol):
+    """A recent workflow the arrivals copy: a `sim.protocol.Job`, or a `Recent`."""
+
+    @property
+    def arrival(self) -> float: ...
+    @property
+    def queue(self) -> int: ...
+    @property
+    def dag(self) -> Dag: ...
+    @property
+    def payload(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Recent:
+    """A recent workflow kept to be copied: its arrival, queue (the admission's index) and
+    DAG, and `payload` its duration model frozen when taken (a worker thread may copy it
+    while the pool's own model goes on recording)."""
+
+    arrival: float
+    queue: int
+    dag: Dag
+    payload: Any
+
+    @classmethod
+    def of(cls, job: Template) -> Recent:
+        """`job` as a template, its duration model frozen now (`duration_model`)."""
+        return cls(job.arrival, job.queue, job.dag, duration_model(job.payload))
+
+
+def templates(jobs: Iterable[Template]) -> tuple[Recent, ...]:
+    """`jobs` as templates, their duration models frozen now (`Recent.of`), leaving out
+    any with a stage that has neither an estimate nor a measured task (a copy of it could
+    not be replayed: `sim.forecast.missing_estimate`)."""
+    out = []
+    for job in jobs:
+        recent = Recent.of(job)
+        if all(known_duration(recent.payload, job.dag, i) for i in range(job.dag.num_stages)):
+            out.append(recent)
+    return tuple(out)
+
+
+def invent(
+    kind: str,
+    cluster: Cluster,
+    recent: Sequence[Template],
+    samples: int,
+    rng: np.random.Generator,
+    horizon: float = inf,
+) -> list[Future] | None:
+    """`samples` futures of the arrivals `kind` invents after ``cluster.now`` (module
+    docstring), over at most `horizon` seconds; None for ``none``."""
+    if kind == "none":
+        return None
+    if kind not in ARRIVALS:
+        raise ValueError(f"arrivals {kind!r}: give one of {', '.join(ARRIVALS)}")
+    ahead = horizon_of(cluster, horizon)
+    if kind == "poisson" or cluster.admission is None:
+        return poisson_futures(cluster, recent, ahead, samples, rng)
+    return queue_futures(cluster, recent, ahead, samples, rng)
+
+
+def horizon_of(cluster: Cluster, horizon: float = inf) -> float:
+    """How far ahead arrivals are drawn: three times the present's work on the pool plus
+    its longest critical path, and a minute (at most `horizon`)."""
+    work = sum(j.remaining_work for j in cluster.jobs) / max(1, cluster.num_executors)
+    longest = max((j.remaining_cp for j in cluster.jobs), default=0.0)
+    return min(horizon, 3.0 * (work + longest) + 60.0)
+
+
+def gamma_poisson_rate(
+    recent: Sequence[tuple[float, float]],
+    works: np.ndarray,
+    now: float,
+    executors: float,
+    prior_rate: float | None = None,
+    prior_load: float = PRIOR_LOAD,
+    strength: float = PRIOR_STRENGTH,
+) -> float:
+    """λ = (α₀ + n) / (α₀/λ₀ + T) over the (time, work) arrivals `recent` (non-empty;
+    `works` their works): a Gamma(α₀, α₀/λ₀) prior updated with the n arrivals after the
+    first, observed over T = now − the first. λ₀ is `prior_rate`, else `prior_load` ×
+    `executors` ÷ the mean work. (`policy.analytic.estimate_arrivals` takes it from here.)"""
+    times = np.fromiter((t for t, _ in recent), dtype=float, count=len(recent))
+    prior = prior_rate
+    if prior is None:
+        prior = prior_load * executors / max(float(works.mean()), 1e-12)
+    n = int(np.count_nonzero(times > times[0]))
+    exposure = max(now - float(times[0]), 0.0)
+    return (strength + n) / (strength / prior + exposure)
+
+
+def arrival_rate(
+    arrival_log: Sequence[tuple[float, float]],
+    now: float,
+    executors: float,
+    prior_rate: float | None = None,
+) -> float:
+    """The rate of the last `WINDOW` (time, work) arrivals (`gamma_poisson_rate`); 0 for
+    none."""
+    recent = arrival_log[-WINDOW:]
+    if not recent:
+        return 0.0
+    works = np.fromiter((w for _, w in recent), dtype=float, count=len(recent))
+    return gamma_poisson_rate(recent, works, now, executors, prior_rate)
+
+
+def poisson_futures(
+    view: Cluster,
+    recent: Sequence[Template],
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    share: float = 1.0,
+) -> list[Future]:
+    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals (times
+    `share`, the part of the stream they stand for), each arrival a copy of a uniformly
+    drawn job of `recent` (its DAG and duration model)."""
+    rate = 0.0
+    if recent and view.arrival_log:
+        pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
+        rate = share * arrival_rate(view.arrival_log, view.now, pool)
+    models: dict[int, Any] = {}
+
+    def copy(i: int) -> tuple[Dag, Any]:
+        if i not in models:  # frozen once per job: the plan may run in another thread
+            models[i] = duration_model(recent[i].payload)
+        return recent[i].dag, models[i]
+
+    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng)
+
+
+def poisson_copies(
+    templates: int,
+    copy: Callable[[int], tuple[Dag, Any]],
+    rate: float,
+    start: float,
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    name: str = "future",
+) -> list[Future]:
+    """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
+    `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
+    drawn uniformly of `templates`, named ``NAME-m-k``; each future with a duration seed
+    drawn after its arrivals."""
+    futures = []
+    for m in range(samples):
+        arrivals: list[JobArrival] = []
+        t = start
+        while rate > 0:
+            t += float(rng.exponential(1.0 / rate))
+            if t > start + horizon:
+                break
+            dag, model = copy(int(rng.integers(templates)))
+            arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
+        futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
+    return futures
+
+
+def queue_futures(
+    cluster: Cluster,
+    recent: Sequence[Template],
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+) -> list[Future]:
+    """`samples` futures whose arrivals come per queue: each queue's own Poisson stream at
+    its recent rate (`queue_rate`), each arrival a copy of one of that queue's recent
+    workflows, joining that queue."""
+    if cluster.admission is None:
+        raise ValueError("arrivals per queue need a pool with queues")
+    specs = cluster.admission.queues
+    by_queue: dict[int, list[Template]] = {}
+    for job in recent:
+        by_queue.setdefault(job.queue, []).append(job)
+    merged: list[list[JobArrival]] = [[] for _ in range(samples)]
+    pool = effective_executors(cluster, [j.dag for j in recent])
+    for q, jobs in sorted(by_queue.items()):
+        arrivals = [(j.arrival, j.dag.total_work) for j in jobs]
+        rate = queue_rate(arrivals, cluster.now, queue_share(specs, q) * pool)
+        name = specs[q].name
+        models: dict[int, Any] = {}
+
+        def copy(i: int, jobs: list[Template] = jobs, models: dict[int, Any] = models) -> Any:
+            if i not in models:
+                models[i] = duration_model(jobs[i].payload)
+            return jobs[i].dag, models[i]
+
+        for m, future in enumerate(
+            poisson_copies(len(jobs), copy, rate, cluster.now, horizon, samples, rng, name)
+        ):
+            merged[m] += [replace(a, queue=name) for a in future.arrivals]
+    return [
+        Future(tuple(sorted(arrivals, key=lambda a: a.time)), int(rng.integers(2**63)))
+        for arrivals in merged
+    ]
+
+
+def queue_rate(arrivals: Sequence[tuple[float, float]], now: float, executors: float) -> float:
+    """One queue's arrival rate from its recent (time, work) arrivals: the Gamma–Poisson
+    estimate (`gamma_poisson_rate`) whose prior is half the queue's `executors` (its share
+    of the pool) busy with its mean workflow; arrivals at the instant of the first count
+    as one, so that a flood (all at once) is given a rate that fades as no more come."""
+    if not arrivals:
+        return 0.0
+    work = max(float(np.mean([w for _, w in arrivals[-WINDOW:]])), 1e-12)
+    prior = PRIOR_LOAD * max(executors, 1e-9) / work
+    return arrival_rate(arrivals, now, 1, prior)
+
+
+def queue_share(specs: Sequence[QueueSpec], q: int) -> float:
+    """Queue `q`'s share of the pool: its nominal quota of the first resource any queue
+    has a quota of, over all the queues' (equal shares where none has a quota)."""
+    for name in sorted({r for spec in specs for r in spec.nominal}):
+        total = sum(spec.nominal.get(name, 0) for spec in specs)
+        if total > 0:
+            return specs[q].nominal.get(name, 0) / total
+    return 1.0 / len(specs)
