@@ -25,6 +25,11 @@ a node's room back as their tasks end (docs/forecast.md, "Pools that follow thei
 Printed: per scheduler and variant, the CPU milliseconds, the replays run, the events
 simulated, and how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.
 
+`--arrivals poisson` (or ``queues``) times the refresh as a pool whose replays invent
+arrivals runs it (``--forecast-arrivals``): the futures drawn from the pool's last
+`TEMPLATES` arrivals (`sim.forecast_arrivals.invent`) inside the timed refresh; the
+replays then also carry the invented workflows.
+
 `--against SRC` measures the same in a child process on the package at SRC (another
 checkout's ``src/``: the code before a change), one scheduler at a time, each side's
 figure printed beside the other with their ratio (the machine's load moves both alike).
@@ -43,6 +48,8 @@ from math import inf
 from pathlib import Path
 from statistics import median
 from typing import Any
+
+import numpy as np
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
@@ -115,11 +122,22 @@ def told(cluster: Cluster) -> Cluster:
     return twin
 
 
-def measure(cluster: Cluster, scheduler: str, repeat: int, **kwargs: Any) -> dict[str, Any]:
-    """CPU milliseconds (median of `repeat`) of one refresh with `kwargs`, and what it gave."""
+def measure(
+    cluster: Cluster, scheduler: str, repeat: int, arrivals: str = "none", **kwargs: Any
+) -> dict[str, Any]:
+    """CPU milliseconds (median of `repeat`) of one refresh with `kwargs`, and what it gave;
+    with `arrivals` other than none, the futures invented as the operator's refresh draws
+    them (`--arrivals`), inside the time."""
     times = []
     for _ in range(repeat):
         began = time.process_time()
+        if arrivals != "none":
+            # (imported here: a package from before `--against` may not have it)
+            from idlegate.sim.forecast_arrivals import TEMPLATES, invent, templates
+
+            recent = templates(sorted(cluster.jobs, key=lambda j: j.arrival)[-TEMPLATES:])
+            rng = np.random.default_rng(0)
+            kwargs["futures"] = invent(arrivals, cluster, recent, kwargs["replays"], rng)
         out = forecast(cluster, make_scheduler(scheduler), seed=0, **kwargs)
         times.append(time.process_time() - began)
     given = sum(isinstance(e, WorkflowForecast) for e in out.workflows)
@@ -132,9 +150,15 @@ def measure(cluster: Cluster, scheduler: str, repeat: int, **kwargs: Any) -> dic
 
 
 def costs(
-    waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+    waiting: int,
+    scheduler: str,
+    variants: list[str],
+    repeat: int,
+    pool: str = "pods",
+    arrivals: str = "none",
 ) -> dict[str, Any]:
-    """`measure` of each of `variants` on the pool `waiting_pool` builds under `scheduler`."""
+    """`measure` of each of `variants` on the pool `waiting_pool` builds under `scheduler`
+    (replays inventing `arrivals`)."""
     cluster, replayed = waiting_pool(waiting, scheduler, pool)
     return {
         "waiting": sum(j.first_start is None for j in cluster.jobs),
@@ -143,17 +167,29 @@ def costs(
         "scheduler": scheduler,
         "pool": pool,
         "replayed": replayed,
-        "variants": {v: measure(cluster, replayed, repeat, **VARIANTS[v]) for v in variants},
+        "arrivals": arrivals,
+        "variants": {
+            v: measure(cluster, replayed, repeat, arrivals, **VARIANTS[v]) for v in variants
+        },
     }
 
 
 def costs_at(
-    src: str, waiting: int, scheduler: str, variants: list[str], repeat: int, pool: str = "pods"
+    src: str,
+    waiting: int,
+    scheduler: str,
+    variants: list[str],
+    repeat: int,
+    pool: str = "pods",
+    arrivals: str = "none",
 ) -> Any:
     """`costs` measured in a child process on the package at `src` (this file's own code)."""
+    # (arrivals only when asked: the benchmark of a package from before takes none)
+    invented = "" if arrivals == "none" else f", {arrivals!r}"
     code = (
         "import json; from benchmarks.forecast import costs; "
-        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat}, {pool!r})))"
+        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat}, {pool!r}"
+        f"{invented})))"
     )
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{root}"}
@@ -180,6 +216,12 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pool", choices=("pods", "nodes", "told"), default="pods")
+    parser.add_argument(
+        "--arrivals",
+        choices=("none", "poisson", "queues"),
+        default="none",
+        help="what the replays invent, as --forecast-arrivals (default: none)",
+    )
     parser.add_argument("--against", metavar="SRC", help="also on the package at SRC, beside")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -189,11 +231,17 @@ def main() -> None:
         parser.error(f"unknown variants {unknown}; valid: {', '.join(VARIANTS)}")
     out = []
     for scheduler in [s.strip() for s in args.schedulers.split(",")]:
-        after = costs(args.waiting, scheduler, variants, args.repeat, args.pool)
+        after = costs(args.waiting, scheduler, variants, args.repeat, args.pool, args.arrivals)
         before = None
         if args.against is not None:
             before = costs_at(
-                args.against, args.waiting, scheduler, variants, args.repeat, args.pool
+                args.against,
+                args.waiting,
+                scheduler,
+                variants,
+                args.repeat,
+                args.pool,
+                args.arrivals,
             )
         out.append({"after": after, "before": before})
         if not args.json:
@@ -208,6 +256,7 @@ def report(after: dict[str, Any], before: dict[str, Any] | None, repeat: int) ->
     print(
         f"{after['workflows']} workflows ({after['waiting']} waiting) on {after['executors']} "
         f"executors ({after['pool']}), {after['scheduler']}"
+        + ("" if after["arrivals"] == "none" else f", arrivals {after['arrivals']}")
         + (f" (replays {replayed})" if replayed != after["scheduler"] else "")
         + f"; CPU per refresh (median of {repeat})"
         + ("" if before is None else ", this package | --against's")

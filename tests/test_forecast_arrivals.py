@@ -30,7 +30,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine
-from idlegate.sim.forecast_arrivals import TEMPLATES, templates
+from idlegate.sim.forecast_arrivals import INVENTED, TEMPLATES, invent, poisson_copies, templates
 from idlegate.sim.rollout import planning_fork
 from tests.helpers import chain
 from tests.test_forecast_refresh import Held
@@ -360,3 +360,25 @@ def test_the_crd_refuses_arrivals_per_queue_on_a_pool_without_queues(spec, refus
     assert bool(pool_problems(pool)) == refused  # (the model, lint and the operator: alike)
     bad = {**pool, "spec": {"size": 2, "forecastArrivals": "often"}}
     assert any("forecastArrivals" in p for p in api_server_problems(bad, schema["openAPIV3Schema"]))
+
+
+def test_a_future_invents_at_most_its_limit_the_earliest_of_the_same_draw():
+    """`poisson_copies` with a limit keeps the first arrivals of what it draws without one
+    (the same generator, the same times and copies), and `invent` bounds each future by
+    `INVENTED` on a pool offered far more than it runs (a horizon of days)."""
+
+    def copy(i: int) -> tuple[Any, Any]:
+        return chain(1.0), None
+
+    whole = poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7))
+    cut = poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7), limit=5)
+    assert [len(f.arrivals) for f in cut] == [5, 5]
+    assert [a.time for a in cut[0].arrivals] == [a.time for a in whole[0].arrivals[:5]]
+    assert len(whole[0].arrivals) > 100  # (2 a second over 100 s: the limit did cut)
+
+    cluster = Cluster(1)
+    for k in range(40):  # one every second, each an hour of work: far more than it runs
+        cluster.add_job(chain(3600.0), float(k), f"w{k}")
+    drawn = invent("poisson", cluster, cluster.jobs, 2, np.random.default_rng(0))
+    assert drawn is not None
+    assert [len(f.arrivals) for f in drawn] == [INVENTED, INVENTED]

@@ -14,7 +14,9 @@ per replay) of the arrivals not seen yet, by `kind`:
   (`queue_futures`); on a pool without queues, as ``poisson``.
 
 The arrivals are drawn over a horizon that covers the present's work three times over
-(`horizon_of`). `recent` are the pool's last `TEMPLATES` arrivals, finished ones
+(`horizon_of`), and at most `INVENTED` of them a future: on a pool offered more than it
+can run the horizon is days long, and without that bound a refresh drew and replayed
+tens of thousands of invented workflows (benchmarks/forecast.py `--arrivals`). `recent` are the pool's last `TEMPLATES` arrivals, finished ones
 included: anything with their arrival time, queue, DAG and payload (the simulator's
 `Job`, or the operator's frozen `Recent`). Pure: no I/O, no clock; the same generator
 gives the same futures.
@@ -50,6 +52,13 @@ PRIOR_LOAD = 0.5
 recent workflow (the analytic rule's default too)."""
 PRIOR_STRENGTH = 2.0
 """The prior's weight, in pseudo-arrivals (the Gamma prior's shape)."""
+INVENTED = 1_000
+"""The most arrivals a forecast's future invents (the earliest; `invent`). A replay of
+more invented workflows than that simulates more events than a refresh's whole
+`sim.forecast.BUDGET`, and by then a waiting workflow they keep overtaking is past what
+a forecast can say anyway. On 1,000 waiting k8s-batch workflows under `srpt`, offered
+five times what the pool runs, a future had 15,000 to 16,000 arrivals, and drawing
+twenty of them cost more CPU than the replay."""
 
 
 class Template(Protocol):
@@ -110,8 +119,8 @@ def invent(
         raise ValueError(f"arrivals {kind!r}: give one of {', '.join(ARRIVALS)}")
     ahead = horizon_of(cluster, horizon)
     if kind == "poisson" or cluster.admission is None:
-        return poisson_futures(cluster, recent, ahead, samples, rng)
-    return queue_futures(cluster, recent, ahead, samples, rng)
+        return poisson_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
+    return queue_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
 
 
 def horizon_of(cluster: Cluster, horizon: float = inf) -> float:
@@ -166,10 +175,11 @@ def poisson_futures(
     samples: int,
     rng: np.random.Generator,
     share: float = 1.0,
+    limit: int | None = None,
 ) -> list[Future]:
     """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals (times
     `share`, the part of the stream they stand for), each arrival a copy of a uniformly
-    drawn job of `recent` (its DAG and duration model)."""
+    drawn job of `recent` (its DAG and duration model); at most `limit` a future."""
     rate = 0.0
     if recent and view.arrival_log:
         pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
@@ -181,7 +191,7 @@ def poisson_futures(
             models[i] = duration_model(recent[i].payload)
         return recent[i].dag, models[i]
 
-    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng)
+    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng, limit=limit)
 
 
 def poisson_copies(
@@ -193,16 +203,18 @@ def poisson_copies(
     samples: int,
     rng: np.random.Generator,
     name: str = "future",
+    limit: int | None = None,
 ) -> list[Future]:
     """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
     `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
-    drawn uniformly of `templates`, named ``NAME-m-k``; each future with a duration seed
-    drawn after its arrivals."""
+    drawn uniformly of `templates`, named ``NAME-m-k``, the first `limit` of them (all
+    when None); each future with a duration seed drawn after its arrivals."""
     futures = []
+    most = inf if limit is None else limit
     for m in range(samples):
         arrivals: list[JobArrival] = []
         t = start
-        while rate > 0:
+        while rate > 0 and len(arrivals) < most:
             t += float(rng.exponential(1.0 / rate))
             if t > start + horizon:
                 break
@@ -218,10 +230,11 @@ def queue_futures(
     horizon: float,
     samples: int,
     rng: np.random.Generator,
+    limit: int | None = None,
 ) -> list[Future]:
     """`samples` futures whose arrivals come per queue: each queue's own Poisson stream at
     its recent rate (`queue_rate`), each arrival a copy of one of that queue's recent
-    workflows, joining that queue."""
+    workflows, joining that queue; the first `limit` of a future's (all when None)."""
     if cluster.admission is None:
         raise ValueError("arrivals per queue need a pool with queues")
     specs = cluster.admission.queues
@@ -241,12 +254,13 @@ def queue_futures(
                 models[i] = duration_model(jobs[i].payload)
             return jobs[i].dag, models[i]
 
-        for m, future in enumerate(
-            poisson_copies(len(jobs), copy, rate, cluster.now, horizon, samples, rng, name)
-        ):
+        drawn = poisson_copies(
+            len(jobs), copy, rate, cluster.now, horizon, samples, rng, name, limit
+        )
+        for m, future in enumerate(drawn):
             merged[m] += [replace(a, queue=name) for a in future.arrivals]
     return [
-        Future(tuple(sorted(arrivals, key=lambda a: a.time)), int(rng.integers(2**63)))
+        Future(tuple(sorted(arrivals, key=lambda a: a.time)[:limit]), int(rng.integers(2**63)))
         for arrivals in merged
     ]
 
