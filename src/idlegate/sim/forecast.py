@@ -264,7 +264,11 @@ def _task_end(now: float, u: Uniforms, waves: bool) -> Callable[[Stage, float], 
 def quantile(values: Sequence[float], q: float) -> float:
     """The `q` quantile of `values` by linear interpolation (numpy's default), where an
     inf (after the horizon) makes any interpolation that touches it inf."""
-    ordered = sorted(values)
+    return _quantile_of_sorted(sorted(values), q)
+
+
+def _quantile_of_sorted(ordered: Sequence[float], q: float) -> float:
+    """`quantile` of values sorted already."""
     pos = q * (len(ordered) - 1)
     lo = int(pos)
     frac = pos - lo
@@ -277,7 +281,12 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def _span(values: Sequence[float]) -> Span:
-    return Span(quantile(values, LOW), quantile(values, 0.5), quantile(values, HIGH))
+    ordered = sorted(values)  # (once for the three: a refresh spans every workflow twice)
+    return Span(
+        _quantile_of_sorted(ordered, LOW),
+        _quantile_of_sorted(ordered, 0.5),
+        _quantile_of_sorted(ordered, HIGH),
+    )
 
 
 def _summary(
