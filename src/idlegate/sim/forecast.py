@@ -50,8 +50,9 @@ BUDGET = 10_000
 """Events a refresh may simulate over its replays (`forecast`'s `budget`, as the operator
 should pass it): twenty replays of a queue of a few dozen workflows fit in it; a queue of
 1,000 waiting k8s-batch workflows takes 14,000 events for one replay, so a refresh of it
-is one replay, about 0.2 s of CPU under `fair` (benchmarks/forecast.py), and its interval
-comes from calibration alone (`sim.forecast_calibration`)."""
+is one replay, about 0.12 s of CPU under `fair` and 0.15 s under `srpt`
+(benchmarks/forecast.py, docs/forecast.md's Cost), and its interval comes from
+calibration alone (`sim.forecast_calibration`)."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
