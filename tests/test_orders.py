@@ -243,5 +243,5 @@ def test_an_order_no_rule_asks_holds_only_the_jobs_in_the_system():
         done = cluster.add_job(chain([(1, 1, False)]), float(i))
         cluster.apply(Decision(done.stages[0], 1), float(i))
         cluster.task_finished(0, i + 0.5)
-    assert not any(j.finish is not None for j in order._stale)
-    assert not order._stale and len(order) == 1  # (the first job, never launched)
+    assert not any(j.finish is not None for j in order.stale)
+    assert not order.stale and len(order) == 1  # (the first job, never launched)

@@ -13,7 +13,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations, Uniforms, duration_model
 from idlegate.sim.engine import JobArrival, simulate
-from idlegate.sim.protocol import WAIT, Decision
+from idlegate.sim.protocol import WAIT, Decision, Job, Stage
 from idlegate.sim.rollout import Future, remaining_flow_estimate, rollout
 from idlegate.sim.workloads import build_workload
 from tests.helpers import chain, dag
@@ -68,6 +68,16 @@ def test_a_fork_copies_the_state_and_shares_only_immutable_parts():
     assert twin.jobs[0].runnable[0] is twin.jobs[0].stages[0]
     # a field added to Cluster later must be added to fork() too
     assert set(vars(twin)) == set(vars(c))
+    # and a slot added to Job or Stage to its copy (sim.fork writes each one out)
+    for job, copy in zip(c.jobs, twin.jobs, strict=True):
+        for name in Job.__slots__:
+            if name not in ("holding", "runnable", "stages"):
+                assert getattr(copy, name) is getattr(job, name), name
+        assert copy.holding == job.holding and copy.holding is not job.holding
+        for stage, copied in zip(job.stages, copy.stages, strict=True):
+            for name in Stage.__slots__:
+                if name != "job":
+                    assert getattr(copied, name) is getattr(stage, name), name
 
 
 @settings(max_examples=25, deadline=None)

@@ -91,4 +91,4 @@ def test_a_pool_whose_rule_never_asks_keeps_no_job_that_left():
     engine.run()
     shares = engine.cluster.shares
     assert len(engine.cluster.done) == 60
-    assert [j for j in shares._stale if j.finish is not None] == []
+    assert [j for j in shares.stale if j.finish is not None] == []

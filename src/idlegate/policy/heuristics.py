@@ -214,7 +214,6 @@ class _KeyedScheduler(_Baseline):
         free = view.free_executors
         if free <= 0:
             return WAIT
-        key = self.key
         # (the attribute first: no call on a pods-only pool's hot path)
         capacity = pool_capacity(view) if getattr(view, "resource_names", None) else None
         if capacity is not None:
@@ -225,6 +224,7 @@ class _KeyedScheduler(_Baseline):
             order = view.order(self.order_key)
             if order.usable:
                 return self._decide_indexed(order, free, limit)
+        key = self.key
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id

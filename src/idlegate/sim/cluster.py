@@ -154,6 +154,10 @@ class Cluster(PoolResources):
         """The runnable stages by shape of need (`can_schedule`'s index)."""
         self.shares = Shares()
         """The jobs by dominant share (fair's index on a resource pool)."""
+        self._marks: tuple[dict[Job, None], ...] | None = None
+        """The indexes' sets of jobs to read again (`shapes`, `shares` and each `order`'s
+        ``stale``), which `touch` adds a job in the system to; None: gathered at the next
+        `touch` (again once an order is added)."""
         self.changed: dict[Job, None] | None = None
         """The jobs `touch`ed since the driver last emptied it, for a driver that sets it
         to ``{}`` (the operator's Waiting Events); None: not kept."""
@@ -263,7 +267,11 @@ class Cluster(PoolResources):
         self._busy_done += now - self._busy_since[executor]
         if stage.need is not None:
             self._held_for(stage.need, now - self._busy_since[executor])
-        self._free.setdefault(job, []).append(executor)
+        own = self._free.get(job)
+        if own is None:
+            self._free[job] = [executor]
+        else:
+            own.append(executor)
         self.needs_schedule = True
 
     def remove_job(self, job: Job, now: float) -> list[int]:
@@ -513,6 +521,7 @@ class Cluster(PoolResources):
         found = orders.get(key)
         if found is None:
             found = orders[key] = Order(key, self.jobs)
+            self._marks = None
         return found
 
     def touch(self, job: Job) -> None:
@@ -520,11 +529,25 @@ class Cluster(PoolResources):
         running, its own free executors, its remaining work or critical path), or came or
         left: for the indexes (`shapes`, `shares`, the `order`s) and the driver's
         `changed`."""
-        self.shapes.touch(job)
-        self.shares.touch(job)
-        if self._orders:
-            for order in self._orders.values():
-                order.touch(job)
+        if job.finish is None:
+            # (several times an event: what each index's `touch` does with a job in the
+            # system, note it to read again, done here without a call per index)
+            marks = self._marks
+            if marks is None:
+                orders = () if self._orders is None else self._orders.values()
+                marks = self._marks = (
+                    self.shapes.stale,
+                    self.shares.stale,
+                    *(order.stale for order in orders),
+                )
+            for stale in marks:
+                stale[job] = None
+        else:  # (a job that left: each index's own rule, which may forget it at once)
+            self.shapes.touch(job)
+            self.shares.touch(job)
+            if self._orders:
+                for order in self._orders.values():
+                    order.touch(job)
         if self.admission is not None:
             self.admission.touch(job)
         if self.changed is not None:
@@ -578,7 +601,7 @@ class Cluster(PoolResources):
             self.advance(now)
         stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
         job = stage.job
-        self.check(decision)
+        check_decision(self, decision)  # (`check`, without its call: once per launch)
         self.decisions += 1
         job.cap = cap
         if delay > 0:

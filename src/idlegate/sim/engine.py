@@ -292,7 +292,7 @@ class Engine:
                 d = model.sample(stage.index, job.held, first, moved, u)
             else:
                 d = stage.duration
-            if moved:
+            if moved and moving:  # (no delay: nothing to add, the common case)
                 d += moving
                 # the delay comes first in the busy interval; a run cut at max_time counts
                 # only the part before it, as busy_seconds does
@@ -435,16 +435,18 @@ class Engine:
 
     def _close(self) -> None:
         """End the decision point: start its launches, arm its idle slots' timers."""
-        launches = self.cluster.close_round(self._round or [], self.now)
+        cluster = self.cluster
+        now = cluster.now
+        launches = cluster.close_round(self._round or [], now)
         self._round = None
         if launches:
-            self.start(launches, self.now)
-        timers = self.cluster.new_timers
+            self.start(launches, now)
+        timers = cluster.new_timers
         if timers:
             for stage in timers:
                 self.push_idle_end(stage)
             timers.clear()
-        admission = self.cluster.admission
+        admission = cluster.admission
         if admission is not None:
             due = admission.next_bound()
             if due < inf and due not in self._bounds:

@@ -51,8 +51,9 @@ BUDGET = 10_000
 """Events a refresh may simulate over its replays (`forecast`'s `budget`, as the operator
 should pass it): twenty replays of a queue of a few dozen workflows fit in it; a queue of
 1,000 waiting k8s-batch workflows takes 14,000 events for one replay, so a refresh of it
-is one replay, about 0.2 s of CPU under `fair` (benchmarks/forecast.py), and its interval
-comes from calibration alone (`sim.forecast_calibration`)."""
+is one replay, about 0.12 s of CPU under `fair` and 0.15 s under `srpt`
+(benchmarks/forecast.py, docs/forecast.md's Cost), and its interval comes from
+calibration alone (`sim.forecast_calibration`)."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
@@ -268,7 +269,11 @@ def _task_end(now: float, u: Uniforms, waves: bool) -> Callable[[Stage, float], 
 def quantile(values: Sequence[float], q: float) -> float:
     """The `q` quantile of `values` by linear interpolation (numpy's default), where an
     inf (after the horizon) makes any interpolation that touches it inf."""
-    ordered = sorted(values)
+    return _quantile_of_sorted(sorted(values), q)
+
+
+def _quantile_of_sorted(ordered: Sequence[float], q: float) -> float:
+    """`quantile` of values sorted already."""
     pos = q * (len(ordered) - 1)
     lo = int(pos)
     frac = pos - lo
@@ -281,7 +286,12 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def _span(values: Sequence[float]) -> Span:
-    return Span(quantile(values, LOW), quantile(values, 0.5), quantile(values, HIGH))
+    ordered = sorted(values)  # (once for the three: a refresh spans every workflow twice)
+    return Span(
+        _quantile_of_sorted(ordered, LOW),
+        _quantile_of_sorted(ordered, 0.5),
+        _quantile_of_sorted(ordered, HIGH),
+    )
 
 
 def _summary(

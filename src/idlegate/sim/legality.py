@@ -37,7 +37,7 @@ def check_decision(cluster: Cluster, decision: Decision) -> None:
             "or available); "
             "choose one of view.runnable_stages()"
         )
-    if isinstance(cap, bool) or not isinstance(cap, int):
+    if type(cap) is not int and (isinstance(cap, bool) or not isinstance(cap, int)):
         raise IllegalDecisionError(f"the parallelism cap must be an int, got {cap!r}")
     if cap < job.held:
         raise IllegalDecisionError(
@@ -46,26 +46,31 @@ def check_decision(cluster: Cluster, decision: Decision) -> None:
         )
     if not delay >= 0 or delay == inf:  # also rejects NaN
         raise IllegalDecisionError(f"idle delay must be a finite number >= 0, got {delay!r}")
-    if delay > 0 and stage.delayed:
-        raise IllegalDecisionError(
-            f"{_where(stage)} was already delayed once; a stage idles at most once"
-        )
-    if delay > 0 and stage.launched:
-        raise IllegalDecisionError(
-            f"{_where(stage)} has already started; an idle slot goes before a stage's first task"
-        )
-    if delay == 0 and cluster.free_executors == 0:
+    if delay > 0:
+        if stage.delayed:
+            raise IllegalDecisionError(
+                f"{_where(stage)} was already delayed once; a stage idles at most once"
+            )
+        if stage.launched:
+            raise IllegalDecisionError(
+                f"{_where(stage)} has already started; an idle slot goes before a stage's "
+                "first task"
+            )
+        return
+    if cluster.free_executors == 0:
         raise IllegalDecisionError(
             f"no executor is free to launch {_where(stage)}; return WAIT until one is"
         )
-    if delay == 0 and cap <= job.held:
+    if cap <= job.held:
         raise IllegalDecisionError(
             f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "
             "raise the cap above what the job holds, or return WAIT"
         )
+    if stage.need is None and not stage.gang:
+        return  # (what follows is about what a launch fits: a need's, a gang's)
     n = min(cluster.free_executors, cap - job.held, stage.available - stage.launched)
     fits = ""
-    if stage.need is not None and delay == 0:
+    if stage.need is not None:
         room = stage.need.room()
         if room == 0:
             raise IllegalDecisionError(
@@ -76,7 +81,7 @@ def check_decision(cluster: Cluster, decision: Decision) -> None:
         if room < n:
             n, fits = room, f" and the free resources ({cluster.free_resources.format()})"
     # (a restored gang, some of whose tasks ran before, starts the rest together)
-    if delay == 0 and stage.gang and n < stage.tasks - stage.launched:
+    if stage.gang and n < stage.tasks - stage.launched:
         raise IllegalDecisionError(
             f"gang stage {job.name}/{stage.name} needs {stage.tasks - stage.launched} "
             "executors at once, "

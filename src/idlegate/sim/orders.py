@@ -43,7 +43,7 @@ class Order:
     """A pool's jobs with a runnable stage by ``(getattr(job, key), job.id)`` (the module
     docstring); a job's key is read when it was last touched."""
 
-    __slots__ = ("_entry", "_heap", "_key", "_nan", "_stale", "key")
+    __slots__ = ("_entry", "_heap", "_key", "_nan", "key", "stale")
 
     def __init__(self, key: str, jobs: Iterable[Job] = ()) -> None:
         if key not in KEYS:
@@ -55,7 +55,9 @@ class Order:
         """Each indexed job's live entry (the heap may hold older ones of it)."""
         self._nan: set[Job] = set()
         """Indexed jobs whose key is NaN: no order holds them, so `usable` is False."""
-        self._stale: dict[Job, None] = dict.fromkeys(jobs)
+        self.stale: dict[Job, None] = dict.fromkeys(jobs)
+        """The jobs touched since the order last read them (one dict for the order's life:
+        `Cluster.touch` adds a job in the system to it directly)."""
 
     def touch(self, job: Job) -> None:
         """`job` changed (its key, its runnable stages), or came or left.
@@ -64,9 +66,9 @@ class Order:
         asks any more (a portfolio that follows another rule now) then holds the jobs in
         the system, not every job that ever was."""
         if job.finish is None:
-            self._stale[job] = None
+            self.stale[job] = None
         else:
-            self._stale.pop(job, None)
+            self.stale.pop(job, None)
             self._entry.pop(job, None)
             self._nan.discard(job)
 
@@ -75,16 +77,16 @@ class Order:
         """False while some job's key is NaN: the pass's answer then depends on where the
         NaN stands among the jobs (every comparison with it is false), which no order
         reproduces; the rule passes over the jobs instead."""
-        if self._stale:
+        if self.stale:
             self._refresh()
         return not self._nan
 
     def first(self, pick: Callable[[Job], T | None]) -> T | None:
         """`pick(job)` of the first job in the order for which it is not None (None: none)."""
-        if self._stale:
+        if self.stale:
             self._refresh()
         heap, live = self._heap, self._entry
-        refused: list[_Entry] = []
+        refused: list[_Entry] | None = None  # (mostly none: the top is taken)
         found: T | None = None
         while heap:
             entry = heap[0]
@@ -94,13 +96,16 @@ class Order:
             found = pick(entry[2])
             if found is not None:
                 break
+            if refused is None:
+                refused = []
             refused.append(heapq.heappop(heap))
-        for entry in refused:
-            heapq.heappush(heap, entry)
+        if refused is not None:
+            for entry in refused:
+                heapq.heappush(heap, entry)
         return found
 
     def __len__(self) -> int:
-        if self._stale:
+        if self.stale:
             self._refresh()
         return len(self._entry)
 
@@ -108,24 +113,27 @@ class Order:
 
     def _refresh(self) -> None:
         heap, live, nan, key = self._heap, self._entry, self._nan, self._key
-        for job in self._stale:
+        push = heapq.heappush
+        for job in self.stale:
             old = live.get(job)
             if job.finish is not None or not job.runnable:
                 if old is not None:
                     del live[job]
-                nan.discard(job)
+                if nan:
+                    nan.discard(job)
                 continue
             value = key(job)
             if value != value:  # NaN (kept out of the heap, whose order it would break)
                 nan.add(job)
                 live.pop(job, None)
                 continue
-            nan.discard(job)
+            if nan:
+                nan.discard(job)
             if old is not None and old[0] == value:
                 continue  # (same key: the entry in the heap stands)
             entry = live[job] = (value, job.id, job)
-            heapq.heappush(heap, entry)
-        self._stale.clear()
+            push(heap, entry)
+        self.stale.clear()
         if len(heap) > 2 * len(live) + 64:  # (mostly old entries: compact)
             self._heap = list(live.values())
             heapq.heapify(self._heap)

@@ -10,8 +10,9 @@ question linear in the workflows waiting.
 
 The cluster says which jobs' runnable stages changed (`touch`: a job arrived or left, a
 stage became runnable or stopped being, a stage's nodes changed) at the point it changes
-them; the index reads those jobs again at the next question, so its cost is the
-change's, not the pool's. Keys hold ``id(need.allowed)``: an ``allowed`` that changes
+them; the index reads those jobs again at the next question, and regroups only those
+whose runnable stages or their shapes differ from what it holds (a job is touched far
+more often for its tasks), so its cost is the change's, not the pool's. Keys hold ``id(need.allowed)``: an ``allowed`` that changes
 without a `touch` of its job would leave a stale key, so every assignment of one is
 followed by one (`PoolResources.set_capacity`).
 """
@@ -22,11 +23,17 @@ from collections.abc import Hashable
 
 from idlegate.sim.protocol import Job, Stage, launchable
 
+PLAIN: Hashable = (None, None)
+"""The shape of a stage that is not a gang and needs nothing the pool counts beyond its
+pod (every stage of a pods-only pool without gangs): launchable whenever it is runnable."""
+
 
 def shape(stage: Stage) -> Hashable:
     """What decides whether `stage` is `launchable` besides the pool's free amounts: its
     need's amounts and nodes, and for a gang its tasks left."""
     need = stage.need
+    if need is None and not stage.gang:
+        return PLAIN  # (the common shape, asked several times an event: no tuple built)
     return (
         None if need is None else (need.amounts, id(need.allowed)),
         (stage.tasks, stage.launched) if stage.gang else None,
@@ -37,7 +44,7 @@ class Shapes:
     """The runnable stages of a pool's jobs by `shape`; the jobs `touch`ed are read again
     at the next `any_launchable`."""
 
-    __slots__ = ("_groups", "_indexed", "_keys", "_stale")
+    __slots__ = ("_groups", "_indexed", "_keys", "stale")
 
     def __init__(self, jobs: list[Job] | None = None) -> None:
         self._groups: dict[Hashable, dict[Stage, None]] = {}
@@ -46,35 +53,58 @@ class Shapes:
         """Each indexed stage's shape when it was indexed (removed by it)."""
         self._indexed: dict[Job, list[Stage]] = {}
         """Each job's stages in the index."""
-        self._stale: dict[Job, None] = dict.fromkeys(jobs or ())
-        """Jobs whose runnable stages changed since the index last read them."""
+        self.stale: dict[Job, None] = dict.fromkeys(jobs or ())
+        """Jobs whose runnable stages changed since the index last read them (one dict for
+        the index's life: `Cluster.touch` adds to it directly)."""
 
     def touch(self, job: Job) -> None:
         """`job`'s runnable stages changed (or their needs' nodes did, or it came or left)."""
-        self._stale[job] = None
+        self.stale[job] = None
 
     def any_launchable(self, free: int) -> bool:
         """Whether a runnable stage of the pool's jobs is `launchable` with `free` executors
         free: the answer of asking each, one stage of each shape asked."""
-        if self._stale:
+        if self.stale:
             self._refresh()
-        return any(launchable(next(iter(group)), free) for group in self._groups.values())
+        groups = self._groups
+        if PLAIN in groups:  # (its stages are launchable whatever is free)
+            return True
+        return any(launchable(next(iter(group)), free) for group in groups.values())
 
     def _refresh(self) -> None:
-        stale, groups, keys = self._stale, self._groups, self._keys
-        # (every stale entry out before any goes in: a key's id may be reused meanwhile)
+        stale, groups, keys, indexed = self.stale, self._groups, self._keys, self._indexed
+        # (every changed entry out before any goes in: a key's id may be reused meanwhile)
+        changed: list[Job] = []
         for job in stale:
-            for stage in self._indexed.pop(job, ()):
+            runnable = job.runnable if job.finish is None else []
+            old = indexed.get(job)
+            if old is None:
+                if runnable:
+                    changed.append(job)
+                continue
+            if old == runnable:  # (mostly: a job is touched for its tasks, not its stages)
+                for stage in old:
+                    if keys[stage] != shape(stage):
+                        break
+                else:
+                    continue  # (the same stages of the same shapes, indexed as they are)
+            del indexed[job]
+            for stage in old:
                 key = keys.pop(stage)
                 group = groups[key]
                 del group[stage]
                 if not group:
                     del groups[key]
-        for job in stale:
-            if job.finish is not None or not job.runnable:
+            changed.append(job)
+        for job in changed:
+            runnable = job.runnable
+            if job.finish is not None or not runnable:
                 continue  # (gone from the pool, or nothing to run)
-            self._indexed[job] = list(job.runnable)
-            for stage in job.runnable:
+            indexed[job] = runnable.copy()
+            for stage in runnable:
                 key = keys[stage] = shape(stage)
-                groups.setdefault(key, {})[stage] = None
+                found = groups.get(key)
+                if found is None:
+                    found = groups[key] = {}
+                found[stage] = None
         stale.clear()

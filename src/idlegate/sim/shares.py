@@ -53,7 +53,7 @@ class Pool(Protocol):
 class Shares:
     """A pool's jobs with a runnable stage by dominant share (the module docstring)."""
 
-    __slots__ = ("_active", "_all", "_basis", "_jobs", "_own", "_size", "_slot", "_stale")
+    __slots__ = ("_active", "_all", "_basis", "_jobs", "_own", "_size", "_slot", "stale")
 
     def __init__(self, jobs: Sequence[Job] = ()) -> None:
         self._slot: dict[Job, int] = {}
@@ -70,7 +70,9 @@ class Shares:
         """The jobs with tasks not launched yet (fair's n)."""
         self._basis: tuple[int, tuple[int, ...]] | None = None
         """The pool's executors and capacity the shares were read with."""
-        self._stale: dict[Job, None] = dict.fromkeys(jobs)
+        self.stale: dict[Job, None] = dict.fromkeys(jobs)
+        """The jobs touched since the index last read them (one dict for the index's life:
+        `Cluster.touch` adds a job in the system to it directly)."""
 
     def touch(self, job: Job) -> None:
         """`job` changed (what it holds, its own free executors, its runnable stages), or
@@ -78,9 +80,9 @@ class Shares:
         on a pool whose rule never asks (any but `fair`), the stale set would otherwise
         keep every job that ever came."""
         if job.finish is not None and job not in self._slot:
-            self._stale.pop(job, None)
+            self.stale.pop(job, None)
         else:
-            self._stale[job] = None
+            self.stale[job] = None
 
     def active(self, pool: Pool, capacity: tuple[int, ...]) -> int:
         """How many jobs of `pool` have tasks not launched yet."""
@@ -123,13 +125,13 @@ class Shares:
         basis = (pool.num_executors, capacity)
         if basis != self._basis:
             self._basis = basis
-            self._stale.update(dict.fromkeys(pool.jobs))
-        if not self._stale:
+            self.stale.update(dict.fromkeys(pool.jobs))
+        if not self.stale:
             return
         if len(self._jobs) > 2 * len(self._slot) + 64:  # (mostly places of jobs gone)
             self._rebuild()
-        stale = sorted(self._stale, key=_ID)  # (new jobs' places in arrival order)
-        self._stale.clear()
+        stale = sorted(self.stale, key=_ID)  # (new jobs' places in arrival order)
+        self.stale.clear()
         for job in stale:
             self._read(pool, job, basis)
 
