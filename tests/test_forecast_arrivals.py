@@ -30,6 +30,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine
+from idlegate.sim.forecast import forecast
 from idlegate.sim.forecast_arrivals import INVENTED, TEMPLATES, invent, poisson_copies, templates
 from idlegate.sim.rollout import planning_fork
 from tests.helpers import chain
@@ -328,10 +329,10 @@ def test_queues_on_a_pool_without_queues_invents_as_poisson():
     cluster, (refresh,) = srpt_pool("poisson")
     recent = templates(refresh.recent)
     drawn = {
-        kind: invent(kind, cluster, recent, 3, np.random.default_rng(5))
+        kind: list(invent(kind, cluster, recent, 3, np.random.default_rng(5)) or [])
         for kind in ("queues", "poisson")
     }
-    assert drawn["queues"] == drawn["poisson"] and any(f.arrivals for f in drawn["poisson"] or [])
+    assert drawn["queues"] == drawn["poisson"] and any(f.arrivals for f in drawn["poisson"])
     assert invent("none", cluster, recent, 3, np.random.default_rng(5)) is None
 
 
@@ -382,3 +383,23 @@ def test_a_future_invents_at_most_its_limit_the_earliest_of_the_same_draw():
     drawn = invent("poisson", cluster, cluster.jobs, 2, np.random.default_rng(0))
     assert drawn is not None
     assert [len(f.arrivals) for f in drawn] == [INVENTED, INVENTED]
+
+
+def test_a_forecast_draws_only_the_futures_of_the_replays_its_budget_runs():
+    """`poisson` futures are drawn as the forecast reads them: a budget that lets one
+    replay run draws one future of the twenty asked (the generator is where one draw
+    leaves it), and that future is the first of the twenty drawn at once."""
+    cluster, (refresh,) = srpt_pool("poisson")
+    recent = templates(refresh.recent)
+    drawing, one = np.random.default_rng(3), np.random.default_rng(3)
+    out = forecast(
+        cluster,
+        make_scheduler("srpt"),
+        futures=invent("poisson", cluster, recent, 20, drawing),
+        budget=1,
+    )
+    first = next(iter(invent("poisson", cluster, recent, 20, one) or []))
+    assert out.replays == 1
+    assert drawing.bit_generator.state == one.bit_generator.state
+    whole = list(invent("poisson", cluster, recent, 20, np.random.default_rng(3)) or [])
+    assert whole[0] == first and len(whole) == 20

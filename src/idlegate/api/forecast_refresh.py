@@ -169,7 +169,7 @@ def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast
     return result, time.thread_time() - began
 
 
-def futures(snapshot: Snapshot, replays: int) -> list[RolloutFuture] | None:
+def futures(snapshot: Snapshot, replays: int) -> Iterable[RolloutFuture] | None:
     """The futures a refresh's replays run (one per replay; None: no arrivals invented):
     `sim.forecast_arrivals.invent` on the snapshot's fork and recent arrivals, drawn from
     a generator seeded by the snapshot's seed (`ARRIVALS_STREAM`)."""

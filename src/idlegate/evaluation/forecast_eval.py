@@ -322,7 +322,9 @@ def _futures(
             raise IdlegateError("oracle arrivals need the workload the run replays")
         later = tuple(a for a in workload.jobs if a.time > cluster.now)
         return [Future(later, int(rng.integers(2**63))) for _ in range(settings.replays)]
-    return invent(settings.arrivals, cluster, recent, settings.replays, rng, settings.horizon)
+    drawn = invent(settings.arrivals, cluster, recent, settings.replays, rng, settings.horizon)
+    # (all drawn now: the run's generator draws the forecast's seed next)
+    return None if drawn is None else list(drawn)
 
 
 def _baselines(out: SeedRun, watch: Watch, job: Job, position: int | None, now: float) -> None:

@@ -30,7 +30,7 @@ horizon the caller allowed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import inf
 from typing import NamedTuple
@@ -134,7 +134,7 @@ def forecast(
     *,
     seed: int = 0,
     replays: int = 20,
-    futures: Sequence[Future] | None = None,
+    futures: Iterable[Future] | None = None,
     horizon: float = inf,
     waves: bool = True,
     budget: int | None = None,
@@ -144,7 +144,9 @@ def forecast(
     `cluster` is left as it is (each replay runs on a fork), but `scheduler` is reset for
     every replay: pass a copy of the pool's, never the one deciding. `replays` replays, each with
     its own duration stream and scheduler seed drawn from one generator seeded with
-    `seed`; with `futures` there is one replay per future, with its arrivals and seed.
+    `seed`; with `futures` there is one replay per future, with its arrivals and seed
+    (read one at a time: futures drawn as they are read are drawn only for the replays
+    that run).
     A replay stops once every workflow present now has finished, or at ``now + horizon``
     (a cap on the cost: what is later is inf in the spans). `waves` False runs every
     task for its estimate (a workload without duration models, `Fidelity.wave_durations`).
@@ -164,8 +166,6 @@ def forecast(
     finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
     spent = done = 0
     for future in futures:
-        if budget is not None and done and spent >= budget:
-            break
         try:
             seen, events = replay(cluster, scheduler, future, now + horizon, waves)
         except Exception as exc:  # (any policy error: the forecast says so, never a guess)
@@ -176,6 +176,8 @@ def forecast(
         for job_id, (start, finish) in seen.items():
             starts[job_id].append(start)
             finishes[job_id].append(finish)
+        if budget is not None and spent >= budget:
+            break  # (before the next future is read: one drawn as read is not drawn)
     positions = queue_positions(cluster)
     return Forecast(
         now,

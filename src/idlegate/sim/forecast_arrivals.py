@@ -24,7 +24,7 @@ gives the same futures.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import inf
 from typing import Any, Literal, Protocol, get_args
@@ -110,16 +110,19 @@ def invent(
     samples: int,
     rng: np.random.Generator,
     horizon: float = inf,
-) -> list[Future] | None:
+) -> Iterable[Future] | None:
     """`samples` futures of the arrivals `kind` invents after ``cluster.now`` (module
-    docstring), over at most `horizon` seconds; None for ``none``."""
+    docstring), over at most `horizon` seconds; None for ``none``. ``poisson``'s are drawn
+    as they are read (a forecast whose budget lets one replay run draws one future, not
+    `samples`): a caller that draws from `rng` in between, or reads them twice, takes a
+    list of them first."""
     if kind == "none":
         return None
     if kind not in ARRIVALS:
         raise ValueError(f"arrivals {kind!r}: give one of {', '.join(ARRIVALS)}")
     ahead = horizon_of(cluster, horizon)
     if kind == "poisson" or cluster.admission is None:
-        return poisson_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
+        return poisson_stream(cluster, recent, ahead, samples, rng, limit=INVENTED)
     return queue_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
 
 
@@ -168,7 +171,7 @@ def arrival_rate(
     return gamma_poisson_rate(recent, works, now, executors, prior_rate)
 
 
-def poisson_futures(
+def poisson_stream(
     view: Cluster,
     recent: Sequence[Template],
     horizon: float,
@@ -176,10 +179,11 @@ def poisson_futures(
     rng: np.random.Generator,
     share: float = 1.0,
     limit: int | None = None,
-) -> list[Future]:
-    """`samples` Poisson futures: the Gamma–Poisson rate of the recent arrivals (times
-    `share`, the part of the stream they stand for), each arrival a copy of a uniformly
-    drawn job of `recent` (its DAG and duration model); at most `limit` a future."""
+) -> Iterator[Future]:
+    """`samples` Poisson futures, each drawn as it is read: the Gamma–Poisson rate of the
+    recent arrivals (times `share`, the part of the stream they stand for), each arrival a
+    copy of a uniformly drawn job of `recent` (its DAG and duration model); at most
+    `limit` a future."""
     rate = 0.0
     if recent and view.arrival_log:
         pool = effective_executors(view, [j.dag for j in recent])  # (a resource pool: tasks)
@@ -191,7 +195,51 @@ def poisson_futures(
             models[i] = duration_model(recent[i].payload)
         return recent[i].dag, models[i]
 
-    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng, limit=limit)
+    return iter_poisson_copies(
+        len(recent), copy, rate, view.now, horizon, samples, rng, limit=limit
+    )
+
+
+def poisson_futures(
+    view: Cluster,
+    recent: Sequence[Template],
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    share: float = 1.0,
+    limit: int | None = None,
+) -> list[Future]:
+    """`poisson_stream`'s futures, all drawn now."""
+    return list(poisson_stream(view, recent, horizon, samples, rng, share, limit))
+
+
+def iter_poisson_copies(
+    templates: int,
+    copy: Callable[[int], tuple[Dag, Any]],
+    rate: float,
+    start: float,
+    horizon: float,
+    samples: int,
+    rng: np.random.Generator,
+    name: str = "future",
+    limit: int | None = None,
+) -> Iterator[Future]:
+    """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
+    `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
+    drawn uniformly of `templates`, named ``NAME-m-k``, the first `limit` of them (all
+    when None); each future with a duration seed drawn after its arrivals, and drawn
+    as it is read."""
+    most = inf if limit is None else limit
+    for m in range(samples):
+        arrivals: list[JobArrival] = []
+        t = start
+        while rate > 0 and len(arrivals) < most:
+            t += float(rng.exponential(1.0 / rate))
+            if t > start + horizon:
+                break
+            dag, model = copy(int(rng.integers(templates)))
+            arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
+        yield Future(tuple(arrivals), int(rng.integers(2**63)))
 
 
 def poisson_copies(
@@ -205,23 +253,10 @@ def poisson_copies(
     name: str = "future",
     limit: int | None = None,
 ) -> list[Future]:
-    """`samples` futures over (start, start + horizon]: arrivals a Poisson process at
-    `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
-    drawn uniformly of `templates`, named ``NAME-m-k``, the first `limit` of them (all
-    when None); each future with a duration seed drawn after its arrivals."""
-    futures = []
-    most = inf if limit is None else limit
-    for m in range(samples):
-        arrivals: list[JobArrival] = []
-        t = start
-        while rate > 0 and len(arrivals) < most:
-            t += float(rng.exponential(1.0 / rate))
-            if t > start + horizon:
-                break
-            dag, model = copy(int(rng.integers(templates)))
-            arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
-        futures.append(Future(tuple(arrivals), int(rng.integers(2**63))))
-    return futures
+    """`iter_poisson_copies`'s futures, all drawn now."""
+    return list(
+        iter_poisson_copies(templates, copy, rate, start, horizon, samples, rng, name, limit)
+    )
 
 
 def queue_futures(
