@@ -155,9 +155,7 @@ class Cluster(PoolResources):
         self.shares = Shares()
         """The jobs by dominant share (fair's index on a resource pool)."""
         self._marks: tuple[dict[Job, None], ...] | None = None
-        """The indexes' sets of jobs to read again (`shapes`, `shares` and each `order`'s
-        ``stale``), which `touch` adds a job in the system to; None: gathered at the next
-        `touch` (again once an order is added)."""
+        """Each index's ``stale`` set, where `touch` marks a job (None: gathered again)."""
         self.changed: dict[Job, None] | None = None
         """The jobs `touch`ed since the driver last emptied it, for a driver that sets it
         to ``{}`` (the operator's Waiting Events); None: not kept."""
@@ -530,16 +528,11 @@ class Cluster(PoolResources):
         left: for the indexes (`shapes`, `shares`, the `order`s) and the driver's
         `changed`."""
         if job.finish is None:
-            # (several times an event: what each index's `touch` does with a job in the
-            # system, note it to read again, done here without a call per index)
+            # (several times an event: each index's `touch` of a job in the system, inlined)
             marks = self._marks
             if marks is None:
-                orders = () if self._orders is None else self._orders.values()
-                marks = self._marks = (
-                    self.shapes.stale,
-                    self.shares.stale,
-                    *(order.stale for order in orders),
-                )
+                orders = [o.stale for o in self._orders.values()] if self._orders else []
+                marks = self._marks = (self.shapes.stale, self.shares.stale, *orders)
             for stale in marks:
                 stale[job] = None
         else:  # (a job that left: each index's own rule, which may forget it at once)
