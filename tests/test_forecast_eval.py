@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
+from idlegate.cli_forecast import seeds_text
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_eval import (
     EvalSettings,
@@ -170,7 +171,7 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
     args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
     table = runner.invoke(app, [*args, "-m", "2", "--seed", "1"])
     assert table.exit_code == 0, table.output
-    assert "position×rate" in table.output and "k8s-batch, fifo, seeds 1:" in table.output
+    assert "position×rate" in table.output and "k8s-batch, fifo, seed 1:" in table.output
     out = runner.invoke(app, [*args, "-m", "2", "--seed", "1", "--json", "--out", str(tmp_path)])
     data = json.loads(out.stdout)
     assert json.loads((tmp_path / "forecast.json").read_text()) == data
@@ -197,6 +198,11 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         bad = runner.invoke(app, [*args, *flag])
         assert bad.exit_code == 1, bad.output
         assert said in bad.output and "Usage" not in bad.output and "Traceback" not in bad.output
+
+
+def test_the_footer_says_seed_for_one_and_seeds_for_more() -> None:
+    assert seeds_text([100]) == "seed 100"
+    assert seeds_text([100, 101, 102]) == "seeds 100, 101, 102"
 
 
 class TwoSeconds:

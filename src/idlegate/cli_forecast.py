@@ -139,10 +139,15 @@ def forecast_evaluate(
     typer.echo(render(figs))
     refreshes = sum(r.refreshes for r in runs)
     typer.echo(
-        f"\n{workload}, {scheduler}, seeds {', '.join(map(str, chosen))}: {refreshes} "
+        f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
         f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT."
     )
     for why, n in unavailable_reasons(runs).items():
         typer.echo(f"unavailable {n}×, {why}")
+
+
+def seeds_text(seeds: list[int]) -> str:
+    """``seed 100`` or ``seeds 100, 101, 102``, as the footer names them."""
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
