@@ -205,6 +205,22 @@ def test_the_footer_says_seed_for_one_and_seeds_for_more() -> None:
     assert seeds_text([100, 101, 102]) == "seeds 100, 101, 102"
 
 
+def test_queues_arrivals_need_a_run_with_queues() -> None:
+    # as the operator refuses --forecast-arrivals queues without --queues (not run as poisson)
+    runner = CliRunner()
+    args = ["forecast", "evaluate", "--jobs-count", "5", "-m", "2", "--seed", "1"]
+    bad = runner.invoke(app, [*args, "-w", "k8s-batch", "--arrivals", "queues"])
+    assert bad.exit_code == 1 and "Traceback" not in bad.output and "Usage" not in bad.output
+    assert bad.output == (
+        "Error: --arrivals queues invents a forecast's arrivals per queue, but the workload "
+        "k8s-batch has no queues; give it --queues FILE, or choose poisson (arrivals at the "
+        "pool's rate) or none\n"
+    )
+    good = runner.invoke(app, [*args, "-w", "teams", "--arrivals", "queues"])
+    assert good.exit_code == 0, good.output
+    assert "teams, default, seed 1: " in good.output and "arrivals queues" in good.output
+
+
 class TwoSeconds:
     """Every task lasts 2 s (its estimate says 5)."""
 

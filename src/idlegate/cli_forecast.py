@@ -11,8 +11,9 @@ from typing import Annotated, cast, get_args
 
 import typer
 
+from idlegate.api.pool_spec import no_queues
 from idlegate.errors import IdlegateError
-from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
+from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
 from idlegate.evaluation.files import check_out_dir
 from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
@@ -68,7 +69,7 @@ def forecast_evaluate(
             "--arrivals",
             help="Arrivals not seen yet in the replays: none (not invented), poisson (drawn "
             "at the pool's recent arrival rate), queues (drawn per queue at its recent rate, "
-            "into it) or oracle (the run's own, which no forecaster knows: to measure what "
+            "into it; a run with queues only: -w teams, --queues) or oracle (the run's own, which no forecaster knows: to measure what "
             "not knowing them costs).",
         ),
     ] = "none",
@@ -114,6 +115,8 @@ def forecast_evaluate(
             durations="model" if durations == "model" else "measured",
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
+        if arrivals == "queues":
+            check_queues(workload, chosen[0], settings.options)
         with stderr_progress("forecasting", len(chosen)) as update:
             runs = evaluate(settings, chosen, update)
     figs = report(runs)
@@ -146,6 +149,17 @@ def forecast_evaluate(
     )
     for why, n in unavailable_reasons(runs).items():
         typer.echo(f"unavailable {n}×, {why}")
+
+
+def check_queues(workload: str, seed: int, options: WorkloadOptions) -> None:
+    """Refuse ``--arrivals queues`` on a run without queues, as the operator refuses
+    ``--forecast-arrivals queues`` (`api.pool_spec.no_queues`): the run has queues when its
+    workload built for `seed` has them (``-w teams``, ``--queues FILE``,
+    ``-o queues=teams``), which the evaluation's pool then admits through."""
+    if not build(workload, seed, options).queues:
+        raise IdlegateError(
+            no_queues("--arrivals queues", f"the workload {workload}", "--queues FILE")
+        )
 
 
 def seeds_text(seeds: list[int]) -> str:
