@@ -185,7 +185,15 @@ def test_progress_off_a_terminal_is_a_line_every_30_seconds(monkeypatch: pytest.
     assert err.getvalue().splitlines() == [
         "simulating: 15/36 (41 %), 0:30 elapsed, about 0:42 left; fifo seed 15",
         "simulating: 30/36 (83 %), 1:00 elapsed, about 0:12 left; fifo seed 30",
+        # the last step, so the log does not stop short of the end
+        "simulating: 36/36 (100 %), 1:12 elapsed, about 0:00 left; fifo seed 36",
     ]
+    ended = _Stream(terminal=False)  # a last step that fell on a line: not written twice
+    with stderr_progress("simulating", 2, stream=ended, clock=clock) as update:
+        for done in range(1, 3):
+            clock.now += 30.0
+            update(done, 2, "")
+    assert len(ended.getvalue().splitlines()) == 2
     short = _Stream(terminal=False)
     with stderr_progress("simulating", 3, stream=short, clock=clock) as update:
         for done in range(1, 4):

@@ -7,7 +7,8 @@ as long. On a terminal stderr it is a live line, redrawn at each step: done of t
 elapsed and an estimate of the time left. On anything else (a log file, CI), redrawing
 would leave a line per step, so it writes one line every `EVERY` seconds instead: a run
 shorter than that writes none, and a longer one tells its log it is alive and when it
-should end.
+should end, and ends with a line of its last step (``45/45 (100 %)``), so its log does
+not stop at a step before the end.
 
 Time comes from an injected clock, so tests drive it without waiting.
 """
@@ -83,17 +84,24 @@ def stderr_progress(
             yield update
     else:
         last = began
+        wrote = False
+        unsaid: str | None = None  # the last step's line, when not written
 
         def line(done: int, total_now: int | None, what: str) -> None:
-            nonlocal last
+            nonlocal last, wrote, unsaid
             now = clock()
+            shown = f"; {what}" if what else ""
+            unsaid = f"{description}: {status(done, total_now, now - began, start)}{shown}\n"
             if now - last >= gap:
-                last = now
-                shown = f"; {what}" if what else ""
-                out.write(f"{description}: {status(done, total_now, now - began, start)}{shown}\n")
+                last, wrote = now, True
+                out.write(unsaid)
                 out.flush()
+                unsaid = None
 
         yield line
+        if wrote and unsaid is not None:  # (a run that wrote none stays silent)
+            out.write(unsaid)
+            out.flush()
 
 
 @contextmanager
