@@ -232,6 +232,31 @@ def test_compare_piped_writes_its_progress_lines_on_stderr(
     assert "simulating" not in r.stdout
 
 
+FORECAST = ["-w", "k8s-batch", "--jobs-count", "5", "-m", "2", "--seed", "1", "-s", "fifo"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["simulate", "-w", "k8s-batch", "--jobs-count", "5", "-s", "fifo"], "simulating: "),
+        (["history", "simulate", "-w", "k8s-batch", "--jobs-count", "5"], "simulating: "),
+        (["forecast", "evaluate", *FORECAST], "forecasting: "),
+    ],
+)
+def test_every_long_command_piped_writes_progress_lines_as_compare_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str], said: str
+):
+    # (one mechanism, idlegate.progress: its lines off a terminal, the last its end)
+    _terminal(monkeypatch, False)
+    monkeypatch.setattr(progress, "EVERY", 0.0)  # (a line at every step, not every 30 s)
+    out = ["--out", str(tmp_path / "history.yaml")] if args[0] == "history" else []
+    r = CliRunner().invoke(app, [*args, *out])
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stderr.splitlines() if line.startswith(said)]
+    assert len(lines) >= 2 and said not in r.stdout
+    assert "(100 %)" in lines[-1], lines[-1]
+
+
 README_DEMO = re.compile(
     r"<!-- BEGIN make demo table -->\n(.*?)<!-- END make demo table -->", re.DOTALL
 )

@@ -527,12 +527,20 @@ def history_simulate(
     """
     from idlegate.evaluation.comparison import build, check_names
     from idlegate.policy import SchedulerSpec, make_scheduler
+    from idlegate.progress import stderr_progress
     from idlegate.sim.history import simulate_history, write_history
 
     check_names(workload)
     spec = SchedulerSpec.parse(scheduler)
     built = build(workload, seed, WorkloadOptions(**options))
-    history = simulate_history(built, make_scheduler(spec), seed, spec.format())
+    with stderr_progress("simulating: arrivals", None) as update:
+        history = simulate_history(
+            built,
+            make_scheduler(spec),
+            seed,
+            spec.format(),
+            lambda arrived, total: update(arrived, total, ""),
+        )
     write_history(out, history)
     typer.echo(
         f"{len(history)} workflow(s) of {workload} run by {spec} written to {out}.", err=True

@@ -1,5 +1,6 @@
-"""Progress of a long command on stderr: the one helper of `compare`, `evaluate`, `advise`,
-`train`, `history alibaba`, `docs-check` and the benchmarks that take minutes.
+"""Progress of a long command on stderr: the one helper of `simulate`, `compare`, `demo`,
+`evaluate`, `advise`, `train`, `history alibaba`, `history simulate`, `forecast evaluate`,
+`docs-check` and the benchmarks that take minutes.
 
 Standard output carries the result alone (a table, ``--json``'s document), so progress
 goes to stderr, and whatever standard output is: piped to a file, the result still takes

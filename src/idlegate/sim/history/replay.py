@@ -9,7 +9,7 @@ after); `recorded_order` is the one rule of a replay's clock; `history_arrivals`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from idlegate.errors import IdlegateError
@@ -137,7 +137,11 @@ def replay_workload(
 
 
 def simulate_history(
-    workload: Workload, scheduler: Scheduler, seed: int = 0, policy: str | None = None
+    workload: Workload,
+    scheduler: Scheduler,
+    seed: int = 0,
+    policy: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[HistoryWorkflow]:
     """A history of `workload` run in the simulator under `scheduler` (seed `seed`).
 
@@ -146,8 +150,9 @@ def simulate_history(
     (a moved executor's delay included, as a pod's start is), its JCT, outcome Succeeded,
     `policy` (the scheduler's spec text, if given) and the workload's pool size. Every
     job of the workload must have a workflow spec (the DAG's), as generated ones do.
+    `progress(arrived, total)` at each arrival time (`sim.engine.simulate`).
     """
-    result = simulate(workload, scheduler, seed=seed, record_tasks=True)
+    result = simulate(workload, scheduler, seed=seed, record_tasks=True, progress=progress)
     ran: dict[tuple[int, int], list[float]] = {}
     for task in result.tasks or ():
         ran.setdefault((task.job, task.stage), []).append(task.end - task.start)
