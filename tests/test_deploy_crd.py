@@ -743,6 +743,18 @@ def test_the_resource_pools_sample_passes_its_crd_lint_and_the_model(tmp_path):
     assert (most_at_once(0), most_at_once(1)) == (4, 16)
 
 
+def test_the_readme_shows_the_pools_sample_as_it_is():
+    # its snippet said forecastArrivals: queues with queues the sample has not
+    text = (ROOT / "deploy" / "README.md").read_text()
+    intro = "`samples/pools/team-pools.yaml` (apply it"
+    snippet = text.split(intro, 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    shown = list(yaml.safe_load_all(snippet))
+    sample = load_all(SAMPLES / "pools" / "team-pools.yaml")
+    assert shown[-1]["spec"].pop("stages") == ["..."]  # (the snippet elides the stages)
+    sample[-1]["spec"].pop("stages")
+    assert shown == sample
+
+
 def test_the_readme_documents_every_pool_field():
     from idlegate.api.pool_spec import ExecutorPoolSpec, ExecutorPoolStatus, LabelSelector
 
