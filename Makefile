@@ -43,8 +43,12 @@ test: $(VENV)/.dev chromium  ## lint, check types, then the whole test suite
 # are unset. Only those tests, and only their modules collected: 85 tests of 19 modules
 # take about a minute so (58 s on 2 busy cores; most of them skip, one e2e test runs
 # 20 s), where the whole suite twice would double CI's ~11 minutes; the listing costs
-# `make test` no measurable time (an audit hook). A machine without the data reads none,
-# lists none, and has nothing to rerun.
+# `make test` no measurable time (an audit hook). A test is listed for what it tries, not
+# what it finds: one that starts a process naming a data set (the process looks for the
+# data out of this one's sight) or opens a path under a data folder (the audit event comes
+# before the open fails) is listed on a machine without the data too (26 tests of a
+# data-less clone), and rerun there without the data a second time; only the resolver's
+# event needs the data found.
 test-without-data: $(VENV)/.dev
 	@if [ -s $(DATA_TESTS) ]; then \
 		env -u IDLEGATE_TPCH_DIR -u IDLEGATE_ALIBABA_DIR \
