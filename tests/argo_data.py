@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from idlegate.api.argo_pods import NODE_ID, NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import GATE
 from idlegate.sim.argo.status import node_id
-from tests.helpers import shared_path
+from tests.helpers import need_shared, shared_path
 
 ARGO_DATA = shared_path("argo")
 EXAMPLES = ARGO_DATA / "examples"
@@ -22,13 +21,8 @@ WORKFLOW_CRD = ARGO_DATA / "crds" / "argoproj.io_workflows.yaml"
 
 
 def need(path: Path) -> Path:
-    """`path`, or skip the test when ../shared/data/argo is absent."""
-    if not path.exists():
-        pytest.skip(
-            f"Argo's material not found at {path.resolve()} (../shared/data is absent, or "
-            "hidden by IDLEGATE_SHARED_DATA)"
-        )
-    return path
+    """`path` (under `ARGO_DATA`), or skip the test as `need_shared` does when it is absent."""
+    return need_shared("argo", *path.relative_to(ARGO_DATA).parts)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:

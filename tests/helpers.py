@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -189,14 +190,20 @@ def shared_path(name: str, *parts: str) -> Path:
 
 
 def need_shared(name: str, *parts: str) -> Path:
-    """`shared_path(name, *parts)`, or skip the calling test saying what is missing."""
+    """`shared_path(name, *parts)`, or skip the calling test saying what is missing, where
+    it was looked for and how to provide it: the one skip of every test that needs a data
+    set of ../shared/data (called in the test or its fixture, not as a ``skipif`` mark, so
+    that the reason is this one)."""
     path = shared_path(name, *parts)
     if not path.exists():
-        pytest.skip(
-            f"{path} not found: ../shared/data/{name} is absent (or hidden by "
-            f"{SHARED_ENV_VAR}); to run this test, set {SHARED_ENV_VAR} to a folder "
-            f"holding {name}/"
-        )
+        root = os.environ.get(SHARED_ENV_VAR)
+        if root:
+            where = f"{SHARED_ENV_VAR}={root} names the data folder, in place of ../shared/data"
+            how = f"put {name}/ there, or unset {SHARED_ENV_VAR} to read ../shared/data"
+        else:
+            where = "../shared/data beside the clone is absent or lacks it"
+            how = f"put {name}/ there, or set {SHARED_ENV_VAR} to a folder holding {name}/"
+        pytest.skip(f"{path} not found: {where}; to run this test, {how}")
     return path
 
 

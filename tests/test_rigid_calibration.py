@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import load_benchmark
+from tests.helpers import load_benchmark, need_shared
 
 bench = load_benchmark("rigid_calibration")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (bench.DEFAULT_TRACE.is_file() and bench.DEFAULT_REFERENCE.is_file()),
-        reason="../shared/data/swf/lublin_256.swf and its SchedInspector reference are absent",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 DIFFERENT: dict[str, set[int]] = {
     # SchedInspector frees executors one completion at a time and backfills in between:
@@ -38,8 +32,10 @@ DIFFERENT: dict[str, set[int]] = {
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, object]:
-    reference = bench.load_reference(bench.DEFAULT_REFERENCE)
-    return {row.label: row for row in bench.run(bench.DEFAULT_TRACE, reference) if row.theirs}
+    # (where the benchmark reads them: ../shared/data/swf, or under $IDLEGATE_SHARED_DATA)
+    trace = need_shared("swf", "lublin_256.swf")
+    reference = bench.load_reference(need_shared("swf", "lublin_256.si-reference.json"))
+    return {row.label: row for row in bench.run(trace, reference) if row.theirs}
 
 
 @pytest.mark.parametrize(

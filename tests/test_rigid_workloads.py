@@ -16,12 +16,7 @@ from idlegate.sim.lublin import LublinConfig, bucket_weights, lublin_jobs
 from idlegate.sim.metrics import job_metrics, run_metrics
 from idlegate.sim.swf import parse_swf, read_swf
 from idlegate.sim.workloads import build_workload
-from tests.helpers import shared_path
-
-LUBLIN_256 = shared_path("swf", "lublin_256.swf")
-needs_sample = pytest.mark.skipif(
-    not LUBLIN_256.is_file(), reason=f"the Lublin sample trace {LUBLIN_256} is not present"
-)
+from tests.helpers import need_shared
 
 HEADER = "; Version: 2\n; MaxNodes: 8\n; MaxProcs: 16\n"
 
@@ -179,10 +174,9 @@ def test_lublin_daily_cycle_weights() -> None:
     assert w[8] < 0.3  # early morning is quiet
 
 
-@needs_sample
 def test_lublin_statistics_match_the_sample_file() -> None:
     """10,000 generated jobs against the 10,000-job sample of the model on 256 nodes."""
-    sample = read_swf(LUBLIN_256)
+    sample = read_swf(need_shared("swf", "lublin_256.swf"))
     assert sample.max_procs == 256 and len(sample.jobs) == 10_000 and not sample.skipped
 
     def stats(nodes: np.ndarray, runs: np.ndarray, submits: np.ndarray) -> dict[str, float]:
@@ -217,9 +211,9 @@ def test_lublin_statistics_match_the_sample_file() -> None:
         assert got[key] == pytest.approx(ref[key], abs=0.03), key
 
 
-@needs_sample
 def test_swf_sample_window_runs(tmp_path: Path) -> None:
-    w = build_workload("swf", seed=1, path=LUBLIN_256, num_jobs=256, requested_time="run")
+    path = need_shared("swf", "lublin_256.swf")
+    w = build_workload("swf", seed=1, path=path, num_jobs=256, requested_time="run")
     result = simulate(w, make_scheduler("fcfs"))
     assert result.unfinished == 0 and len(result.records) == 256
 

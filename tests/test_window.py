@@ -50,7 +50,7 @@ from idlegate.training.window import (
     train_window,
 )
 from idlegate.training.window_net import NumpyWindowNet, WindowNet
-from tests.helpers import shared_path
+from tests.helpers import need_shared
 
 
 def _add(cluster: Cluster, n: int, r: float, at: float) -> Job:
@@ -332,14 +332,11 @@ def test_benchmark_pairs_head_and_split(tmp_path: Path, capsys: pytest.CaptureFi
     assert "split-2 vs head-2: avg wait" in out and "lower wait on" in out
 
 
-SWF_SAMPLE = shared_path("swf", "lublin_256.swf")
-
-
-@pytest.mark.skipif(not SWF_SAMPLE.is_file(), reason="needs ../shared/data/swf/lublin_256.swf")
 def test_swf_episodes_come_from_the_train_part() -> None:
     from idlegate.training.window import episode_workload
 
-    config = WindowTrainConfig(workload="swf", file=str(SWF_SAMPLE), num_jobs=64)
+    sample = need_shared("swf", "lublin_256.swf")
+    config = WindowTrainConfig(workload="swf", file=str(sample), num_jobs=64)
     a, b = episode_workload(config, 1), episode_workload(config, 2)
     assert len(a.jobs) == 64 and a.num_executors == 256
     assert a.jobs != b.jobs  # the seed draws the window
