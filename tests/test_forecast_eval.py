@@ -200,6 +200,16 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         assert said in bad.output and "Usage" not in bad.output and "Traceback" not in bad.output
 
 
+def test_the_groups_help_says_the_file_shortcut_and_whole_first_lines() -> None:
+    # its commands' lines were cut ("... during simulated runs,...") and FILE unsaid
+    shown = CliRunner().invoke(app, ["forecast", "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    assert "idlegate forecast FILE is short for idlegate forecast what-if FILE." in shown.output
+    commands = shown.output.split("Commands:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in commands] == ["evaluate", "what-if"]
+    assert all(line.endswith(".") and not line.endswith("...") for line in commands)
+
+
 def test_the_footer_says_seed_for_one_and_seeds_for_more() -> None:
     assert seeds_text([100]) == "seed 100"
     assert seeds_text([100, 101, 102]) == "seeds 100, 101, 102"

@@ -21,7 +21,8 @@ from idlegate.flags import Given, flags, user_errors
 from idlegate.progress import stderr_progress
 
 forecast_app = typer.Typer(
-    help="Forecasts of when waiting workflows start and finish (docs/forecast.md).",
+    help="Forecasts of when waiting workflows start and finish (docs/forecast.md).\n\n"
+    "idlegate forecast FILE is short for idlegate forecast what-if FILE.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -88,8 +89,10 @@ def forecast_evaluate(
         typer.Option("--out", help="Also write forecast.json and forecast.md (the table) here."),
     ] = None,
 ) -> None:
-    """Forecast each workflow at its arrival during simulated runs, then compare with what
-    happened: the forecast beside position × admission rate (Kueue's suggestion), an
+    """Score the forecasts on simulated runs against what happened.
+
+    Forecast each workflow at its arrival (with --every, also every so often while it
+    waits) during simulated runs, then compare with what happened: the forecast beside position × admission rate (Kueue's suggestion), an
     exponential moving average of recent waits, and a plan with declared durations
     (Slurm's --start). Errors are in seconds and as a share of the actual wait or JCT."""
     with user_errors():

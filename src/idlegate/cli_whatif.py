@@ -51,8 +51,10 @@ def register(group: typer.Typer) -> None:
         ] = DEFAULT_URL,
         as_json: Annotated[bool, typer.Option("--json", help="The answer as JSON.")] = False,
     ) -> None:
-        """If FILE were submitted now, when would it start and finish (the live pool's
-        forecast, with 80 % intervals)? Nothing is created."""
+        """When FILE would start and finish if submitted now.
+
+        Asks the operator at --url: the live pool's forecast of FILE, with 80 % intervals.
+        Nothing is created. idlegate forecast FILE is short for this."""
         try:
             try:
                 text = file.read_text()
