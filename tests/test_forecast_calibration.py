@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from idlegate.sim.forecast import Span
-from idlegate.sim.forecast_calibration import MIN_SCORES, WINDOW, Calibration
+from idlegate.sim.forecast_calibration import (
+    FINISH_PRIOR,
+    MIN_SCORES,
+    START_PRIOR,
+    WINDOW,
+    Calibration,
+    calibrations,
+)
 
 
 def test_no_widening_before_enough_scores() -> None:
@@ -70,3 +77,41 @@ def test_a_resumed_calibration_keeps_the_older_scores_ahead_and_the_newest_windo
     now.scores.append(0.3)
     now.resume(older)
     assert len(now.scores) == WINDOW and list(now.scores)[-2:] == [0.2, 0.3]
+
+
+def test_a_waiting_workflows_finish_is_widened_by_its_starts_margin_over_its_wait():
+    # cold, the start's prior 0.3 and the finish's 0.05: a workflow forecast at 0 to start
+    # at 100 and finish at 300 is widened by 0.3 × 100 (its wait) + 0.05 × 200 (its run),
+    # 40 s a side, not 0.05 × 300 = 15 s
+    pair = calibrations()
+    assert (pair["start"].prior, pair["finish"].prior) == (START_PRIOR, FINISH_PRIOR) == (0.3, 0.05)
+    waits, ends = Span(80.0, 100.0, 120.0), Span(280.0, 300.0, 320.0)
+    assert pair["finish"].widen(ends, 0.0, 0.0, start=waits) == pytest.approx(
+        Span(240.0, 300.0, 360.0)
+    )
+    # started (no start given), or due now: the finish's own prior over the whole lead
+    assert pair["finish"].widen(ends, 0.0, 0.0) == pytest.approx(Span(265.0, 300.0, 335.0))
+    now = Span(0.0, 0.0, 0.0)
+    assert pair["finish"].widen(ends, 0.0, 0.0, start=now) == pytest.approx(
+        Span(265.0, 300.0, 335.0)
+    )
+    # the start's margin is its quantile once it has scores: 20 of 0.5 (10 s past the
+    # high, 20 s ahead) make it 0.5, so 0.5 × 100 + 0.05 × 200 = 60 s a side
+    for _ in range(MIN_SCORES):
+        pair["start"].record(Span(10.0, 20.0, 30.0), 0.0, 40.0)
+    assert pair["finish"].widen(ends, 0.0, 0.0, start=waits) == pytest.approx(
+        Span(220.0, 300.0, 380.0)
+    )
+    # once the finish has scores of its own their quantile alone widens it, over the
+    # whole lead: 20 of 0.1 (30 s past a high 300 s ahead), 0.1 × 300 = 30 s a side
+    for _ in range(MIN_SCORES):
+        pair["finish"].record(Span(280.0, 300.0, 320.0), 0.0, 350.0)
+    assert pair["finish"].widen(ends, 0.0, 0.0, start=waits) == pytest.approx(
+        Span(250.0, 300.0, 350.0)
+    )
+
+
+def test_a_calibration_without_an_earlier_one_ignores_the_start():
+    cal = Calibration(prior=0.05)
+    ends = Span(280.0, 300.0, 320.0)
+    assert cal.widen(ends, 0.0, start=Span(100.0, 100.0, 100.0)) == cal.widen(ends, 0.0)

@@ -97,6 +97,29 @@ def test_a_started_workflows_start_is_not_scored_and_baselines_have_no_interval(
     assert isnan(f.start_inside) and isnan(f.finish_inside)
 
 
+def test_a_baseline_is_paired_with_the_forecasts_made_at_its_own_times() -> None:
+    # b waited 100 s and ran 50 (JCT 150). The shipped forecast was made at 0 and 50,
+    # position × rate only at 50 (no rate at 0): its paired figures are the forecast's
+    # error at 50 alone, 10 s of the wait and 30 s of the JCT; at 0 it was off by 40 s
+    point = Span(120.0, 120.0, 120.0)
+    run = run_of(
+        Prediction("calibrated", 1, 0.0, False, Span(50.0, 60.0, 70.0), Span(100.0, 110.0, 120.0)),
+        Prediction("calibrated", 1, 50.0, False, Span(80.0, 90.0, 95.0), Span(110.0, 120.0, 130.0)),
+        Prediction("position×rate", 1, 50.0, False, point, Span(170.0, 170.0, 170.0)),
+    )
+    ours, rate = figures([run], "calibrated"), figures([run], "position×rate")
+    assert (rate.start_n, rate.start_rel_median, rate.finish_rel_median) == (1, 0.2, 20 / 150)
+    assert (rate.paired_start_n, rate.paired_start_rel_median) == (1, 0.1)
+    assert rate.paired_finish_rel_median == 30 / 150
+    # the forecast's own: over both of its forecasts, paired with itself
+    assert (ours.start_n, ours.start_rel_median) == (2, 0.25)
+    assert (ours.paired_start_n, ours.paired_start_rel_median) == (2, 0.25)
+    assert ours.paired_finish_rel_median == ours.finish_rel_median
+    # a method that scored no start has no paired start
+    none = figures([run], "ema-wait")
+    assert none.paired_start_n == 0 and isnan(none.paired_start_rel_median)
+
+
 def test_the_table_fits_100_columns() -> None:
     run = run_of(
         Prediction("forecast", 1, 0.0, False, Span(80.0, 90.0, 110.0), Span(120.0, 135.0, 140.0))

@@ -260,3 +260,21 @@ def test_a_pools_first_intervals_are_widened_by_the_priors_the_evaluation_measur
     assert (start.prior, start.coverage) == (START_PRIOR, COVERAGE)
     assert (finish.prior, finish.coverage) == (FINISH_PRIOR, FINISH_COVERAGE)
     assert start.margin() == START_PRIOR and finish.margin() == FINISH_PRIOR
+
+
+def test_the_operator_widens_a_waiting_finish_by_its_start_as_the_evaluation_measured():
+    """A cold pool's finish of a workflow that waits 100 s and then runs 50 s is widened
+    by the start's prior over the wait and the finish's over the run (`Calibration.widen`
+    with its start, as `forecast evaluate` does), not by the finish's prior alone."""
+    from idlegate.api.forecast_refresh import as_shown
+    from idlegate.sim.forecast import Span, WorkflowForecast
+    from idlegate.sim.forecast_calibration import FINISH_PRIOR, START_PRIOR, calibrations
+
+    entry = WorkflowForecast(1, "w", 0, 1, Span(100.0, 100.0, 100.0), Span(150.0, 150.0, 150.0))
+    shown = as_shown(entry, 0.0, calibrations())
+    assert isinstance(shown, Forecast)
+    widening = START_PRIOR * 100.0 + FINISH_PRIOR * 50.0
+    assert shown.finish_interval == pytest.approx((150.0 - widening, 150.0 + widening))
+    assert shown.start_interval == pytest.approx(
+        (100.0 - START_PRIOR * 100, 100.0 + START_PRIOR * 100)
+    )

@@ -216,7 +216,9 @@ def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Sh
     if isinstance(entry, sim_forecast.Unavailable):
         return Unavailable(made, entry.reason)
     start = calibration["start"].widen(entry.start, made, earliest=made)
-    finish = calibration["finish"].widen(entry.finish, made, earliest=made)
+    # (a waiting workflow's finish is as far off as its start: widened by the start's
+    # margin over its wait, as `forecast evaluate` measured it)
+    finish = calibration["finish"].widen(entry.finish, made, earliest=made, start=entry.start)
     if not _finite(*start, *finish):
         return Unavailable(made, "it finishes beyond the forecast's horizon in some replays")
     # (a replay's finish is never before its start, so neither are the quantiles)

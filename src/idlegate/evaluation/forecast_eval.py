@@ -285,11 +285,10 @@ class Tuning:
         until its start and finish score them."""
         started = job.first_start is not None
         self.pending.append((job.id, now, None if started else start, finish))
+        finish = self.finish.widen(finish, now, now, start=None if started else start)
         if not started:
             start = self.start.widen(start, now, earliest=now)
-        return Prediction(
-            "calibrated", job.id, now, started, start, self.finish.widen(finish, now, now)
-        )
+        return Prediction("calibrated", job.id, now, started, start, finish)
 
     def resolve(self, watch: Watch) -> None:
         """Score the pending forecasts whose workflow has since started or finished."""

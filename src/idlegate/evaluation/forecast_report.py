@@ -9,6 +9,11 @@ Scored sets (docs/forecast.md):
 * **in 80 %**: the share of actual starts (of forecasts made while it waited, any wait)
   and finishes inside the forecast's 10th–90th percentile interval (the forecaster's
   only: the baselines give a point).
+* **paired**: the shipped forecast's errors (``calibrated``'s median) over the very
+  forecasts a method scored, (workflow, time made) for (workflow, time made): a baseline
+  that gives no start for some (position × rate before its queue admitted twice) is then
+  judged against the forecast on the same forecasts, not on all of them. Kept in the
+  JSON (`Figures.paired_start_rel_median`, `paired_finish_rel_median`), not in the table.
 """
 
 from __future__ import annotations
@@ -49,6 +54,16 @@ class Figures:
     finish_inside: float
     unavailable: int
     """Forecasts this method could not make (not scored)."""
+    paired_start_n: int = 0
+    """Of this method's `start_n` scored starts, those the shipped forecast made too (the
+    same workflow at the same time): the set the paired figures are taken over (all of
+    them, unless the forecast was unavailable where this method was not)."""
+    paired_start_rel_median: float = nan
+    """The shipped forecast's (``calibrated``'s median) start error ÷ the actual wait, its
+    median over the same forecasts this method's start scored (nan: none; for
+    ``calibrated`` and ``forecast``, whose medians are the same, `start_rel_median`)."""
+    paired_finish_rel_median: float = nan
+    """As `paired_start_rel_median`, of the finish ÷ the actual JCT."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,19 +71,29 @@ class Figures:
         }
 
 
+SHIPPED = "calibrated"
+"""The method the paired figures hold every method against: the forecast as shipped."""
+
+
 def figures(runs: Sequence[SeedRun], method: str) -> Figures:
     """`method`'s figures over every seed's forecasts."""
     start_abs, start_rel, finish_abs, finish_rel = [], [], [], []
     start_in, finish_in = [], []
+    paired_start: list[float] = []
+    paired_finish: list[float] = []
     for run in runs:
+        shipped = {(p.job_id, p.made_at): p for p in run.predictions if p.method == SHIPPED}
         for p in run.predictions:
             if p.method != method:
                 continue
             actual = run.actual[p.job_id]
+            ours = shipped.get((p.job_id, p.made_at))
             f_err = abs(p.finish.median - actual.finish)
             finish_abs.append(f_err)
-            finish_rel.append(f_err / actual.jct if actual.jct > 0 else 0.0)
+            finish_rel.append(_share_of(f_err, actual.jct))
             finish_in.append(p.finish.low <= actual.finish <= p.finish.high)
+            if ours is not None:
+                paired_finish.append(_share_of(abs(ours.finish.median - actual.finish), actual.jct))
             if p.started:
                 continue
             start_in.append(p.start.low <= actual.first_start <= p.start.high)
@@ -77,6 +102,8 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
                 s_err = abs(p.start.median - actual.first_start)
                 start_abs.append(s_err)
                 start_rel.append(s_err / wait)
+                if ours is not None:
+                    paired_start.append(abs(ours.start.median - actual.first_start) / wait)
     interval = _has_interval(runs, method)
     return Figures(
         method,
@@ -93,7 +120,15 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
         float(np.mean(start_in)) if interval and start_in else nan,
         float(np.mean(finish_in)) if interval and finish_in else nan,
         sum(1 for run in runs for m, _, _ in run.unavailable if m == method),
+        len(paired_start),
+        _q(paired_start, 0.5),
+        _q(paired_finish, 0.5),
     )
+
+
+def _share_of(error: float, whole: float) -> float:
+    """`error` as a share of `whole` (0 where the whole is 0: nothing to be wrong about)."""
+    return error / whole if whole > 0 else 0.0
 
 
 def _has_interval(runs: Sequence[SeedRun], method: str) -> bool:

@@ -15,7 +15,11 @@ interval the actual fell, per second the forecast looked ahead:
 exchangeable scores it covers `COVERAGE` of the actuals whatever the replays missed.
 Before `MIN_SCORES` scores there is no quantile to take: a calibration made with a
 `prior` widens by it instead (`START_PRIOR`, `FINISH_PRIOR`: the quantile the scores of
-the training runs gave), else the replays' interval is given as it is.
+the training runs gave), else the replays' interval is given as it is. A finish
+calibration follows its start's (`after`): before its own scores, the finish of a
+workflow still waiting is widened by the start's margin over the start's lead and by its
+own prior over the rest (`Calibration.widen`'s `start`), since a finish is a start plus a
+run and is as far off as its start was.
 
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
@@ -60,12 +64,21 @@ class Calibration:
     """The scores of resolved forecasts of one kind, and the widening they give: their
     `coverage` quantile; `prior` the widening before there are enough of them (None: none)."""
 
-    def __init__(self, prior: float | None = None, coverage: float = COVERAGE) -> None:
+    def __init__(
+        self,
+        prior: float | None = None,
+        coverage: float = COVERAGE,
+        after: Calibration | None = None,
+    ) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"a calibration's coverage is a share in (0, 1), not {coverage}")
         self.scores: deque[float] = deque(maxlen=WINDOW)
         self.prior = prior
         self.coverage = coverage
+        self.after = after
+        """The calibration of the forecast this one's comes after (a finish's: its start's),
+        whose margin widens the part of the lead time before that forecast while this one
+        has no scores of its own (`widen`'s `start`)."""
 
     def resume(self, older: Calibration) -> None:
         """Take `older`'s scores (a restarted pool's, rebuilt from its records) ahead of
@@ -88,24 +101,37 @@ class Calibration:
         rank = min(n, math.ceil((n + 1) * self.coverage))
         return ordered[rank - 1]
 
-    def widen(self, span: Span, made_at: float, earliest: float | None = None) -> Span:
+    def widen(
+        self,
+        span: Span,
+        made_at: float,
+        earliest: float | None = None,
+        start: Span | None = None,
+    ) -> Span:
         """`span` widened by the margin (as it is before there is one); no lower than
-        `earliest` (a start cannot come before the forecast)."""
+        `earliest` (a start cannot come before the forecast). A finish's `span` with its
+        workflow's forecast `start` ahead, before `MIN_SCORES` scores of its own, is widened
+        by the `after` calibration's margin over the start's lead and by the prior over
+        the rest: a finish is as far off as its start, and its run's own error on top."""
         q = self.margin()
         if q is None:
             return span
         ahead = max(span.median - made_at, FLOOR)
-        low = min(span.median, span.low - q * ahead)
+        widening = q * ahead
+        waits = 0.0 if start is None else min(max(start.median - made_at, 0.0), ahead)
+        if waits > 0.0 and self.after is not None and len(self.scores) < MIN_SCORES:
+            before = self.after.margin()
+            if before is not None:
+                widening = before * waits + q * (ahead - waits)
+        low = min(span.median, span.low - widening)
         if earliest is not None:
             low = max(low, min(earliest, span.median))
-        return Span(low, span.median, max(span.median, span.high + q * ahead))
+        return Span(low, span.median, max(span.median, span.high + widening))
 
 
 def calibrations() -> dict[str, Calibration]:
     """A pool's fresh pair, start and finish, with their priors and coverages: what the
     operator keeps per pool and the evaluation per run, made here alone so that what is
     measured is what runs."""
-    return {
-        "start": Calibration(START_PRIOR),
-        "finish": Calibration(FINISH_PRIOR, FINISH_COVERAGE),
-    }
+    start = Calibration(START_PRIOR)
+    return {"start": start, "finish": Calibration(FINISH_PRIOR, FINISH_COVERAGE, after=start)}
