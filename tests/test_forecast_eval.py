@@ -150,15 +150,19 @@ def test_every_workflow_is_forecast_at_its_arrival() -> None:
 
 
 def test_a_seeds_checkpoints_are_its_progress() -> None:
-    # a seed of a few hundred arrivals takes minutes: its progress says how far into it
+    # a seed of a few hundred arrivals takes minutes: its progress is counted in
+    # checkpoints, each seed taken to have as many as the one running, so that one seed's
+    # line off a terminal gives a share done and a time left
     settings = EvalSettings("k8s-batch", "fifo", replays=1)
     settings.options.extra["num_jobs"] = 6
     said: list[tuple[int, int, str]] = []
     evaluate(settings, [3, 4], lambda done, total, what: said.append((done, total, what)))
-    points = len(list(checkpoints(build("k8s-batch", 3, settings.options), None)))
-    assert said[0] == (0, 2, f"seed 3, checkpoint 1 of {points}")
-    assert (1, 2, "seed 3") in said and said[-1] == (2, 2, "seed 4")
-    assert said.index((1, 2, "seed 3")) == points
+    first = len(list(checkpoints(build("k8s-batch", 3, settings.options), None)))
+    second = len(list(checkpoints(build("k8s-batch", 4, settings.options), None)))
+    assert said[0] == (1, 2 * first, f"seed 3, checkpoint 1 of {first}")
+    assert said[first - 1] == (first, 2 * first, f"seed 3, checkpoint {first} of {first}")
+    assert said[first] == (second + 1, 2 * second, f"seed 4, checkpoint 1 of {second}")
+    assert said[-1] == (2 * second, 2 * second, f"seed 4, checkpoint {second} of {second}")
 
 
 def test_forecasting_does_not_change_the_run() -> None:

@@ -120,7 +120,7 @@ def forecast_evaluate(
         chosen = list(seeds or HELD_OUT_SEEDS)
         if arrivals == "queues":
             check_queues(workload, chosen[0], settings.options)
-        with stderr_progress("forecasting", len(chosen)) as update:
+        with stderr_progress("forecasting") as update:  # (checkpoints: `evaluate` counts them)
             runs = evaluate(settings, chosen, update)
     figs = report(runs)
     out = {

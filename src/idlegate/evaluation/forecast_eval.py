@@ -358,14 +358,19 @@ def _known_or(job: Job, start: float | None) -> float | None:
 def _ticks(
     progress: Callable[[int, int, str], None] | None, i: int, seeds: int, seed: int
 ) -> Callable[[int, int], None] | None:
-    """A seed's checkpoints as `progress` steps: the run is `i` seeds of `seeds` done, and
-    says how far into seed `seed` it is (a progress line off a terminal then shows it)."""
+    """A seed's checkpoints as `progress` steps: of the run's checkpoints, counting every
+    seed as having as many as seed `seed` (the `i`-th of `seeds`), so that a line off a
+    terminal gives a share done and a time left within a seed too."""
     if progress is None:
         return None
     report = progress
 
     def tick(done: int, total: int) -> None:
-        report(i, seeds, f"seed {seed}, checkpoint {done + 1} of {total}")
+        report(
+            i * total + done + 1,
+            seeds * total,
+            f"seed {seed}, checkpoint {done + 1} of {total}",
+        )
 
     return tick
 
@@ -375,11 +380,10 @@ def evaluate(
     seeds: Sequence[int],
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[SeedRun]:
-    """Every seed's run, in order (`progress(done, total, what)` after each)."""
+    """Every seed's run, in order (`progress(done, total, what)` at each checkpoint:
+    `_ticks`)."""
     check_names(settings.workload)
     runs = []
     for i, seed in enumerate(seeds):
         runs.append(evaluate_seed(settings, seed, _ticks(progress, i, len(seeds), seed)))
-        if progress is not None:
-            progress(i + 1, len(seeds), f"seed {seed}")
     return runs
