@@ -403,3 +403,24 @@ def test_a_forecast_draws_only_the_futures_of_the_replays_its_budget_runs():
     assert drawing.bit_generator.state == one.bit_generator.state
     whole = list(invent("poisson", cluster, recent, 20, np.random.default_rng(3)) or [])
     assert whole[0] == first and len(whole) == 20
+
+
+def test_a_pool_that_invents_arrivals_starts_with_the_smaller_start_prior():
+    """Replays that invent arrivals spread already over part of what the start's prior
+    stands for: a cold pool that invents them widens by `START_PRIOR_INVENTED`, one that
+    does not by `START_PRIOR`, and a change of the setting moves the prior at the next
+    refresh (as `forecast evaluate`'s run with and without `--arrivals` does)."""
+    from idlegate.evaluation.forecast_eval import Tuning
+    from idlegate.sim.forecast_calibration import START_PRIOR, START_PRIOR_INVENTED
+
+    assert START_PRIOR_INVENTED < START_PRIOR
+    assert Tuning(invented=True).start.prior == START_PRIOR_INVENTED
+    assert Tuning(invented=False).start.prior == START_PRIOR
+    _, (poisson, none) = srpt_pool("poisson", "none")
+    for refresh in (poisson, none):
+        refresh.poke()
+    assert poisson.calibration["start"].prior == START_PRIOR_INVENTED
+    assert none.calibration["start"].prior == START_PRIOR
+    none.arrivals = "poisson"  # (what `Bridge.forecast_arrivals` does on a spec change)
+    none.poke()
+    assert none.calibration["start"].prior == START_PRIOR_INVENTED

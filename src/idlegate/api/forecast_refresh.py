@@ -69,7 +69,7 @@ from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, invent, templates
-from idlegate.sim.forecast_calibration import Calibration, calibrations
+from idlegate.sim.forecast_calibration import Calibration, calibrations, start_prior
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import Future as RolloutFuture
@@ -476,6 +476,8 @@ class ForecastRefresh:
         """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
         frozen now (a refresh's, and a what-if's on the pool)."""
         snap.arrivals = self.arrivals
+        # (a pool's arrivals may change at run time: its start prior follows them)
+        self.calibration["start"].prior = start_prior(self.arrivals != "none")
         if self.arrivals != "none":
             self.note_arrivals()
             snap.recent = templates(self.recent)
@@ -666,5 +668,4 @@ def answer(
     """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
     result, _ = compute(snap, replays, budget)
     entry = result.of(job_id)
-    fresh = calibrations()
-    return as_shown(entry, result.now, calibration or fresh)
+    return as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))

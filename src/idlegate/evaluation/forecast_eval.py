@@ -206,7 +206,7 @@ def evaluate_seed(
     out = SeedRun(seed)
     watch, recent = Watch(), list[Job]()
     cache: dict[str, Scheduler] = {}
-    tuning = Tuning()
+    tuning = Tuning(settings.arrivals != "none")  # (oracle's real arrivals too)
     points = list(checkpoints(built, settings.every))
     for n, (t, periodic) in enumerate(points):
         if tick is not None:
@@ -274,8 +274,8 @@ class Tuning:
     """The calibrations of start and finish forecasts (`sim.forecast_calibration`), fed
     with the forecasts of this run as their workflows start and finish."""
 
-    def __init__(self) -> None:
-        fresh = calibrations()
+    def __init__(self, invented: bool = False) -> None:
+        fresh = calibrations(invented)
         self.start, self.finish = fresh["start"], fresh["finish"]
         self.pending: list[tuple[int, float, Span | None, Span]] = []
         """(job id, made at, start span while it waited else None, finish span)."""
