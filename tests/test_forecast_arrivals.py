@@ -371,8 +371,8 @@ def test_a_future_invents_at_most_its_limit_the_earliest_of_the_same_draw():
     def copy(i: int) -> tuple[Any, Any]:
         return chain(1.0), None
 
-    whole = poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7))
-    cut = poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7), limit=5)
+    whole = list(poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7)))
+    cut = list(poisson_copies(3, copy, 2.0, 0.0, 100.0, 2, np.random.default_rng(7), limit=5))
     assert [len(f.arrivals) for f in cut] == [5, 5]
     assert [a.time for a in cut[0].arrivals] == [a.time for a in whole[0].arrivals[:5]]
     assert len(whole[0].arrivals) > 100  # (2 a second over 100 s: the limit did cut)

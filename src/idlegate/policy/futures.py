@@ -146,7 +146,7 @@ class PoissonSource(FutureSource):
         samples: int,
         rng: np.random.Generator,
     ) -> list[Future]:
-        return poisson_futures(view, recent, horizon, samples, rng)
+        return list(poisson_futures(view, recent, horizon, samples, rng))
 
 
 def _content(job: Job | JobArrival) -> tuple[Any, Any]:
@@ -252,7 +252,7 @@ class ConditionalSource(FutureSource):
         rng: np.random.Generator,
     ) -> list[Future]:
         if not self.model_ready(view.now):
-            return poisson_futures(view, recent, horizon, samples, rng)
+            return list(poisson_futures(view, recent, horizon, samples, rng))
         contents: dict[int, tuple[Any, Any]] = {}  # frozen once per plan (thread safety)
         return [
             _future(self.selector.model.sample(view.now, horizon, rng), m, contents, rng)

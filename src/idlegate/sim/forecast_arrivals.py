@@ -122,7 +122,7 @@ def invent(
         raise ValueError(f"arrivals {kind!r}: give one of {', '.join(ARRIVALS)}")
     ahead = horizon_of(cluster, horizon)
     if kind == "poisson" or cluster.admission is None:
-        return poisson_stream(cluster, recent, ahead, samples, rng, limit=INVENTED)
+        return poisson_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
     return queue_futures(cluster, recent, ahead, samples, rng, limit=INVENTED)
 
 
@@ -171,7 +171,7 @@ def arrival_rate(
     return gamma_poisson_rate(recent, works, now, executors, prior_rate)
 
 
-def poisson_stream(
+def poisson_futures(
     view: Cluster,
     recent: Sequence[Template],
     horizon: float,
@@ -180,7 +180,7 @@ def poisson_stream(
     share: float = 1.0,
     limit: int | None = None,
 ) -> Iterator[Future]:
-    """`samples` Poisson futures, each drawn as it is read: the Gamma–Poisson rate of the
+    """`samples` Poisson futures, each drawn as it is read (`poisson_copies`): the Gamma–Poisson rate of the
     recent arrivals (times `share`, the part of the stream they stand for), each arrival a
     copy of a uniformly drawn job of `recent` (its DAG and duration model); at most
     `limit` a future."""
@@ -195,25 +195,10 @@ def poisson_stream(
             models[i] = duration_model(recent[i].payload)
         return recent[i].dag, models[i]
 
-    return iter_poisson_copies(
-        len(recent), copy, rate, view.now, horizon, samples, rng, limit=limit
-    )
+    return poisson_copies(len(recent), copy, rate, view.now, horizon, samples, rng, limit=limit)
 
 
-def poisson_futures(
-    view: Cluster,
-    recent: Sequence[Template],
-    horizon: float,
-    samples: int,
-    rng: np.random.Generator,
-    share: float = 1.0,
-    limit: int | None = None,
-) -> list[Future]:
-    """`poisson_stream`'s futures, all drawn now."""
-    return list(poisson_stream(view, recent, horizon, samples, rng, share, limit))
-
-
-def iter_poisson_copies(
+def poisson_copies(
     templates: int,
     copy: Callable[[int], tuple[Dag, Any]],
     rate: float,
@@ -228,7 +213,7 @@ def iter_poisson_copies(
     `rate` (none at 0), each `copy(i)` (a DAG and its duration model) of a template i
     drawn uniformly of `templates`, named ``NAME-m-k``, the first `limit` of them (all
     when None); each future with a duration seed drawn after its arrivals, and drawn
-    as it is read."""
+    as it is read (a caller that draws from `rng` in between takes a list first)."""
     most = inf if limit is None else limit
     for m in range(samples):
         arrivals: list[JobArrival] = []
@@ -240,23 +225,6 @@ def iter_poisson_copies(
             dag, model = copy(int(rng.integers(templates)))
             arrivals.append(JobArrival(t, f"{name}-{m}-{len(arrivals)}", dag, model))
         yield Future(tuple(arrivals), int(rng.integers(2**63)))
-
-
-def poisson_copies(
-    templates: int,
-    copy: Callable[[int], tuple[Dag, Any]],
-    rate: float,
-    start: float,
-    horizon: float,
-    samples: int,
-    rng: np.random.Generator,
-    name: str = "future",
-    limit: int | None = None,
-) -> list[Future]:
-    """`iter_poisson_copies`'s futures, all drawn now."""
-    return list(
-        iter_poisson_copies(templates, copy, rate, start, horizon, samples, rng, name, limit)
-    )
 
 
 def queue_futures(

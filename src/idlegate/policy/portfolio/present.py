@@ -80,7 +80,7 @@ def futures_like(
         return window[i].dag, window[i].durations
 
     rng = np.random.default_rng(seed)
-    futures = poisson_copies(len(window), copy, rate, now, horizon, samples, rng, "present")
+    futures = list(poisson_copies(len(window), copy, rate, now, horizon, samples, rng, "present"))
     return horizon, futures
 
 
