@@ -174,22 +174,11 @@ def costs(
     }
 
 
-def costs_at(
-    src: str,
-    waiting: int,
-    scheduler: str,
-    variants: list[str],
-    repeat: int,
-    pool: str = "pods",
-    arrivals: str = "none",
-) -> Any:
-    """`costs` measured in a child process on the package at `src` (this file's own code)."""
-    # (arrivals only when asked: the benchmark of a package from before takes none)
-    invented = "" if arrivals == "none" else f", {arrivals!r}"
+def costs_at(src: str, *args: Any) -> Any:
+    """`costs(*args)` measured in a child process on the package at `src` (with this
+    file's own code: only `idlegate` comes from `src`)."""
     code = (
-        "import json; from benchmarks.forecast import costs; "
-        f"print(json.dumps(costs({waiting}, {scheduler!r}, {variants!r}, {repeat}, {pool!r}"
-        f"{invented})))"
+        f"import json; from benchmarks.forecast import costs; print(json.dumps(costs(*{args!r})))"
     )
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{root}"}
