@@ -35,7 +35,9 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
   the operator did not have;
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
-  Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
+  Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created); its
+  ``children_cpu_seconds`` are its child processes' (the forecasts' replay process, with
+  ``--forecast-workers process``), not in its own;
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
   yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
 * ``writes_per_pod``: the operator's write requests over the pods created, by sender (its
@@ -60,6 +62,7 @@ the profiled process's.
     python -m benchmarks.scale --question 200,2000   # a decision's question alone
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
     python -m benchmarks.scale --scale 0.1 --forecasts 5   # decisions, forecasts off and on
+    python -m benchmarks.scale --scale 0.1 --forecasts 5 --forecast-workers thread
     python -m benchmarks.scale --refresh 1000        # one forecast refresh's CPU, alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
@@ -80,7 +83,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +248,22 @@ class Sampler(Periodic):
             )
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, and theirs (from /proc)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    direct = [int(c) for c in found.read_text().split()] if found.exists() else []
+    return [d for c in direct for d in (c, *children(c))]
+
+
+def children_cpu(pid: int) -> float:
+    """CPU seconds of `pid`'s live descendants (a replay process's), each from /proc."""
+    total = 0.0
+    for child in children(pid):
+        with suppress(OSError):  # (ended meanwhile)
+            total += process(child)["cpu_seconds"]
+    return round(total, 1)
+
+
 def innermost(pid: int) -> int:
     """The process a wrapper (a profiler) runs: its last descendant (`pid` without one)."""
     while True:
@@ -397,7 +416,7 @@ def run(
             elapsed = time.monotonic() - start
             harness = time.process_time() - harness
             sampler.tick()
-            figures = process(pid)
+            figures = {**process(pid), "children_cpu_seconds": children_cpu(pid)}
             states = None if airflow is None else airflow_states(api, airflow, namespace)
     finally:
         monitor.close()
@@ -673,6 +692,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "clusters, and report both runs' figures side by side",
     )
     parser.add_argument(
+        "--forecast-workers",
+        choices=("process", "thread"),
+        default="process",
+        help="with --forecasts: the operator's --forecast-workers in the run with forecasts",
+    )
+    parser.add_argument(
         "--refresh",
         type=int,
         metavar="WAITING",
@@ -713,7 +738,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.forecasts is None
         else {
             "forecasts_off": (),
-            "forecasts_on": ("--forecast-interval", f"{args.forecasts:g}"),
+            "forecasts_on": (
+                *("--forecast-interval", f"{args.forecasts:g}"),
+                *("--forecast-workers", args.forecast_workers),
+            ),
         }
     )
     reports = {}
