@@ -91,6 +91,7 @@ import yaml
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.api.forecast_refresh import WORKERS
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -207,7 +208,7 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
         began = time.process_time()
         snap = refresh.request()
         forked = time.process_time()
-        result, _ = compute(snap, refresh.replays, refresh.budget)
+        result, _ = compute(snap, refresh.replays, refresh.budget, refresh.seconds)
         computed = time.process_time()
         refresh.take(snap, result, computed - forked)
         taken = time.process_time()
@@ -693,7 +694,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--forecast-workers",
-        choices=("process", "thread"),
+        choices=WORKERS,
         default="process",
         help="with --forecasts: the operator's --forecast-workers in the run with forecasts",
     )

@@ -761,8 +761,10 @@ def answer(
     replays: int = REPLAYS,
     budget: int = sim_forecast.BUDGET,
     calibration: dict[str, Calibration] | None = None,
+    seconds: float | None = sim_forecast.SECONDS,
 ) -> Shown:
-    """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
-    result, _ = compute(snap, replays, budget)
+    """Worker thread: the forecast of the what-if's workflow (`what_if`'s), within the
+    refresh's budgets."""
+    result, _ = compute(snap, replays, budget, seconds)
     entry = result.of(job_id)
     return as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))
