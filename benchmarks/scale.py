@@ -75,6 +75,7 @@ import argparse
 import gc
 import json
 import os
+import pickle
 import re
 import shlex
 import signal
@@ -189,14 +190,16 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
     """CPU milliseconds (median of `repeat`) of one forecast refresh of a pool with `waiting`
     workflows waiting (benchmarks/forecast.py's k8s-batch state), in its two parts: the
     event loop's (the fork, and taking the result back) and the worker thread's (the
-    replays), as the operator's refresh does them (no operator)."""
+    replays), as the operator's refresh does them (no operator); and what a replay
+    process costs the operator beside them (`shipped_ms`: the fork pickled to it, the
+    result unpickled back, in its threads)."""
     from statistics import median
 
     from benchmarks.forecast import waiting_state
     from idlegate.api.forecast_refresh import ForecastRefresh, compute
 
     cluster = waiting_state(waiting, scheduler)
-    loop_ms, thread_ms = [], []
+    loop_ms, thread_ms, shipped_ms = [], [], []
     for _ in range(repeat):
         refresh = ForecastRefresh(
             cluster,
@@ -212,9 +215,19 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
         computed = time.process_time()
         refresh.take(snap, result, computed - forked)
         taken = time.process_time()
+        back = pickle.dumps(result)  # (the process's part)
+        ship = time.process_time()
+        pickle.dumps(snap.shipped())
+        pickle.loads(back)
+        shipped = time.process_time()
         loop_ms.append((forked - began + taken - computed) * 1000)
         thread_ms.append((computed - forked) * 1000)
-    return {"loop_ms": median(loop_ms), "thread_ms": median(thread_ms)}
+        shipped_ms.append((shipped - ship) * 1000)
+    return {
+        "loop_ms": median(loop_ms),
+        "thread_ms": median(thread_ms),
+        "shipped_ms": median(shipped_ms),
+    }
 
 
 def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
@@ -712,7 +725,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(
             f"a forecast refresh at {args.refresh} waiting ({args.scheduler}): "
             f"{cost['loop_ms']:.0f} ms of CPU in the event loop (fork, result taken), "
-            f"{cost['thread_ms']:.0f} ms in its worker thread (the replays)"
+            f"{cost['thread_ms']:.0f} ms in its worker thread (the replays); with a replay "
+            f"process, {cost['shipped_ms']:.0f} ms to pickle the fork and unpickle the result"
         )
         return {"refresh": cost}
     if args.argo_map is not None:

@@ -160,3 +160,13 @@ def test_a_closed_replay_process_starts_no_refresh() -> None:
     cluster = busy_pool(2)
     with pytest.raises(RuntimeError, match="replay process is closed"):
         replays.submit(refresh_of(cluster, FifoScheduler, "fifo").request(), 1, BUDGET, None)
+
+
+def test_a_dag_goes_to_the_process_without_its_caches_and_recomputes_the_same() -> None:
+    dag = busy_pool(1).jobs[0].dag
+    known = (dag.topological_order, dag.bottom_levels, dag.critical_path, dag.total_work)
+    copied = pickle.loads(pickle.dumps(dag))
+    assert "graph" in vars(dag) and "graph" not in vars(copied)
+    assert (copied.names, copied.parents, copied.spec) == (dag.names, dag.parents, dag.spec)
+    assert (copied.topological_order, copied.bottom_levels) == known[:2]
+    assert (copied.critical_path, copied.total_work) == known[2:]
