@@ -112,3 +112,35 @@ async def test_a_restarted_pool_invents_the_futures_of_the_pool_that_never_stopp
     assert [t[0] for t in templates_of(cold)] == [T0 + 40, T0 + 50]
     assert rate(cold) != pytest.approx(rate(never_stopped))
     second.bridge.history.close()
+
+
+def test_records_join_the_queue_the_pool_places_them_in_and_a_gone_queue_none() -> None:
+    """Each record's template joins its queue as the pool places a workflow (its queueName,
+    else its label, else its namespace, else the default); one naming a queue the pool no
+    longer has is left out. The rate's log keeps the placed ones' arrivals."""
+    from idlegate.sim.admission import Admission
+    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.history import HistoryWorkflow
+    from idlegate.sim.queues import queues_from
+    from idlegate.sim.spec import parse_workflow
+    from tests.test_forecast_refresh import refresh_of
+
+    cluster = Cluster(2)
+    queues = queues_from([{"name": "default"}, {"name": "etl", "namespaces": ["data"]}])
+    cluster.admission = Admission(queues, cluster.capacity, cluster.resource_names)
+    refresh, _ = refresh_of(cluster, arrivals="queues")
+
+    def record(at: float, namespace: str | None = None, **spec: Any) -> HistoryWorkflow:
+        parsed = parse_workflow({"stages": [stage("a")], **spec}, "spec")
+        return HistoryWorkflow(parsed, None, at, (None,), f"line {at}", namespace=namespace)
+
+    refresh.resume_recent(
+        [
+            record(T0 + 3, "data"),  # (its namespace's queue)
+            record(T0 + 1, "web"),  # (the default)
+            record(T0 + 2, queueName="etl"),
+            record(T0 + 4, queueName="gone"),
+        ]
+    )
+    assert [(t.arrival, t.queue) for t in refresh.recent] == [(T0 + 1, 0), (T0 + 2, 1), (T0 + 3, 1)]
+    assert refresh.resumed_log == [(T0 + 1, 10.0), (T0 + 2, 10.0), (T0 + 3, 10.0)]

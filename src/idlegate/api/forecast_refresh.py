@@ -17,11 +17,12 @@ path (docs/forecast.md, "In the operator"):
 * **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
   `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
-  forecast evaluate` measures. Their templates are the pool's last `TEMPLATES` arrivals
-  (:attr:`ForecastRefresh.recent`, kept as they arrive, finished ones included: the
-  cluster keeps no finished workflow's DAG), frozen in the loop (`Recent`); the worker
-  draws the futures from a generator seeded by the refresh's seed, so the same state and
-  seed give the same forecast.
+  forecast evaluate` measures (an ExecutorPool without queues that inherits ``queues``
+  invents ``poisson``, and says so: `api.pool_spec.pool_arrivals`). Their templates are
+  the pool's last `TEMPLATES` arrivals (:attr:`ForecastRefresh.recent`, kept as they
+  arrive, finished ones included: the cluster keeps no finished workflow's DAG), frozen in
+  the loop (`Recent`); the worker draws the futures from a generator seeded by the
+  refresh's seed, so the same state and seed give the same forecast.
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -30,17 +31,23 @@ path (docs/forecast.md, "In the operator"):
 * **How right.** The first forecast of each workflow made while it waited is kept
   (:attr:`kept`) until it starts and ends; its absolute errors then go to
   ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
-  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow, to its
-  history record (`Workflow.forecast_made`, with the replays' interval before the
-  calibration widened it: `history_forecast`).
+  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow or an Argo
+  Workflow, to its history record (its payload's ``forecast_made``, with the replays'
+  interval before the calibration widened it: `history_forecast`).
 * **After a restart.** The calibration is not kept apart: it is a function of the
   resolved forecasts, which the history records hold. With a history sink
   (``--history-file``), a restarted pool rebuilds it from its last `WINDOW` records there
   (:meth:`ForecastRefresh.resume_from`, `resumed_calibration`), each finished DagWorkflow
-  giving back its start and finish scores, and goes on from there. A sink that cannot be
-  read, or a record whose stored interval is inconsistent, leaves the calibration cold,
-  logged as a Warning and counted (``idlegate_forecast_calibration_errors_total``); never
-  an error of the pool.
+  or Argo Workflow giving back its start and finish scores, and goes on from there. The
+  same records lead its recent arrivals, merged by arrival with the workflows it rebuilt,
+  and the log the invented arrivals' rate is estimated from (`resume_recent`: the
+  cluster's own starts at the restart), so it invents the futures it invented before it
+  stopped. A sink that cannot be read, or a record whose stored interval is inconsistent,
+  leaves the calibration cold (an unreadable sink: the recent arrivals too), logged as a
+  Warning and counted (``idlegate_forecast_calibration_errors_total``); never an error of
+  the pool. Not carried over: Airflow runs' forecasts (the sink holds no record of them:
+  docs/forecast.md, "After a restart", says why), and the kept forecast of a workflow
+  still waiting or running at the restart.
 
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
