@@ -490,8 +490,8 @@ class ForecastRefresh:
         """Event loop: the finished workflows of `records` (the pool's in its history sink,
         from before a restart) join `recent`, merged by arrival with those the pool has seen
         since (the workflows it rebuilt, and any arrived since), and their (arrival, work)
-        is kept for the invented arrivals' rate (`resumed_log`): a restarted pool invents
-        copies of the workflows it invented before it stopped, at the rate it saw then.
+        is kept for the invented arrivals' rate (`resumed_log`): a restarted pool copies
+        the workflows it copied before it stopped, at the rate it saw them arrive.
         Each record's DAG, its measured durations and its queue (as the pool places a
         workflow: its queueName, label or namespace) make its template; one whose queue the
         pool no longer has is left out (no stream of the pool's now copies it)."""
