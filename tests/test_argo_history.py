@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -265,6 +266,66 @@ async def test_the_operator_records_each_pods_own_run_time_not_its_wait_at_the_g
     (record,) = load_history(sink)
     assert sorted(record.measured[0]) == [2.0, 2.0, 3.0]  # (Argo's nodes: 2, 4 and 7)
     assert side.learning.durations(record.template, "x") == pytest.approx(7 / 3)
+
+
+@pytest.mark.asyncio
+async def test_an_argo_workflows_first_forecast_is_in_its_record_and_a_restart_scores_it(
+    tmp_path,
+):
+    """Issue 70: Argo's objects are never written, so a Workflow's first forecast made while
+    it waited (kept in memory, scored live) goes into its record in the history sink, as a
+    DagWorkflow's; a restarted operator's pool rebuilds the same scores from it."""
+    kube, sink = FakeKube(), tmp_path / "history.jsonl"
+    for i in range(3):
+        kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
+
+    def operator(kube: FakeKube, t: float) -> Harness:
+        return Harness(
+            kube, FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
+            forecast_interval=30.0,
+        )  # fmt: skip
+
+    async def refreshed(h: Harness) -> Any:
+        refresh = h.bridge.forecasts
+        if refresh.resuming is not None:
+            refresh.resuming.result(timeout=10)
+        refresh.poke()
+        await refresh.idle()
+        return refresh
+
+    h = operator(kube, START)
+    await h.submit("busy", {"stages": [stage("a", duration=2.0)]})  # (the one executor)
+    side = ArgoSide(FeatureHost(h))
+    await side.workflow_seen(False, _fan("Running", [None, None, None]))
+    await h.settle()
+    refresh = await refreshed(h)
+    (kept,) = refresh.kept.values()  # (fan's: it waits behind busy)
+    (busy,) = h.released()
+    await h.finish(busy, after=2.0)
+    for i, ran in enumerate([(2, 4), (4, 6), (6, 9)]):
+        key = ("default", node_id(FAN, f"{FAN}.x({i}:{i})"))
+        h.clock.t = START + ran[1]
+        kube.pods[key] = _fan_pod(i, ran)
+        await side.pod_seen(False, kube.pods[key])
+        await h.settle()
+        await refreshed(h)
+    await side.workflow_seen(False, _fan("Succeeded", [4, 6, 9]))
+    await h.settle()
+    live = await refreshed(h)
+    scored = {which: list(c.scores) for which, c in live.calibration.items()}
+    assert [len(v) for v in scored.values()] == [1, 1]  # (fan's start and finish)
+    h.bridge.history.close()
+    fan = [r for r in load_history(sink) if r.template is not None]
+    (record,) = fan
+    made = dict(record.forecast or ())
+    assert made["madeAt"] == kept.forecast.computed_at and made["startedAt"] == START + 2
+    assert made["startLow"] <= made["start"] <= made["startHigh"]
+    # the next operator, on the same sink: the same scores
+    second = operator(FakeKube(), START + 10_000)
+    await second.submit("next", {"stages": [stage("a", duration=2.0)]})
+    resumed = await refreshed(second)
+    assert {which: list(c.scores) for which, c in resumed.calibration.items()} == scored
+    second.bridge.history.close()
 
 
 @pytest.mark.asyncio

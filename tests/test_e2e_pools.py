@@ -236,3 +236,41 @@ def test_a_restart_rebuilds_the_pools_before_it_routes_their_workflows(api: ApiS
         assert conditions.get("PoolReady", {}).get("status", "True") == "True", (name, conditions)
     assert {status_of(api, ns, n)["phase"] for n in done} == {"Succeeded"}
     assert status_of(api, ns, "q0")["phase"] == "Pending"  # never beyond the pool's size
+
+
+def test_a_pool_that_inherits_queues_without_queues_says_it_on_its_status(api: ApiServer) -> None:
+    """Issue 70: an ExecutorPool without queues under ``--forecast-arrivals queues``
+    forecasts with poisson arrivals and says so on itself: the condition
+    ForecastArrivalsFallback (True, NoQueues, the fix) beside Ready, and a Warning Event;
+    its own forecastArrivals makes the condition go."""
+    from idlegate.api.pool_spec import ARRIVALS_FALLBACK
+    from idlegate.api.queueing import QueueFile
+    from idlegate.sim.queues import queues_from
+
+    ns = team_namespace(api, "f")
+    queues = QueueFile(queues_from([{"name": "a", "nominal": {"pods": 2}}]))
+    with running_operator(
+        api, ns, pool=2, forecast_interval=30.0, forecast_arrivals="queues", queues=queues
+    ):
+        api.create(POOLS, pool("plain", 1, "fifo", "f"))
+        wait(lambda: ready(api, "plain", 1), 10, "pool plain ready")
+
+        def fallback() -> dict[str, Any] | None:
+            found = pool_status(api, "plain").get("conditions", [])
+            return next((c for c in found if c["type"] == ARRIVALS_FALLBACK), None)
+
+        said = wait(fallback, 10, "its ForecastArrivalsFallback condition")
+        assert (said["status"], said["reason"]) == ("True", "NoQueues")
+        assert said["message"].endswith(
+            "Set spec.forecastArrivals on the pool (poisson, or none), or give it queues."
+        )
+        (event,) = wait(
+            lambda: [
+                e for e in events_of(api, "default", "plain") if e["reason"] == ARRIVALS_FALLBACK
+            ],
+            10,
+            "its Warning Event",
+        )
+        assert event["type"] == "Warning" and event["message"] == said["message"]
+        api.patch(POOLS, None, "plain", {"spec": {"forecastArrivals": "poisson"}})
+        wait(lambda: ready(api, "plain", 2) and fallback() is None, 10, "the condition gone")

@@ -293,6 +293,15 @@ def lint(
             "measured durations a stage in its status.",
         ),
     ] = HISTORY_SAMPLES,
+    forecast_arrivals: Annotated[
+        str,
+        typer.Option(
+            "--forecast-arrivals",
+            help="The operator's --forecast-arrivals (none, poisson or queues): note each "
+            "ExecutorPool whose forecasts would invent other arrivals (queues, on a pool "
+            "without queues, invents poisson).",
+        ),
+    ] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check DagWorkflow, DagCronWorkflow and ExecutorPool manifests offline with the
@@ -309,6 +318,7 @@ def lint(
             policy=NamespacePolicy(pod_security, parse_service_accounts(allowed_service_accounts)),
             pool_resources=pool_options(pool_resources, pool_nodes),
             history_samples=history_samples,
+            forecast_arrivals=forecast_arrivals,
         )
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))

@@ -27,11 +27,12 @@ path (docs/forecast.md, "In the operator"):
 * **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
   `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
-  forecast evaluate` measures. Their templates are the pool's last `TEMPLATES` arrivals
-  (:attr:`ForecastRefresh.recent`, kept as they arrive, finished ones included: the
-  cluster keeps no finished workflow's DAG), frozen in the loop (`Recent`); the worker
-  draws the futures from a generator seeded by the refresh's seed, so the same state and
-  seed give the same forecast.
+  forecast evaluate` measures (an ExecutorPool without queues that inherits ``queues``
+  invents ``poisson``, and says so: `api.pool_spec.pool_arrivals`). Their templates are
+  the pool's last `TEMPLATES` arrivals (:attr:`ForecastRefresh.recent`, kept as they
+  arrive, finished ones included: the cluster keeps no finished workflow's DAG), frozen in
+  the loop (`Recent`); the worker draws the futures from a generator seeded by the
+  refresh's seed, so the same state and seed give the same forecast.
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -40,17 +41,23 @@ path (docs/forecast.md, "In the operator"):
 * **How right.** The first forecast of each workflow made while it waited is kept
   (:attr:`kept`) until it starts and ends; its absolute errors then go to
   ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
-  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow, to its
-  history record (`Workflow.forecast_made`, with the replays' interval before the
-  calibration widened it: `history_forecast`).
+  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow or an Argo
+  Workflow, to its history record (its payload's ``forecast_made``, with the replays'
+  interval before the calibration widened it: `history_forecast`).
 * **After a restart.** The calibration is not kept apart: it is a function of the
   resolved forecasts, which the history records hold. With a history sink
   (``--history-file``), a restarted pool rebuilds it from its last `WINDOW` records there
   (:meth:`ForecastRefresh.resume_from`, `resumed_calibration`), each finished DagWorkflow
-  giving back its start and finish scores, and goes on from there. A sink that cannot be
-  read, or a record whose stored interval is inconsistent, leaves the calibration cold,
-  logged as a Warning and counted (``idlegate_forecast_calibration_errors_total``); never
-  an error of the pool.
+  or Argo Workflow giving back its start and finish scores, and goes on from there. The
+  same records lead its recent arrivals, merged by arrival with the workflows it rebuilt,
+  and the log the invented arrivals' rate is estimated from (`resume_recent`: the
+  cluster's own starts at the restart), so it invents the futures it invented before it
+  stopped. A sink that cannot be read, or a record whose stored interval is inconsistent,
+  leaves the calibration cold (an unreadable sink: the recent arrivals too), logged as a
+  Warning and counted (``idlegate_forecast_calibration_errors_total``); never an error of
+  the pool. Not carried over: Airflow runs' forecasts (the sink holds no record of them:
+  docs/forecast.md, "After a restart", says why), and the kept forecast of a workflow
+  still waiting or running at the restart.
 
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
@@ -78,13 +85,16 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from idlegate.api.forecast_status import Forecast, Unavailable
-from idlegate.errors import SpecError
+from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, invent, templates
+from idlegate.sim.dag import Dag
+from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, invent, templates
+from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import Calibration, calibrations, start_prior
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
+from idlegate.sim.queues import queue_of
 from idlegate.sim.rollout import Future as RolloutFuture
 from idlegate.sim.rollout import planning_fork
 
@@ -143,6 +153,9 @@ class Snapshot:
     """What the replays invent (`sim.forecast_arrivals.invent`)."""
     recent: tuple[Recent, ...] = ()
     """The pool's recent arrivals the invented ones copy, frozen."""
+    rate_log: list[tuple[float, float]] | None = None
+    """The (time, work) arrivals the invented ones' rate is estimated from, when the fork's
+    own log lacks those before a restart (`ForecastRefresh.resumed_log`); None: the fork's."""
     spec: str | None = None
     """The replayed scheduler's spec, when `scheduler` is None (a replay process's)."""
 
@@ -256,7 +269,13 @@ def futures(snapshot: Snapshot, replays: int) -> Iterable[RolloutFuture] | None:
     if snapshot.arrivals == "none":
         return None
     rng = np.random.default_rng(np.random.SeedSequence(snapshot.seed, spawn_key=(ARRIVALS_STREAM,)))
-    return invent(snapshot.arrivals, snapshot.fork, snapshot.recent, replays, rng)
+    view = snapshot.fork
+    if snapshot.rate_log is not None:
+        # (a view for the rate alone: the replays' schedulers see the fork's own log, as
+        # the deciding one sees the pool's)
+        view = copy.copy(view)
+        view.arrival_log = snapshot.rate_log
+    return invent(snapshot.arrivals, view, snapshot.recent, replays, rng)
 
 
 def moved(old: Shown | None, new: Shown) -> bool:
@@ -350,9 +369,14 @@ class ForecastRefresh:
         self.cluster = cluster
         self.arrivals = arrivals
         """What the replays invent (module docstring, "Arrivals")."""
-        self.recent: deque[Job] = deque(maxlen=TEMPLATES)
+        self.recent: deque[Template] = deque(maxlen=TEMPLATES)
         """The pool's last `TEMPLATES` arrivals, finished ones included, oldest first (kept
-        by `note_arrivals` whatever `arrivals` is, so that a change of it has them)."""
+        by `note_arrivals` whatever `arrivals` is, so that a change of it has them; after a
+        restart, led by the finished ones its history records hold: `resume_from`)."""
+        self.resumed_log: list[tuple[float, float]] = []
+        """(arrival, work) of the last arrivals the history sink's records gave back
+        (`resume_from`): the pool's own log (the cluster's) starts at the restart, so the
+        invented arrivals' rate is estimated from these and it (`Snapshot.rate_log`)."""
         self._last_id = -1
         self.scheduler = scheduler
         self.now, self.later, self.write, self.metrics = now, later, write, metrics
@@ -513,9 +537,10 @@ class ForecastRefresh:
     # -- the work --------------------------------------------------------------------------
 
     def resume_from(self, records: Future[Tail]) -> None:
-        """Resume the calibration from the pool's last records in the history sink (module
-        docstring, "After a restart"), once `records` is read (the sink's thread reads it;
-        the first refresh after that takes it, scores recorded meanwhile coming after)."""
+        """Resume from the pool's last records in the history sink (module docstring, "After
+        a restart"), once `records` is read (the sink's thread reads it; the first refresh
+        after that takes it): the calibration, scores recorded meanwhile coming after, and
+        the recent arrivals the invented ones copy, with their rate (`resume_recent`)."""
         self.resuming = records
 
     def _resume(self) -> None:
@@ -525,16 +550,15 @@ class ForecastRefresh:
             return
         self.resuming = None
         try:
-            resumed = resumed_calibration(reading.result().workflows)
+            records = reading.result().workflows
+        except Exception as exc:  # (a sink that cannot be read: cold, loudly)
+            self._not_resumed("The forecast calibration and recent arrivals were", exc)
+            return
+        self.resume_recent(records)
+        try:
+            resumed = resumed_calibration(records)
         except Exception as exc:  # (a corrupt calibration: cold, loudly, never the pool's end)
-            log.warning(
-                "The forecast calibration was not resumed from the history sink (%s: %s); "
-                "its intervals start cold.",
-                type(exc).__name__,
-                exc,
-            )
-            if self.metrics is not None:
-                self.metrics.forecast_calibration_errors.inc()
+            self._not_resumed("The forecast calibration was", exc)
             return
         for which, calibration in self.calibration.items():
             calibration.resume(resumed[which])
@@ -544,6 +568,49 @@ class ForecastRefresh:
             len(resumed["start"].scores),
             len(resumed["finish"].scores),
         )
+
+    def _not_resumed(self, what: str, exc: Exception) -> None:
+        log.warning(
+            "%s not resumed from the history sink (%s: %s); its intervals start cold.",
+            what,
+            type(exc).__name__,
+            exc,
+        )
+        if self.metrics is not None:
+            self.metrics.forecast_calibration_errors.inc()
+
+    def resume_recent(self, records: Iterable[HistoryWorkflow]) -> None:
+        """Event loop: the finished workflows of `records` (the pool's in its history sink,
+        from before a restart) join `recent`, merged by arrival with those the pool has seen
+        since (the workflows it rebuilt, and any arrived since), and their (arrival, work)
+        is kept for the invented arrivals' rate (`resumed_log`): a restarted pool copies
+        the workflows it copied before it stopped, at the rate it saw them arrive.
+        Each record's DAG, its measured durations and its queue (as the pool places a
+        workflow: its queueName, label or namespace) make its template; one whose queue the
+        pool no longer has is left out (no stream of the pool's now copies it)."""
+        admission = self.cluster.admission
+        found: list[Recent] = []
+        for record in records:
+            if record.arrival is None:
+                continue
+            try:
+                queue = 0
+                if admission is not None:
+                    named = record.spec.queue_name
+                    queue = queue_of(admission.queues, record.namespace, named, record.labels)
+                dag = Dag.from_spec(record.spec)
+            except IdlegateError as exc:
+                log.debug("Not a template of the invented arrivals: %s (%s)", record.source, exc)
+                continue
+            found.append(Recent(record.arrival, queue, dag, record.durations()))
+        if not found:
+            return
+        found.sort(key=lambda r: r.arrival)
+        self.note_arrivals()
+        merged = sorted([*found, *self.recent], key=lambda t: t.arrival)
+        self.recent.clear()
+        self.recent.extend(merged)
+        self.resumed_log = [(r.arrival, r.dag.total_work) for r in found[-RATE_WINDOW:]]
 
     def request(self) -> Snapshot:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
@@ -578,6 +645,9 @@ class ForecastRefresh:
         if self.arrivals != "none":
             self.note_arrivals()
             snap.recent = templates(self.recent)
+            if self.resumed_log:  # (the pool's own log starts at its restart)
+                own = snap.fork.arrival_log[-RATE_WINDOW:]
+                snap.rate_log = sorted([*self.resumed_log, *own])
 
     def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes

@@ -70,7 +70,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import yaml
 
@@ -82,7 +82,7 @@ from idlegate.api.lint_airflow import AirflowLintJob, lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, ArgoLintJob, lint_argo
 from idlegate.api.lint_fields import split_message
 from idlegate.api.lint_pools import (
-    HELD,
+    OWN,
     InPools,
     QueueFiles,
     check_pool_requested,
@@ -97,6 +97,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
 from idlegate.sim.dag import Dag
+from idlegate.sim.forecast_arrivals import ARRIVALS, Arrivals
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
@@ -246,7 +247,7 @@ class LintReport:
             text += f", {len(self.problems)} problem(s)"
         if self.argo_workflows:
             text += f"; of the Argo workflows, {len(self.argo_jobs)} map to jobs"
-        left = sum(1 for n in self.notes if n.reason not in (None, *HELD) and not n.airflow)
+        left = sum(1 for n in self.notes if n.reason not in (None, *OWN) and not n.airflow)
         if left:
             text += f", {left} are left to Argo (the notes say why)"
         if self.airflow_dags:
@@ -674,7 +675,7 @@ class _Linter:
         elif _text(kind) and kind.lower() == POOL_KIND.lower():
             self.report.pools += 1
             found = pool_problems(obj)
-            self.in_pools.pool(obj)
+            self.in_pools.pool((source, index, item), obj)
         else:
             self.in_pools.workflow((source, index, item), obj)
             meta = obj.get("metadata")
@@ -719,11 +720,14 @@ def lint_paths(
     stdin: TextIO | None = None,
     pool_resources: ResourceVector | None = None,
     history_samples: int = HISTORY_SAMPLES,
+    forecast_arrivals: str = "none",
 ) -> LintReport:
     """Lint files, directories (recursively, their ``*.yaml``/``*.yml``/``*.json`` files)
     and ``-`` (standard input, read as YAML), holding templates to `policy` (by default
     baseline, no service account but ``default``) and sizing workflows with
-    `history_samples` durations a stage (the operator's ``--history-samples``). Unreadable
+    `history_samples` durations a stage (the operator's ``--history-samples``); the
+    ExecutorPools are noted that would not invent the operator's `forecast_arrivals`
+    (``--forecast-arrivals``: `lint_pools.InPools.fallbacks`). Unreadable
     files and syntax errors are problems of the report, not exceptions. IdlegateError for a
     bad `pool_size` or `history_samples` and for paths that do not exist (a mistake in the
     command, not in a manifest: reported before anything is linted, as every command
@@ -734,6 +738,11 @@ def lint_paths(
         raise IdlegateError(
             f"--history-samples must be between 1 and {MAX_MEASURED} (the operator's bounds), "
             f"got {history_samples}; give the operator's own --history-samples"
+        )
+    if forecast_arrivals not in ARRIVALS:
+        raise IdlegateError(
+            f"--forecast-arrivals must be one of {', '.join(ARRIVALS)} (the operator's), got "
+            f"{forecast_arrivals!r}"
         )
     if pool_resources is not None:
         linted_pool(pool_size, pool_resources)  # (pods that contradict --pool-size: said once)
@@ -769,6 +778,10 @@ def lint_paths(
     check_pool_requested(linter.in_pools, [*report.argo_jobs, *report.airflow_jobs], pool_resources)
     report.notes.extend(
         Note(f, text, i, j, why) for (f, i, j), text, why in linter.in_pools.waits()
+    )
+    report.notes.extend(
+        Note(f, text, i, j, why)
+        for (f, i, j), text, why in linter.in_pools.fallbacks(cast(Arrivals, forecast_arrivals))
     )
     return report
 

@@ -8,6 +8,10 @@ not ``Invalid``, so lint says it as a note (exit 0), with what the operator woul
 A pool lint cannot parse is a problem of its own (`pool_problems`) and checks nothing here;
 a pool not among the inputs is the cluster's, unknown offline.
 
+Given the operator's ``--forecast-arrivals`` (lint's own flag), a pool without queues that
+would inherit ``queues`` is noted as the operator says it (`pool_arrivals`: its forecasts
+invent poisson instead, condition ``ForecastArrivalsFallback``), also exit 0.
+
 It also gathers the resources the linted stages request (`InPools.asked`), for the check
 that ``--pool-resources`` names one of them, as ``simulate --resources`` does
 (`check_pool_requested`).
@@ -22,15 +26,18 @@ from typing import Any
 
 from idlegate.api.lint_render import linted_pool
 from idlegate.api.pool_spec import (
+    ARRIVALS_FALLBACK,
     DEFAULT_POOL,
     ExecutorPoolSpec,
     LabelSelector,
     one_capacity,
     parse_pool_spec,
+    pool_arrivals,
 )
 from idlegate.api.queueing import QUEUE_NOT_FOUND
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
+from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queue_files import queue_problem
 from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
@@ -40,6 +47,8 @@ WAITS = "PoolTooSmall"
 """The reason of such a note (the condition's), which also keeps it from the skipped."""
 HELD = (WAITS, QUEUE_NOT_FOUND)
 """The reasons of the notes of workflows the operator would hold out of their pool."""
+OWN = (*HELD, ARRIVALS_FALLBACK)
+"""The reasons of the notes on idlegate's own objects (none is left to Argo)."""
 
 Where = tuple[str, int, int | None]
 """A document's file, index and List item, as lint's Problem and Note give them."""
@@ -67,6 +76,8 @@ class InPools:
     """The linted ExecutorPools by name, and the DagWorkflows that name a pool."""
 
     pools: dict[str, ExecutorPoolSpec] = field(default_factory=dict)
+    places: dict[str, Where] = field(default_factory=dict)
+    """Where each linted pool is."""
     workflows: list[tuple[Where, Mapping[str, Any]]] = field(default_factory=list)
     asked: set[str] = field(default_factory=set)
     """The resources the stages of the linted workflows request."""
@@ -85,12 +96,21 @@ class InPools:
         if isinstance(spec, Mapping) and "workflowSpec" in spec:
             self.requests(spec["workflowSpec"])
 
-    def pool(self, obj: Mapping[str, Any]) -> None:
+    def pool(self, where: Where, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if isinstance(name, str):
             with suppress(IdlegateError):  # (said as the pool's own problem)
                 self.pools[name] = parse_pool_spec(obj.get("spec"), name)
+                self.places[name] = where
+
+    def fallbacks(self, inherited: Arrivals) -> Iterator[tuple[Where, str, str]]:
+        """Where, why and with which reason each linted pool's forecasts would not invent
+        the operator's ``--forecast-arrivals`` (`inherited`) it inherits."""
+        for name, pool in self.pools.items():
+            _, why = pool_arrivals(pool, inherited, name)
+            if why is not None:
+                yield self.places[name], why, ARRIVALS_FALLBACK
 
     def workflow(self, where: Where, obj: Mapping[str, Any]) -> None:
         spec = obj.get("spec")

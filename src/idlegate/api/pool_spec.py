@@ -198,6 +198,33 @@ def no_queues(setting: str, pool: str, queues: str) -> str:
     )
 
 
+ARRIVALS_FALLBACK = "ForecastArrivalsFallback"
+"""The ExecutorPool's condition (True while it holds) and its Warning Event's reason, when
+its forecasts do not invent the arrivals it inherited (`pool_arrivals`)."""
+
+
+def pool_arrivals(
+    spec: ExecutorPoolSpec, inherited: Arrivals, pool: str
+) -> tuple[Arrivals, str | None]:
+    """What ExecutorPool `pool`'s forecasts invent: its own ``forecastArrivals``, else the
+    operator's ``--forecast-arrivals`` (`inherited`); and, when that is not what it
+    inherited, why and how to fix it, a sentence (None: as set). One case falls back: an
+    inherited ``queues`` on a pool without queues invents ``poisson`` (one stream at the
+    pool's recent rate, the nearest it can), which must be said, not done in silence: the
+    pool's own ``forecastArrivals: queues`` without queues is refused instead (`no_queues`),
+    but the operator's flag is given for every pool at once."""
+    if spec.forecast_arrivals is not None:
+        return spec.forecast_arrivals, None
+    if inherited == "queues" and not spec.queues:
+        return "poisson", (
+            f"ExecutorPool {pool!r} has no queues, so its forecasts cannot invent the "
+            "operator's --forecast-arrivals queues (arrivals per queue); they invent poisson "
+            "instead (arrivals at the pool's recent rate). Set spec.forecastArrivals on the "
+            "pool (poisson, or none), or give it queues."
+        )
+    return inherited, None
+
+
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """Whether `selector` selects an object with `labels` (None selects nothing; an empty
     selector everything, as in Kubernetes)."""
@@ -484,13 +511,24 @@ def resource_status(capacity: ResourceVector, used: ResourceVector) -> dict[str,
 
 
 def pool_conditions(
-    ok: bool, reason: str, message: str, now: float, body: Mapping[str, Any]
+    ok: bool,
+    reason: str,
+    message: str,
+    now: float,
+    body: Mapping[str, Any],
+    arrivals: str | None = None,
 ) -> list[dict[str, Any]]:
     """ExecutorPool `body`'s conditions with Ready set at `now` (the operator's clock, as
-    every time it writes); a Ready that keeps its status keeps its transition time
-    (`Conditions`)."""
+    every time it writes), and `ARRIVALS_FALLBACK` True, reason ``NoQueues``, while its
+    forecasts fall back (`arrivals`, `pool_arrivals`' sentence; None: the condition goes);
+    a condition that keeps its status keeps its transition time (`Conditions`)."""
     conditions = Conditions((body.get("status") or {}).get("conditions"))
-    conditions.set("Ready", ok, reason, message, generation_of(body), now)
+    generation = generation_of(body)
+    conditions.set("Ready", ok, reason, message, generation, now)
+    if arrivals is None:
+        conditions.remove(ARRIVALS_FALLBACK)
+    else:
+        conditions.set(ARRIVALS_FALLBACK, True, "NoQueues", arrivals, generation, now)
     return [
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
     ]

@@ -656,11 +656,16 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         )
 
     def running(name: str, body: kopf.Body) -> list[dict[str, Any]]:
-        """Ready for a pool that runs: False, NoNodes, while it has no node to release onto."""
-        why, now = operator.pools.bridges[name].no_room, clock.now()
+        """Ready for a pool that runs: False, NoNodes, while it has no node to release onto;
+        and ForecastArrivalsFallback while its forecasts invent other arrivals than it
+        inherits (`Pools.arrivals_fallback`)."""
+        pools = operator.pools
+        why, now = pools.bridges[name].no_room, clock.now()
+        arrivals = pools.arrivals_fallback.get(name)  # (what its forecasts invent instead)
         if why is not None:
-            return pool_conditions(False, "NoNodes", why, now, body)
-        return pool_conditions(True, "Running", "The pool runs its workflows.", now, body)
+            return pool_conditions(False, "NoNodes", why, now, body, arrivals)
+        message = "The pool runs its workflows."
+        return pool_conditions(True, "Running", message, now, body, arrivals)
 
     every = clock.wall_delay(POOL_STATUS_SECONDS)
 

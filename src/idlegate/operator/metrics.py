@@ -195,7 +195,13 @@ class MetricFamilies:
             "idlegate_forecast_calibration_errors",
             "Forecast calibrations a restarted pool could not resume from the history sink "
             "(unreadable, or a record's stored interval inconsistent; each logged as a "
-            "Warning): its intervals start cold.",
+            "Warning): its intervals start cold (an unreadable sink: its recent arrivals too).",
+        )
+        self.forecast_arrivals_fallback = gauge(
+            "idlegate_forecast_arrivals_fallback",
+            "1 while a pool's forecasts invent other arrivals than the --forecast-arrivals it "
+            "inherits: queues, on an ExecutorPool without queues, invented as poisson (a "
+            "Warning in the log and on the pool, its condition ForecastArrivalsFallback).",
         )
         self.plans_dropped = counter(
             "idlegate_plans_dropped",

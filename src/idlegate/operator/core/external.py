@@ -12,6 +12,7 @@ from typing import Any
 
 from idlegate.api.external_jobs import PodPairing, Release
 from idlegate.api.external_pods import ExternalPod
+from idlegate.api.forecast_status import Forecast
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -19,6 +20,7 @@ from idlegate.operator.core.intents import Confirmed, Outbox, Refused, RemoveGat
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.external import Mapped
+from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Launch
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,13 @@ class ExternalJob(PodPairing, JobKind):
     :class:`~.kinds.JobKind`: the core only releases its pods (and says why on the
     workflow, `owner`); its idle slots persist nothing (a restart maps it again from its
     controller's state) and its controller deletes its pods."""
+
+    forecast_made: Forecast | None = None
+    """Its job's first forecast made while it waited (`api.forecast_refresh`, as a
+    DagWorkflow's): an Argo Workflow's history record keeps it, so that a restarted pool's
+    calibration scores it as the live pool did."""
+    forecast_replayed: tuple[Span, Span] | None = None
+    """The replays' start and finish of `forecast_made`, before the calibration widened them."""
 
     # -- as a job kind -----------------------------------------------------------------------
 

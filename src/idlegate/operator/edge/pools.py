@@ -35,10 +35,12 @@ from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
+    ARRIVALS_FALLBACK,
     DEFAULT_POOL,
     ExecutorPoolSpec,
     namespace_labels,
     parse_pool_spec,
+    pool_arrivals,
 )
 from idlegate.api.queueing import QueueFile, cohort_check, placement, priority_of
 from idlegate.api.routing import (
@@ -139,6 +141,9 @@ class Pools:
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
         self._room_due, self._room_read, self._room_every = False, -math.inf, ROOM_SECONDS
+        self.arrivals_fallback: dict[str, str] = {}
+        """ExecutorPools whose forecasts do not invent the arrivals they inherit, and why
+        (`pool_arrivals`; said once each time it starts: `_say_arrivals`)."""
         self.priorities: dict[str, int] = {}
         """Each PriorityClass's value, as the operator last saw it (kopf's events)."""
 
@@ -426,13 +431,35 @@ class Pools:
             if old is not None:  # (a portfolio goes on from the old one's window)
                 new.learn_from(old)
         else:  # (what its forecasts invent changes in place, not by a new bridge)
-            arrivals = spec.forecast_arrivals or self.default.settings.forecast_arrivals
+            arrivals, _ = pool_arrivals(spec, self.default.settings.forecast_arrivals, name)
             self.bridges[name].forecast_arrivals(arrivals)
+        self._say_arrivals(name, spec, uid)
         self.specs[name] = spec  # (after its bridge: a policy that cannot run routes nothing)
         moved += self._rerouted(carried)
         self._move(carried)
         self.tell()
         return moved + [w.owner for w in self.waiting.values() if w.pool == name]
+
+    def _say_arrivals(self, name: str, spec: ExecutorPoolSpec, uid: str) -> None:
+        """Say, once each time it starts, that ExecutorPool `name`'s forecasts do not invent
+        the arrivals it inherits (`pool_arrivals`: ``queues`` without queues, as poisson): a
+        Warning in the log and on the pool, and ``idlegate_forecast_arrivals_fallback``; its
+        condition reads :attr:`arrivals_fallback`. A pool without forecasts says nothing."""
+        bridge = self.bridges[name]
+        _, why = pool_arrivals(spec, self.default.settings.forecast_arrivals, name)
+        if bridge.forecasts is None:
+            why = None
+        bridge.metrics.forecast_arrivals_fallback.set(why is not None)
+        if self.arrivals_fallback.get(name) == why:
+            return
+        if why is None:
+            del self.arrivals_fallback[name]
+            log.info("ExecutorPool %r's forecasts invent the arrivals it is set to again.", name)
+            return
+        self.arrivals_fallback[name] = why
+        log.warning("%s", why)
+        pool = PoolObject("default", name, uid, POOL_KIND, API_VERSION)
+        self.carry([PostEvent(pool, "Warning", ARRIVALS_FALLBACK, why)])
 
     def _recount(self, bridge: Bridge) -> bool:
         """`bridge`'s pool on nodes was built counting other resources than its nodes have
@@ -464,7 +491,10 @@ class Pools:
         selects them, the other kinds move now to the pool that takes them."""
         self.specs.pop(name, None)
         self.invalid.pop(name, None)
+        self.arrivals_fallback.pop(name, None)
         old = self.bridges.pop(name, None)
+        if old is not None:
+            old.metrics.forecast_arrivals_fallback.set(0)
         self.tell()
         if old is None:
             return []
@@ -525,7 +555,7 @@ class Pools:
             "pool_resources": resources,
             "pool_nodes": selector,
             "queues": QueueFile(spec.queue_specs, f"ExecutorPool {name}") if spec.queues else None,
-            "forecast_arrivals": spec.forecast_arrivals or d.settings.forecast_arrivals,
+            "forecast_arrivals": pool_arrivals(spec, d.settings.forecast_arrivals, name)[0],
         }
         if spec.plan_budget_ms is not None:
             update["plan_budget_ms"] = spec.plan_budget_ms

@@ -20,9 +20,10 @@ beside DagWorkflows.
   events (``Join``, ``Observed``, ``Ended``). Argo's objects are never
   written.
 * **History.** A Workflow that finishes while the operator runs goes into the history
-  sink and its pod run times into the estimates of its template's next runs: each pod's
-  own (its main container's, `ArgoPod.ran`), never its node's, which counts the wait at
-  the gate too.
+  sink (with its first forecast made while it waited, as a DagWorkflow's record: a
+  restarted pool's forecast calibration is rebuilt from them) and its pod run times into
+  the estimates of its template's next runs: each pod's own (its main container's,
+  `ArgoPod.ran`), never its node's, which counts the wait at the gate too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.external_jobs import too_large
+from idlegate.api.forecast_refresh import history_forecast
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -412,7 +414,10 @@ class ArgoSide:
         )
         if record is not None and wf is not None:
             history = (pool or self.pools).history
-            history.write(replace(record, pool=history.pool), owner_of(body))
+            # (its first forecast, as a DagWorkflow's record: a restarted pool's calibration)
+            made = history_forecast(wf.forecast_made, wf.job.first_start, wf.forecast_replayed)
+            record = replace(record, pool=history.pool, forecast=made)
+            history.write(record, owner_of(body))
 
     def _unscheduled(self, pod: ArgoPod, why: str) -> None:
         owner = Owner(pod.namespace, pod.workflow, "", kind=KIND, api_version=API_VERSION)
