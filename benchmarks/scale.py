@@ -35,7 +35,9 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
   the operator did not have;
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
-  Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created);
+  Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created); its
+  ``children_cpu_seconds`` are its child processes' (the forecasts' replay process, with
+  ``--forecast-workers process``), not in its own;
 * ``peak_waiting_workflows``: the most workflows admitted whose first task was not released
   yet (the operator's gauge ``idlegate_pending_workflows``, read every second);
 * ``writes_per_pod``: the operator's write requests over the pods created, by sender (its
@@ -60,6 +62,7 @@ the profiled process's.
     python -m benchmarks.scale --question 200,2000   # a decision's question alone
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
     python -m benchmarks.scale --scale 0.1 --forecasts 5   # decisions, forecasts off and on
+    python -m benchmarks.scale --scale 0.1 --forecasts 5 --forecast-workers thread
     python -m benchmarks.scale --refresh 1000        # one forecast refresh's CPU, alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
@@ -72,6 +75,7 @@ import argparse
 import gc
 import json
 import os
+import pickle
 import re
 import shlex
 import signal
@@ -80,7 +84,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +92,7 @@ import yaml
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator, process
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.api.forecast_refresh import WORKERS
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -185,14 +190,16 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
     """CPU milliseconds (median of `repeat`) of one forecast refresh of a pool with `waiting`
     workflows waiting (benchmarks/forecast.py's k8s-batch state), in its two parts: the
     event loop's (the fork, and taking the result back) and the worker thread's (the
-    replays), as the operator's refresh does them (no operator)."""
+    replays), as the operator's refresh does them (no operator); and what a replay
+    process costs the operator beside them (`shipped_ms`: the fork pickled to it, the
+    result unpickled back, in its threads)."""
     from statistics import median
 
     from benchmarks.forecast import waiting_state
     from idlegate.api.forecast_refresh import ForecastRefresh, compute
 
     cluster = waiting_state(waiting, scheduler)
-    loop_ms, thread_ms = [], []
+    loop_ms, thread_ms, shipped_ms = [], [], []
     for _ in range(repeat):
         refresh = ForecastRefresh(
             cluster,
@@ -204,13 +211,23 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
         began = time.process_time()
         snap = refresh.request()
         forked = time.process_time()
-        result, _ = compute(snap, refresh.replays, refresh.budget)
+        result, _ = compute(snap, refresh.replays, refresh.budget, refresh.seconds)
         computed = time.process_time()
         refresh.take(snap, result, computed - forked)
         taken = time.process_time()
+        back = pickle.dumps(result)  # (the process's part)
+        ship = time.process_time()
+        pickle.dumps(snap.shipped())
+        pickle.loads(back)
+        shipped = time.process_time()
         loop_ms.append((forked - began + taken - computed) * 1000)
         thread_ms.append((computed - forked) * 1000)
-    return {"loop_ms": median(loop_ms), "thread_ms": median(thread_ms)}
+        shipped_ms.append((shipped - ship) * 1000)
+    return {
+        "loop_ms": median(loop_ms),
+        "thread_ms": median(thread_ms),
+        "shipped_ms": median(shipped_ms),
+    }
 
 
 def quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
@@ -243,6 +260,22 @@ class Sampler(Periodic):
             self.peak_waiting = max(
                 self.peak_waiting, int(metric(text, "idlegate_pending_workflows"))
             )
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, and theirs (from /proc)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    direct = [int(c) for c in found.read_text().split()] if found.exists() else []
+    return [d for c in direct for d in (c, *children(c))]
+
+
+def children_cpu(pid: int) -> float:
+    """CPU seconds of `pid`'s live descendants (a replay process's), each from /proc."""
+    total = 0.0
+    for child in children(pid):
+        with suppress(OSError):  # (ended meanwhile)
+            total += process(child)["cpu_seconds"]
+    return round(total, 1)
 
 
 def innermost(pid: int) -> int:
@@ -397,7 +430,7 @@ def run(
             elapsed = time.monotonic() - start
             harness = time.process_time() - harness
             sampler.tick()
-            figures = process(pid)
+            figures = {**process(pid), "children_cpu_seconds": children_cpu(pid)}
             states = None if airflow is None else airflow_states(api, airflow, namespace)
     finally:
         monitor.close()
@@ -673,6 +706,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "clusters, and report both runs' figures side by side",
     )
     parser.add_argument(
+        "--forecast-workers",
+        choices=WORKERS,
+        default="process",
+        help="with --forecasts: the operator's --forecast-workers in the run with forecasts",
+    )
+    parser.add_argument(
         "--refresh",
         type=int,
         metavar="WAITING",
@@ -686,7 +725,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(
             f"a forecast refresh at {args.refresh} waiting ({args.scheduler}): "
             f"{cost['loop_ms']:.0f} ms of CPU in the event loop (fork, result taken), "
-            f"{cost['thread_ms']:.0f} ms in its worker thread (the replays)"
+            f"{cost['thread_ms']:.0f} ms in its worker thread (the replays); with a replay "
+            f"process, {cost['shipped_ms']:.0f} ms to pickle the fork and unpickle the result"
         )
         return {"refresh": cost}
     if args.argo_map is not None:
@@ -713,7 +753,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.forecasts is None
         else {
             "forecasts_off": (),
-            "forecasts_on": ("--forecast-interval", f"{args.forecasts:g}"),
+            "forecasts_on": (
+                *("--forecast-interval", f"{args.forecasts:g}"),
+                *("--forecast-workers", args.forecast_workers),
+            ),
         }
     )
     reports = {}

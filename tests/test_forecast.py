@@ -175,3 +175,41 @@ def test_a_budget_of_events_stops_adding_replays() -> None:
     assert capped.replays == 1
     b = entry(capped, 1)
     assert b.start.low == b.start.median == b.start.high  # (one replay: no interval)
+
+
+class Ticking:
+    """A fake CPU clock: each reading is `step` seconds after the last (one reading at the
+    start of the replays and one after each: each replay "takes" `step`)."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.t = step, -step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def test_a_budget_of_cpu_seconds_starts_no_replay_that_would_end_past_it() -> None:
+    cluster = state_at(spread_workload(), 0.5)
+    fifo = make_scheduler("fifo")
+    # 0.15 s a replay within 1 s: the sixth ends at 0.9, a seventh would at 1.05
+    capped = forecast(cluster, fifo, replays=20, seconds=1.0, clock=Ticking(0.15))
+    assert capped.replays == 6
+    # fewer replays of the same streams, never a guess: what six replays give
+    assert capped.workflows == forecast(cluster, fifo, replays=6).workflows
+    # the first runs whole even when it alone takes more than the budget
+    assert forecast(cluster, fifo, replays=20, seconds=0.1, clock=Ticking(5.0)).replays == 1
+    assert forecast(cluster, fifo, replays=20, seconds=None, clock=Ticking(5.0)).replays == 20
+
+
+def test_a_pool_that_follows_its_nodes_is_bounded_by_the_cpu_budget_too() -> None:
+    from tests.test_fork_nodes import running_at
+
+    _, cluster = running_at(3.0, "fair")
+    fair = make_scheduler("fair")
+    whole = forecast(cluster, fair, replays=20, budget=10_000)
+    assert whole.replays == 20  # (a few events a replay: the events' budget is not reached)
+    # where one replay takes what the budget allows (1.8 s at 200 waiting), it is the only one
+    one = forecast(cluster, fair, replays=20, budget=10_000, seconds=0.2, clock=Ticking(1.8))
+    assert one.replays == 1
+    assert one.workflows == forecast(cluster, fair, replays=1).workflows

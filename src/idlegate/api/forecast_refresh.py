@@ -9,11 +9,21 @@ path (docs/forecast.md, "In the operator"):
   refreshes take at most `DUTY` of the time (a refresh of T seconds is followed by none
   for T·(1/DUTY − 1)).
 * **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
-  state (`sim.rollout.planning_fork`, at the loop's time) and takes a copy of the pool's
-  scheduler (never the deciding one: each replay resets it); a worker thread runs
-  :func:`compute` on them; back in the loop :meth:`take` turns the result into each
+  state (`sim.rollout.planning_fork`, at the loop's time) and says which scheduler to
+  replay (never the deciding one: each replay resets it); :func:`compute` replays them
+  away from the decisions; back in the loop :meth:`take` turns the result into each
   workflow's `api.forecast_status` forecast. The forecast's seconds are the cluster's,
   which are the operator clock's (the status's timestamps): no conversion is needed.
+* **Where.** With ``--forecast-workers process`` (the default) in the operator's one
+  :class:`ReplayProcess`, shared by its pools: the fork is plain data, pickled to it; the
+  scheduler goes as its spec and is built there once per spec (a model file is not
+  pickled). So the replays' objects are not the operator's heap (whose cyclic collections
+  run in whichever thread allocates, often the deciding one) and the replays hold no lock
+  the decisions need. With ``thread`` a worker thread of the pool runs them in the
+  operator's process, sharing its interpreter; a pool driven without an event loop
+  (tests) refreshes in place. The same state and seed give the same forecast in each.
+  A replay process that dies or raises fails that refresh (below); the next starts a new
+  one.
 * **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
   `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
@@ -52,22 +62,25 @@ path (docs/forecast.md, "In the operator"):
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
 Warning and counted (``idlegate_forecast_refresh_errors_total``); decisions never wait on
-it. Pure but for the thread the worker runs in; no kopf, no API.
+it. Pure but for the thread or process the replays run in; no kopf, no API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import logging
 import math
+import multiprocessing
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -108,6 +121,10 @@ interpreter's lock that the decisions need)."""
 
 Shown = Forecast | Unavailable
 
+Workers = Literal["process", "thread"]
+"""Where a refresh's replays run (``--forecast-workers``; module docstring, "Where")."""
+WORKERS: tuple[str, ...] = get_args(Workers)
+
 
 @dataclass
 class Kept:
@@ -126,7 +143,8 @@ class Snapshot:
     """What a refresh takes in the event loop: a fork, a scheduler copy, and who is who."""
 
     fork: Cluster
-    scheduler: Scheduler
+    scheduler: Scheduler | None
+    """The scheduler to replay; None: the one `spec` builds where the replays run."""
     seed: int
     owners: dict[int, Any] = field(default_factory=dict)
     """Job id → its workflow (the job's payload: a Workflow or an ExternalJob)."""
@@ -138,22 +156,36 @@ class Snapshot:
     rate_log: list[tuple[float, float]] | None = None
     """The (time, work) arrivals the invented ones' rate is estimated from, when the fork's
     own log lacks those before a restart (`ForecastRefresh.resumed_log`); None: the fork's."""
+    spec: str | None = None
+    """The replayed scheduler's spec, when `scheduler` is None (a replay process's)."""
+
+    def shipped(self) -> Snapshot:
+        """What a replay process needs of it: all but `owners` and `jobs` (the operator's
+        objects, which only `ForecastRefresh.take` reads)."""
+        return dataclasses.replace(self, owners={}, jobs={})
+
+
+def replayed_spec(spec: str | None, learns: Any = None) -> str | None:
+    """The spec of the scheduler a refresh replays: the pool's `spec`, or a portfolio's
+    (`learns`) candidate it follows now (replaying it would replay its replays); None:
+    the pool's scheduler is an object given as it is (tests, embedding)."""
+    return learns.following if learns is not None else spec
 
 
 def scheduler_copy(
-    scheduler: Scheduler,
+    scheduler: Scheduler | None,
     spec: str | None,
     learns: Any = None,
     cache: dict[str, Scheduler] | None = None,
 ) -> Scheduler:
-    """The scheduler a refresh replays: built from the pool's `spec` (a portfolio,
-    `learns`, as the candidate it follows now: replaying it would replay its replays),
-    once per spec in `cache` (a model file is loaded once; each replay resets it), else a
-    deep copy of `scheduler` (an object given as it is: tests, embedding)."""
+    """The scheduler a refresh replays: built from its `replayed_spec`, once per spec in
+    `cache` (a model file is loaded once; each replay resets it), else a deep copy of
+    `scheduler`."""
     from idlegate.policy import make_scheduler
 
-    wanted = learns.following if learns is not None else spec
+    wanted = replayed_spec(spec, learns)
     if wanted is None:
+        assert scheduler is not None, "a scheduler without a spec is replayed as given"
         return copy.deepcopy(scheduler)
     if cache is None:
         return make_scheduler(wanted)
@@ -167,19 +199,67 @@ ARRIVALS_STREAM = 1
 replays' own is seeded by the seed itself: the two draw independently)."""
 
 
-def compute(snapshot: Snapshot, replays: int, budget: int) -> tuple[sim_forecast.Forecast, float]:
-    """Worker thread: the forecast of the snapshot and the CPU seconds it took; its
-    replays invent the snapshot's `arrivals` (`futures`)."""
+_BUILT: dict[str, Scheduler] = {}
+"""A replay process's schedulers by spec (it runs one refresh at a time)."""
+
+
+def compute(
+    snapshot: Snapshot, replays: int, budget: int, seconds: float | None = None
+) -> tuple[sim_forecast.Forecast, float]:
+    """Worker thread or replay process: the forecast of the snapshot and the CPU seconds
+    it took; its replays invent the snapshot's `arrivals` (`futures`), within `budget`
+    events and `seconds` of CPU (`sim.forecast.forecast`)."""
     began = time.thread_time()
+    scheduler = snapshot.scheduler
+    if scheduler is None:  # (a replay process's: built from its spec, once per spec)
+        scheduler = scheduler_copy(None, snapshot.spec, None, _BUILT)
     result = sim_forecast.forecast(
         snapshot.fork,
-        snapshot.scheduler,
+        scheduler,
         seed=snapshot.seed,
         replays=replays,
         budget=budget,
+        seconds=seconds,
         futures=futures(snapshot, replays),
     )
     return result, time.thread_time() - began
+
+
+class ReplayProcess:
+    """The operator's replay process (module docstring, "Where"): one for all its pools,
+    started by the first refresh and again by the next one after it died, stopped by
+    `close`. Its pools run at most one refresh each, queued to it in turn. `context` is
+    how it starts (``spawn``: a fresh interpreter, never a fork of the operator, whose
+    threads may hold locks a forked child would inherit held)."""
+
+    def __init__(self, context: str = "spawn") -> None:
+        self.context = context
+        self._executor: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    def submit(
+        self, snapshot: Snapshot, replays: int, budget: int, seconds: float | None
+    ) -> Future[tuple[sim_forecast.Forecast, float]]:
+        """`compute` of `snapshot` in the process (a new one if the last died). RuntimeError:
+        closed."""
+        if self._closed:
+            raise RuntimeError("the forecasts' replay process is closed")
+        if self._executor is None:
+            context = multiprocessing.get_context(self.context)
+            self._executor = ProcessPoolExecutor(1, mp_context=context)
+        try:
+            return self._executor.submit(compute, snapshot.shipped(), replays, budget, seconds)
+        except BrokenProcessPool:  # (it died since the last refresh, which failed: a new one)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            return self.submit(snapshot, replays, budget, seconds)
+
+    def close(self) -> None:
+        """Stop the process (a refresh it runs is dropped); no refresh starts after."""
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
 
 def futures(snapshot: Snapshot, replays: int) -> Iterable[RolloutFuture] | None:
@@ -260,7 +340,8 @@ class ForecastRefresh:
     """One pool's forecasts (module docstring). `cluster`, `scheduler` (a callable: the
     pool's deciding policy now), `spec` and `learns` say what to fork and replay; `later`
     arms a timer on the operator's clock (`Bridge.later`); `write` takes the DagWorkflows
-    whose status must be written again; `metrics` the pool's (`operator.metrics.Metrics`)."""
+    whose status must be written again; `metrics` the pool's (`operator.metrics.Metrics`);
+    `process` the operator's replay process (None: a worker thread of the pool's own)."""
 
     def __init__(
         self,
@@ -275,8 +356,10 @@ class ForecastRefresh:
         debounce: float = DEBOUNCE,
         replays: int = REPLAYS,
         budget: int = sim_forecast.BUDGET,
+        seconds: float | None = sim_forecast.SECONDS,
         arrivals: str = "none",
         key: str = "forecast",
+        process: ReplayProcess | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise SpecError(
@@ -298,7 +381,7 @@ class ForecastRefresh:
         self.scheduler = scheduler
         self.now, self.later, self.write, self.metrics = now, later, write, metrics
         self.interval, self.debounce = interval, debounce
-        self.replays, self.budget, self.key = replays, budget, key
+        self.replays, self.budget, self.seconds, self.key = replays, budget, seconds, key
         self.shown: dict[str, Shown] = {}
         """Owner uid → its last forecast (what the visibility API and the page show)."""
         self.kept: dict[int, Kept] = {}
@@ -323,7 +406,12 @@ class ForecastRefresh:
         self._armed_change = self._ticking = False
         self._tick_at = -math.inf
         """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
+        self.process = process
+        self._executor = (
+            ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
+            if process is None
+            else None
+        )
         self._closed = False
 
     # -- when ------------------------------------------------------------------------------
@@ -398,15 +486,19 @@ class ForecastRefresh:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # (a pool driven without a loop: refresh in place)
             snapshot = self.request()
-            self.take(snapshot, *compute(snapshot, self.replays, self.budget))
+            self.take(snapshot, *compute(snapshot, self.replays, self.budget, self.seconds))
             return
         try:
             snapshot = self.request()
+            if self.process is not None:
+                work = self.process.submit(snapshot, self.replays, self.budget, self.seconds)
+                self.running = asyncio.wrap_future(work, loop=loop)
+            else:
+                call = functools.partial(compute, snapshot, self.replays, self.budget, self.seconds)
+                self.running = loop.run_in_executor(self._executor, call)
         except Exception as exc:  # a refresh never stops the pool
             self._failed(exc)
             return
-        work = functools.partial(compute, snapshot, self.replays, self.budget)
-        self.running = loop.run_in_executor(self._executor, work)
         self.running.add_done_callback(functools.partial(self._ended, snapshot))
 
     def _ended(self, snapshot: Snapshot, running: asyncio.Future[Any]) -> None:
@@ -439,7 +531,8 @@ class ForecastRefresh:
         if self.running is not None:
             self.running.cancel()
             self.running = None
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._executor is not None:  # (a replay process is the operator's to close)
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- the work --------------------------------------------------------------------------
 
@@ -531,8 +624,12 @@ class ForecastRefresh:
             fork.advance(now)
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
-        copied = scheduler_copy(policy, spec, learns, self._schedulers)
-        snap = Snapshot(fork, copied, self.refreshes)
+        wanted = replayed_spec(spec, learns)
+        if self.process is not None and wanted is not None:  # (built there: `compute`)
+            snap = Snapshot(fork, None, self.refreshes, spec=wanted)
+        else:
+            copied = scheduler_copy(policy, spec, learns, self._schedulers)
+            snap = Snapshot(fork, copied, self.refreshes)
         self.with_arrivals(snap)
         for job in self.cluster.jobs:
             snap.owners[job.id] = job.payload
@@ -734,8 +831,10 @@ def answer(
     replays: int = REPLAYS,
     budget: int = sim_forecast.BUDGET,
     calibration: dict[str, Calibration] | None = None,
+    seconds: float | None = sim_forecast.SECONDS,
 ) -> Shown:
-    """Worker thread: the forecast of the what-if's workflow (`what_if`'s)."""
-    result, _ = compute(snap, replays, budget)
+    """Worker thread: the forecast of the what-if's workflow (`what_if`'s), within the
+    refresh's budgets."""
+    result, _ = compute(snap, replays, budget, seconds)
     entry = result.of(job_id)
     return as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))

@@ -428,6 +428,7 @@ class Operator:
             self.shadow.close()
         if self._pools is not None:
             self.bridge.close_workers()
+            self.bridge.replay_process.close()  # (every pool's: after their refreshes)
             self.bridge.history.close()  # (its queued records are written first)
         await self.endpoints.stop()
         if self._owns_kube and self._kube is not None:

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from idlegate.api.forecast_refresh import Workers
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, no_queues, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check
@@ -254,6 +255,12 @@ class Settings(Config):
     copies of the pool's recent workflows at its recent rate; queues, the same per queue
     (needs --queues). Measured best (docs/forecast.md, "Arrivals"): none on k8s-batch and
     alibaba, poisson on tpch, queues on teams. An ExecutorPool's forecastArrivals wins."""
+
+    forecast_workers: Workers = "process"
+    """Where the forecasts' replays run: process, one process of the operator's for all
+    its pools (the replays' objects and their collections are not the deciding
+    interpreter's); thread, a thread of each pool in the operator's process. Measured
+    side by side in docs/forecast.md ("Cost in the operator")."""
 
     history_file: Path | None = None
     """A JSON Lines history file (on a volume) that gets one record per finished workflow,

@@ -30,6 +30,7 @@ horizon the caller allowed.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import inf
@@ -54,6 +55,14 @@ should pass it): twenty replays of a queue of a few dozen workflows fit in it; a
 is one replay, about 0.12 s of CPU under `fair` and 0.15 s under `srpt`
 (benchmarks/forecast.py, docs/forecast.md's Cost), and its interval comes from
 calibration alone (`sim.forecast_calibration`)."""
+
+SECONDS = 0.2
+"""CPU seconds a refresh's replays may take (`forecast`'s `seconds`, as the operator passes
+it; the refresh's goal): an event's cost is not the same on every pool. On a pool of
+pods `BUDGET`'s events take about 0.1 s, so this bound is not reached first; on a pool
+that follows its nodes an event costs ten to thirty times that (a fit test per node), and
+one replay of 200 waiting workflows takes about 1.8 s, so there the replays stop after the
+first (docs/forecast.md, "Cost in the operator")."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
@@ -138,6 +147,8 @@ def forecast(
     horizon: float = inf,
     waves: bool = True,
     budget: int | None = None,
+    seconds: float | None = None,
+    clock: Callable[[], float] = time.thread_time,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
@@ -152,7 +163,11 @@ def forecast(
     task for its estimate (a workload without duration models, `Fidelity.wave_durations`).
     `budget` caps the events simulated over all replays: no replay starts once they
     reached it (the first always runs; `Forecast.replays` says how many did), so a
-    refresh of a long queue costs what one replay of it costs, not M.
+    refresh of a long queue costs what one replay of it costs, not M. `seconds` caps
+    their CPU alike, as `clock` (this thread's CPU time) measures it: no replay starts
+    that would, at the replays' mean cost so far, end past it (the first always runs), so
+    a pool whose events are dear (one that follows its nodes) gets fewer replays, never a
+    replay cut short (what a cut replay gave would be a guess).
     """
     now = cluster.now
     jobs = sorted(cluster.jobs, key=lambda j: j.id)
@@ -165,6 +180,7 @@ def forecast(
     starts: dict[int, list[float]] = {j.id: [] for j in jobs}
     finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
     spent = done = 0
+    began = clock()
     for future in futures:
         try:
             seen, events = replay(cluster, scheduler, future, now + horizon, waves)
@@ -178,6 +194,9 @@ def forecast(
             finishes[job_id].append(finish)
         if budget is not None and spent >= budget:
             break  # (before the next future is read: one drawn as read is not drawn)
+        took = clock() - began
+        if seconds is not None and took + took / done > seconds:
+            break  # (the next would end past `seconds`, at the mean cost so far)
     positions = queue_positions(cluster)
     return Forecast(
         now,

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from idlegate.api.forecast_refresh import ForecastRefresh
+from idlegate.api.forecast_refresh import ForecastRefresh, ReplayProcess
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
@@ -114,6 +114,11 @@ class Bridge:
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
         self.use_worker()
+        self.replay_process: ReplayProcess = (
+            ReplayProcess() if beside is None else beside.replay_process
+        )
+        """The operator's forecast replays' process, one for all pools (started by the first
+        refresh that uses it; `Settings.forecast_workers`); the operator closes it."""
         self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
         """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
 
@@ -355,6 +360,7 @@ def forecasts(bridge: Bridge) -> ForecastRefresh:
         interval=bridge.settings.forecast_interval,
         arrivals=bridge.settings.forecast_arrivals,
         key=f"forecast:{bridge.metrics.pool}",
+        process=bridge.replay_process if bridge.settings.forecast_workers == "process" else None,
     )
     sink = bridge.history.sink
     if sink is not None:  # (a restart resumes the pool's calibration: its resolved forecasts)

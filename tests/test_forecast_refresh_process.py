@@ -1,0 +1,172 @@
+"""A pool's forecast refresh in the operator's replay process (``--forecast-workers
+process``, `idlegate.api.forecast_refresh.ReplayProcess`): the same state and seed give the
+same forecast there as in place, byte for byte; a replay process that raises or is killed
+fails that refresh as a thread's failure does (a Warning and the error counter), and the
+next refresh starts a new process. Every wait is on the refresh's future, never on a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+from typing import Any
+
+import pytest
+
+from idlegate.api.forecast_refresh import ForecastRefresh, ReplayProcess, compute
+from idlegate.policy.heuristics import FifoScheduler
+from idlegate.sim.forecast import BUDGET
+from tests.test_forecast_refresh import busy_pool
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self) -> None:
+        self.value += 1
+
+
+class Histogram:
+    def observe(self, value: float) -> None:
+        pass
+
+
+class Metrics:
+    """The two series a refresh writes (`operator.metrics.Metrics`'s)."""
+
+    def __init__(self) -> None:
+        self.forecast_refresh_errors = Counter()
+        self.forecast_refresh_seconds = Histogram()
+
+
+class Killed(FifoScheduler):
+    """A scheduler whose replay kills the process it runs in (never the test's own)."""
+
+    name = "killed"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made_in = os.getpid()  # (pickled with it: the process that made it)
+
+    def reset(self, rng: Any = None) -> None:
+        if os.getpid() != self.made_in:
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().reset(rng)
+
+
+def refresh_of(cluster: Any, policy: Any, spec: str | None, **kw: Any) -> ForecastRefresh:
+    return ForecastRefresh(
+        cluster,
+        lambda: (policy(), spec, None),
+        now=lambda: cluster.now,
+        later=lambda key, at, fire: None,
+        write=lambda moved: None,
+        metrics=Metrics(),
+        **kw,
+    )
+
+
+@pytest.fixture
+def process() -> Any:
+    replays = ReplayProcess()
+    yield replays
+    replays.close()
+
+
+@pytest.mark.parametrize("arrivals", ["none", "poisson"])
+def test_a_refresh_in_the_replay_process_is_the_one_in_place_byte_for_byte(
+    process: ReplayProcess, arrivals: str
+) -> None:
+    cluster = busy_pool(5)
+    refresh = refresh_of(cluster, FifoScheduler, "fifo", arrivals=arrivals, process=process)
+    snap = refresh.request()
+    assert snap.scheduler is None and snap.spec == "fifo"  # (built where it replays)
+    there, cpu = process.submit(snap, 20, BUDGET, None).result()
+    here, _ = compute(snap, 20, BUDGET, None)
+    assert there.replays == here.replays == 20 and cpu > 0
+    assert pickle.dumps(there.workflows) == pickle.dumps(here.workflows)
+    assert there == here
+
+
+def test_the_operators_refresh_through_the_process_shows_what_a_thread_shows(
+    process: ReplayProcess,
+) -> None:
+    async def scenario() -> None:
+        shown = []
+        for worker in (process, None):
+            cluster = busy_pool(4)
+            refresh = refresh_of(cluster, FifoScheduler, "fifo", process=worker)
+            refresh.poke()
+            assert refresh.running is not None  # (the loop goes on meanwhile)
+            await refresh.idle()
+            assert refresh.taken == 1
+            shown.append(refresh.shown)
+            refresh.close()
+        assert shown[0] == shown[1] and len(shown[0]) == 4
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_replay_process_fails_its_refresh_and_the_next_starts_a_new_one(
+    process: ReplayProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        cluster = busy_pool(3)
+        policy: list[Any] = [Killed]  # (no spec: the scheduler goes as it is, pickled)
+        refresh = refresh_of(cluster, lambda: policy[0](), None, process=process)
+        with caplog.at_level(logging.WARNING):
+            refresh.poke()
+            await refresh.idle()
+        assert refresh.taken == 0 and refresh.metrics.forecast_refresh_errors.value == 1
+        assert "A forecast refresh failed (BrokenProcessPool" in caplog.text
+        policy[0] = FifoScheduler
+        refresh.poke()
+        await refresh.idle()
+        assert refresh.taken == 1 and len(refresh.shown) == 3
+        assert refresh.metrics.forecast_refresh_errors.value == 1
+        refresh.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_replay_process_that_raises_fails_its_refresh_and_the_pool_goes_on(
+    process: ReplayProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        cluster = busy_pool(3)
+        refresh = refresh_of(cluster, FifoScheduler, "fifo", process=process)
+        refresh.arrivals = "nonsense"  # (what `invent` refuses: it raises in the process)
+        with caplog.at_level(logging.WARNING):
+            refresh.poke()
+            await refresh.idle()
+        assert refresh.taken == 0 and refresh.metrics.forecast_refresh_errors.value == 1
+        assert "A forecast refresh failed" in caplog.text
+        refresh.arrivals = "none"
+        refresh.poke()
+        await refresh.idle()
+        assert refresh.taken == 1 and len(refresh.shown) == 3
+        refresh.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_closed_replay_process_starts_no_refresh() -> None:
+    replays = ReplayProcess()
+    replays.close()
+    cluster = busy_pool(2)
+    with pytest.raises(RuntimeError, match="replay process is closed"):
+        replays.submit(refresh_of(cluster, FifoScheduler, "fifo").request(), 1, BUDGET, None)
+
+
+def test_a_dag_goes_to_the_process_without_its_caches_and_recomputes_the_same() -> None:
+    dag = busy_pool(1).jobs[0].dag
+    known = (dag.topological_order, dag.bottom_levels, dag.critical_path, dag.total_work)
+    copied = pickle.loads(pickle.dumps(dag))
+    assert "graph" in vars(dag) and "graph" not in vars(copied)
+    assert (copied.names, copied.parents, copied.spec) == (dag.names, dag.parents, dag.spec)
+    assert (copied.topological_order, copied.bottom_levels) == known[:2]
+    assert (copied.critical_path, copied.total_work) == known[2:]
