@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,20 +47,20 @@ def sampled_runs(
     at = {"seed": 0, "now": 0.0}
     summary = sim_forecast._summary
 
-    def keep(job, position, starts, finishes, horizon, start_quantile=0.5):  # type: ignore[no-untyped-def]
+    def keep(job, position, starts, finishes, horizon, start_quantile=0.5):
         if len(starts) > 1 and job.first_start is None:  # (the plan of one replay: not ours)
             kept[(int(at["seed"]), at["now"], job.id)] = sorted(starts)
         return summary(job, position, starts, finishes, horizon, start_quantile)
 
     forecast = forecast_eval.forecast
 
-    def marked(cluster, scheduler, **kw):  # type: ignore[no-untyped-def]
+    def marked(cluster, scheduler, **kw):
         at["now"] = cluster.now  # (`_summary` is given the job, not the time)
         return forecast(cluster, scheduler, **kw)
 
     runs = []
-    sim_forecast._summary = keep  # type: ignore[assignment]
-    forecast_eval.forecast = marked  # type: ignore[assignment]
+    sim_forecast._summary = keep
+    forecast_eval.forecast = marked
     try:
         for seed in seeds:
             at["seed"] = seed
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return np.array([abs(quantile(x, q) - start) / wait for _, x, start, wait in rows])
 
     base = errors(args.against)
-    out = []
+    out: list[dict[str, Any]] = []
     for q in qs:
         e = errors(q)
         by_forecast, by_seeds, paired = [], [], []
