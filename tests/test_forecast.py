@@ -175,3 +175,25 @@ def test_a_budget_of_events_stops_adding_replays() -> None:
     assert capped.replays == 1
     b = entry(capped, 1)
     assert b.start.low == b.start.median == b.start.high  # (one replay: no interval)
+
+
+def test_a_start_quantile_picks_the_replays_start_and_leaves_the_rest() -> None:
+    # one executor, A (20 s) runs until 20, B (5 s) waits under SJF; the four replays'
+    # futures bring 0, 1, 2, 3 one-second jobs before 20 that overtake B: B starts at
+    # 20, 21, 22, 23 and finishes 5 s later
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    futures = [
+        Future(tuple(JobArrival(12.0 + k, f"new-{k}", chain(1.0)) for k in range(n)), n)
+        for n in range(4)
+    ]
+    median = entry(forecast(cluster, make_scheduler("sjf-cp"), futures=futures), 1)
+    late = forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=0.75)
+    b = entry(late, 1)
+    assert median.start == Span(20.3, 21.5, 22.7)
+    assert b.start == Span(20.3, 22.25, 22.7)  # (0.75 × 3 = 2.25: a quarter past 22)
+    assert b.finish == median.finish == Span(25.3, 26.5, 27.7)
+    assert entry(late, 0).start == Span(0.0, 0.0, 0.0)  # (a started one's start is known)
+    for outside in (0.05, 0.95):
+        with pytest.raises(ValueError, match="start_quantile is a quantile in"):
+            forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=outside)

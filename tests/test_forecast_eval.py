@@ -220,6 +220,7 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         (["--durations", "guessed"], "--durations is model or measured"),
         (["-m", "0"], "--replays (-m) is a whole number of at least 1, not 0"),
         (["--every", "0"], "--every is a number of seconds of at least 1"),
+        (["--start-quantile", "0.95"], "--start-quantile is a quantile from 0.1 to 0.9"),
         (["--out", str(readme)], "is not a directory"),
     ]:
         bad = runner.invoke(app, [*args, *flag])
@@ -319,3 +320,17 @@ def test_queue_futures_send_each_queues_copies_to_it() -> None:
         assert [a.time for a in f.arrivals] == sorted(a.time for a in f.arrivals)
         for a in f.arrivals:  # (a copy of a workflow of the queue it joins)
             assert a.name.startswith(f"{a.queue}-")
+
+
+def test_a_start_quantile_is_said_where_it_is_set() -> None:
+    # the JSON of the settings before it is as it was; set, it is in the JSON and footer
+    runner = CliRunner()
+    args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
+    args += ["-m", "2", "--seed", "1"]
+    plain = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert "start_quantile" not in plain
+    late = json.loads(runner.invoke(app, [*args, "--json", "--start-quantile", "0.75"]).stdout)
+    assert late["start_quantile"] == 0.75
+    assert late["figures"]["forecast"]["finish_n"] == plain["figures"]["forecast"]["finish_n"]
+    table = runner.invoke(app, [*args, "--start-quantile", "0.75"])
+    assert "durations model, start quantile 0.75; start" in table.output

@@ -19,6 +19,7 @@ from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
 from idlegate.progress import stderr_progress
+from idlegate.sim.forecast import HIGH, LOW, MEDIAN
 
 forecast_app = typer.Typer(
     help="Forecasts of when waiting workflows start and finish (docs/forecast.md).\n\n"
@@ -83,6 +84,15 @@ def forecast_evaluate(
             "declared estimate).",
         ),
     ] = "model",
+    start_quantile: Annotated[
+        float,
+        typer.Option(
+            "--start-quantile",
+            help="The quantile of the replays' starts a waiting workflow's forecast start "
+            "is (0.1 to 0.9; default 0.5, their median): higher for replays that invent no "
+            "arrivals, whose starts are early by what later arrivals delay (docs/forecast.md).",
+        ),
+    ] = MEDIAN,
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
     out_dir: Annotated[
         Path | None,
@@ -106,6 +116,10 @@ def forecast_evaluate(
             raise IdlegateError(f"--replays (-m) is a whole number of at least 1, not {replays}")
         if every is not None and not every >= 1.0:
             raise IdlegateError(f"--every is a number of seconds of at least 1, not {every}")
+        if not LOW <= start_quantile <= HIGH:
+            raise IdlegateError(
+                f"--start-quantile is a quantile from {LOW} to {HIGH}, not {start_quantile}"
+            )
         if out_dir is not None:  # (before the runs: a folder that cannot be made loses none)
             check_out_dir(out_dir)
         settings = EvalSettings(
@@ -116,6 +130,7 @@ def forecast_evaluate(
             every=every,
             arrivals=cast(Arrivals, arrivals),
             durations="model" if durations == "model" else "measured",
+            start_quantile=start_quantile,
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
         if arrivals == "queues":
@@ -131,6 +146,8 @@ def forecast_evaluate(
         "every": every,
         "arrivals": arrivals,
         "durations": durations,
+        # (only when set: the output of the settings before it stays as it was)
+        **({} if start_quantile == MEDIAN else {"start_quantile": start_quantile}),
         "refreshes": sum(r.refreshes for r in runs),
         "figures": {f.method: f.to_dict() for f in figs},
         "unavailable": unavailable_reasons(runs),
@@ -146,7 +163,8 @@ def forecast_evaluate(
     refreshes = sum(r.refreshes for r in runs)
     typer.echo(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
-        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}; start "
+        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
+        f"{'' if start_quantile == MEDIAN else f', start quantile {start_quantile:g}'}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT."
     )

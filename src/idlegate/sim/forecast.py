@@ -57,6 +57,9 @@ calibration alone (`sim.forecast_calibration`)."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""
+MEDIAN = 0.5
+"""The quantile of the replays a forecast time is by default (`forecast`'s
+`start_quantile`): their median."""
 
 
 class Span(NamedTuple):
@@ -138,6 +141,7 @@ def forecast(
     horizon: float = inf,
     waves: bool = True,
     budget: int | None = None,
+    start_quantile: float = MEDIAN,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
@@ -153,7 +157,17 @@ def forecast(
     `budget` caps the events simulated over all replays: no replay starts once they
     reached it (the first always runs; `Forecast.replays` says how many did), so a
     refresh of a long queue costs what one replay of it costs, not M.
+    `start_quantile` is the quantile of the replays' starts a waiting workflow's forecast
+    start (`Span.median`) is, their median by default; a higher one for replays that
+    invent no arrivals, whose starts are early by what later arrivals that overtake a
+    workflow would delay it (docs/forecast.md, k8s-batch's start). The finish, and the
+    interval's ends, stay the replays' median and 10th and 90th percentiles.
     """
+    if not LOW <= start_quantile <= HIGH:
+        raise ValueError(
+            f"start_quantile is a quantile in [{LOW}, {HIGH}] (within the interval), "
+            f"not {start_quantile}"
+        )
     now = cluster.now
     jobs = sorted(cluster.jobs, key=lambda j: j.id)
     missing = next((m for j in jobs if (m := missing_estimate(j)) is not None), None)
@@ -183,7 +197,8 @@ def forecast(
         now,
         done,
         tuple(
-            _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon) for j in jobs
+            _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon, start_quantile)
+            for j in jobs
         ),
         spent,
     )
@@ -287,11 +302,12 @@ def _quantile_of_sorted(ordered: Sequence[float], q: float) -> float:
     return a + (b - a) * frac
 
 
-def _span(values: Sequence[float]) -> Span:
+def _span(values: Sequence[float], point: float = MEDIAN) -> Span:
+    """The `LOW`, `point` and `HIGH` quantiles of `values` (`point`: the span's median)."""
     ordered = sorted(values)  # (once for the three: a refresh spans every workflow twice)
     return Span(
         _quantile_of_sorted(ordered, LOW),
-        _quantile_of_sorted(ordered, 0.5),
+        _quantile_of_sorted(ordered, point),
         _quantile_of_sorted(ordered, HIGH),
     )
 
@@ -302,8 +318,9 @@ def _summary(
     starts: Sequence[float],
     finishes: Sequence[float],
     horizon: float,
+    start_quantile: float = MEDIAN,
 ) -> WorkflowForecast | Unavailable:
-    start = _span(starts)
+    start = _span(starts, start_quantile if job.first_start is None else MEDIAN)
     if start.median == inf:
         return Unavailable(
             job.id,
