@@ -85,14 +85,15 @@ def forecast_evaluate(
         ),
     ] = "model",
     start_quantile: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--start-quantile",
             help="The quantile of the replays' starts a waiting workflow's forecast start "
-            "is (0.1 to 0.9; default 0.5, their median): higher for replays that invent no "
-            "arrivals, whose starts are early by what later arrivals delay (docs/forecast.md).",
+            "is (0.1 to 0.9). Default: as the operator's pool takes it, 0.75 when --arrivals "
+            "is none (replays that invent no arrivals start early by what later arrivals "
+            "delay), else 0.5, their median (docs/forecast.md).",
         ),
-    ] = MEDIAN,
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
     out_dir: Annotated[
         Path | None,
@@ -116,7 +117,7 @@ def forecast_evaluate(
             raise IdlegateError(f"--replays (-m) is a whole number of at least 1, not {replays}")
         if every is not None and not every >= 1.0:
             raise IdlegateError(f"--every is a number of seconds of at least 1, not {every}")
-        if not LOW <= start_quantile <= HIGH:
+        if start_quantile is not None and not LOW <= start_quantile <= HIGH:
             raise IdlegateError(
                 f"--start-quantile is a quantile from {LOW} to {HIGH}, not {start_quantile}"
             )
@@ -146,8 +147,7 @@ def forecast_evaluate(
         "every": every,
         "arrivals": arrivals,
         "durations": durations,
-        # (only when set: the output of the settings before it stays as it was)
-        **({} if start_quantile == MEDIAN else {"start_quantile": start_quantile}),
+        "start_quantile": settings.start_at,
         "refreshes": sum(r.refreshes for r in runs),
         "figures": {f.method: f.to_dict() for f in figs},
         "unavailable": unavailable_reasons(runs),
@@ -161,10 +161,12 @@ def forecast_evaluate(
         return
     typer.echo(render(figs))
     refreshes = sum(r.refreshes for r in runs)
+    at = settings.start_at
+    quantile = "" if at == MEDIAN else f", a start at the replays' {at:g} quantile"
     typer.echo(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
         f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
-        f"{'' if start_quantile == MEDIAN else f', start quantile {start_quantile:g}'}; start "
+        f"{quantile}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT."
     )
