@@ -12,6 +12,8 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
 from idlegate.sim.forecast import (
+    MEDIAN,
+    START_UNSEEN,
     Forecast,
     Span,
     Unavailable,
@@ -19,6 +21,7 @@ from idlegate.sim.forecast import (
     forecast,
     quantile,
     queue_positions,
+    start_quantile,
 )
 from idlegate.sim.protocol import ClusterView
 from idlegate.sim.rollout import Future
@@ -213,3 +216,45 @@ def test_a_pool_that_follows_its_nodes_is_bounded_by_the_cpu_budget_too() -> Non
     one = forecast(cluster, fair, replays=20, budget=10_000, seconds=0.2, clock=Ticking(1.8))
     assert one.replays == 1
     assert one.workflows == forecast(cluster, fair, replays=1).workflows
+
+
+def test_a_start_quantile_picks_the_replays_start_and_leaves_the_rest() -> None:
+    # one executor, A (20 s) runs until 20, B (5 s) waits under SJF; the four replays'
+    # futures bring 0, 1, 2, 3 one-second jobs before 20 that overtake B: B starts at
+    # 20, 21, 22, 23 and finishes 5 s later
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    futures = [
+        Future(tuple(JobArrival(12.0 + k, f"new-{k}", chain(1.0)) for k in range(n)), n)
+        for n in range(4)
+    ]
+    median = entry(forecast(cluster, make_scheduler("sjf-cp"), futures=futures), 1)
+    late = forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=0.75)
+    b = entry(late, 1)
+    assert median.start == Span(20.3, 21.5, 22.7)
+    assert b.start == Span(20.3, 22.25, 22.7)  # (0.75 × 3 = 2.25: a quarter past 22)
+    assert b.finish == median.finish == Span(25.3, 26.5, 27.7)
+    assert entry(late, 0).start == Span(0.0, 0.0, 0.0)  # (a started one's start is known)
+    for outside in (0.05, 0.95):
+        with pytest.raises(ValueError, match="start_quantile is a quantile in"):
+            forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=outside)
+
+
+def test_a_late_start_quantile_never_puts_the_finish_before_the_start() -> None:
+    # B (5 s) waits behind A (20 s) under SJF; replays 0-3 bring 0, 0, 0 and 10 one-second
+    # jobs that overtake it: B starts at 20, 20, 20, 30 and ends 5 s later. The starts'
+    # 0.9 quantile (27.0) is past the finishes' median (25.0): the finish is raised to it
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
+    cluster = state_at(w, 10.0)
+    futures = [
+        Future(tuple(JobArrival(12.0 + k / 10, f"new-{k}", chain(1.0)) for k in range(n)), i)
+        for i, n in enumerate((0, 0, 0, 10))
+    ]
+    b = entry(forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=0.9), 1)
+    assert b.start.median == pytest.approx(27.0)
+    assert b.finish.median == b.start.median and b.finish.high >= b.finish.median
+
+
+def test_the_start_quantile_is_later_only_where_no_arrivals_are_invented() -> None:
+    assert start_quantile(invented=False) == START_UNSEEN == 0.75
+    assert start_quantile(invented=True) == MEDIAN == 0.5

@@ -220,6 +220,7 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         (["--durations", "guessed"], "--durations is model or measured"),
         (["-m", "0"], "--replays (-m) is a whole number of at least 1, not 0"),
         (["--every", "0"], "--every is a number of seconds of at least 1"),
+        (["--start-quantile", "0.95"], "--start-quantile is a quantile from 0.1 to 0.9"),
         (["--out", str(readme)], "is not a directory"),
     ]:
         bad = runner.invoke(app, [*args, *flag])
@@ -319,3 +320,26 @@ def test_queue_futures_send_each_queues_copies_to_it() -> None:
         assert [a.time for a in f.arrivals] == sorted(a.time for a in f.arrivals)
         for a in f.arrivals:  # (a copy of a workflow of the queue it joins)
             assert a.name.startswith(f"{a.queue}-")
+
+
+def test_the_start_quantile_follows_the_arrivals_unless_set() -> None:
+    # as the operator's pool takes it: 0.75 where the replays invent no arrivals, the
+    # median where they do; --start-quantile overrides it, and the JSON and footer say it
+    runner = CliRunner()
+    args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
+    args += ["-m", "2", "--seed", "1"]
+    plain = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert plain["start_quantile"] == 0.75
+    poisson = json.loads(runner.invoke(app, [*args, "--json", "--arrivals", "poisson"]).stdout)
+    assert poisson["start_quantile"] == 0.5
+    median = json.loads(runner.invoke(app, [*args, "--json", "--start-quantile", "0.5"]).stdout)
+    assert median["start_quantile"] == 0.5
+    assert median["figures"]["forecast"]["finish_n"] == plain["figures"]["forecast"]["finish_n"]
+    table = runner.invoke(app, args)
+    assert "durations model, a start at the replays' 0.75 quantile; start" in table.output
+    table = runner.invoke(app, [*args, "--start-quantile", "0.5"])
+    assert "durations model; start" in table.output
+    refused = runner.invoke(app, [*args, "--start-quantile", "0.95"])
+    assert refused.exit_code == 1 and "--start-quantile is a quantile from 0.1 to 0.9" in (
+        refused.output
+    )

@@ -278,3 +278,43 @@ def test_the_operator_widens_a_waiting_finish_by_its_start_as_the_evaluation_mea
     assert shown.start_interval == pytest.approx(
         (100.0 - START_PRIOR * 100, 100.0 + START_PRIOR * 100)
     )
+
+
+def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> None:
+    # the same replays as `sim.forecast.forecast` with the start's quantile of the pool's
+    # arrivals (what `idlegate forecast evaluate` measured): the replays' 0.75 quantile
+    # with none, their median where arrivals are invented
+    from idlegate.api.forecast_refresh import compute
+    from idlegate.sim import forecast as sim_forecast
+
+    cluster = Cluster(1)
+    cluster.advance(T0)
+    for i in range(4):  # (measured 37 to 219 s: the replays' starts spread)
+        owner = Owner("t", f"w{i}", f"uid-{i}", "DagWorkflow")
+        durations = MeasuredDurations([100.0], [[37.0, 61.0, 88.0, 104.0, 133.0, 171.0, 219.0]])
+        cluster.add_job(chain(100.0), T0, f"w{i}", Held(owner, durations))
+    while cluster.decide_once(FifoScheduler(), T0) is not None:
+        pass
+    for arrivals, quantile in (("none", 0.75), ("poisson", 0.5)):
+        refresh, _ = refresh_of(cluster, arrivals=arrivals)
+        snap = refresh.request()
+        shown, _ = compute(snap, 20, sim_forecast.BUDGET)
+        at = {
+            q: sim_forecast.forecast(
+                snap.fork,
+                FifoScheduler(),
+                seed=snap.seed,
+                replays=20,
+                futures=sim_forecast_futures(snap),
+                start_quantile=q,
+            ).of(cluster.jobs[-1].id)
+            for q in (0.5, 0.75)
+        }
+        assert at[0.75].start.median > at[0.5].start.median  # (the replays spread)
+        assert shown.of(cluster.jobs[-1].id) == at[quantile]
+
+
+def sim_forecast_futures(snap: Any) -> Any:
+    from idlegate.api.forecast_refresh import futures
+
+    return futures(snap, 20)

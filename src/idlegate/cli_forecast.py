@@ -19,6 +19,7 @@ from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
 from idlegate.progress import stderr_progress
+from idlegate.sim.forecast import HIGH, LOW, MEDIAN
 
 forecast_app = typer.Typer(
     help="Forecasts of when waiting workflows start and finish (docs/forecast.md).\n\n"
@@ -83,6 +84,16 @@ def forecast_evaluate(
             "declared estimate).",
         ),
     ] = "model",
+    start_quantile: Annotated[
+        float | None,
+        typer.Option(
+            "--start-quantile",
+            help="The quantile of the replays' starts a waiting workflow's forecast start "
+            "is (0.1 to 0.9). Default: as the operator's pool takes it, 0.75 when --arrivals "
+            "is none (replays that invent no arrivals start early by what later arrivals "
+            "delay), else 0.5, their median (docs/forecast.md).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
     out_dir: Annotated[
         Path | None,
@@ -106,6 +117,10 @@ def forecast_evaluate(
             raise IdlegateError(f"--replays (-m) is a whole number of at least 1, not {replays}")
         if every is not None and not every >= 1.0:
             raise IdlegateError(f"--every is a number of seconds of at least 1, not {every}")
+        if start_quantile is not None and not LOW <= start_quantile <= HIGH:
+            raise IdlegateError(
+                f"--start-quantile is a quantile from {LOW} to {HIGH}, not {start_quantile}"
+            )
         if out_dir is not None:  # (before the runs: a folder that cannot be made loses none)
             check_out_dir(out_dir)
         settings = EvalSettings(
@@ -116,6 +131,7 @@ def forecast_evaluate(
             every=every,
             arrivals=cast(Arrivals, arrivals),
             durations="model" if durations == "model" else "measured",
+            start_quantile=start_quantile,
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
         if arrivals == "queues":
@@ -131,6 +147,7 @@ def forecast_evaluate(
         "every": every,
         "arrivals": arrivals,
         "durations": durations,
+        "start_quantile": settings.start_at,
         "refreshes": sum(r.refreshes for r in runs),
         "figures": {f.method: f.to_dict() for f in figs},
         "unavailable": unavailable_reasons(runs),
@@ -144,9 +161,12 @@ def forecast_evaluate(
         return
     typer.echo(render(figs))
     refreshes = sum(r.refreshes for r in runs)
+    at = settings.start_at
+    quantile = "" if at == MEDIAN else f", a start at the replays' {at:g} quantile"
     typer.echo(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
-        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}; start "
+        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
+        f"{quantile}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT."
     )

@@ -208,7 +208,9 @@ def compute(
 ) -> tuple[sim_forecast.Forecast, float]:
     """Worker thread or replay process: the forecast of the snapshot and the CPU seconds
     it took; its replays invent the snapshot's `arrivals` (`futures`), within `budget`
-    events and `seconds` of CPU (`sim.forecast.forecast`)."""
+    events and `seconds` of CPU (`sim.forecast.forecast`), and a waiting workflow's start
+    is the replays' quantile for those arrivals (`sim.forecast.start_quantile`: later than
+    their median where none are invented), as `idlegate forecast evaluate` measured it."""
     began = time.thread_time()
     scheduler = snapshot.scheduler
     if scheduler is None:  # (a replay process's: built from its spec, once per spec)
@@ -221,6 +223,7 @@ def compute(
         budget=budget,
         seconds=seconds,
         futures=futures(snapshot, replays),
+        start_quantile=sim_forecast.start_quantile(snapshot.arrivals != "none"),
     )
     return result, time.thread_time() - began
 

@@ -42,7 +42,7 @@ from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
-from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions
+from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions, start_quantile
 from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
@@ -101,6 +101,17 @@ class EvalSettings:
     model (what the simulator draws from); ``measured``, what an operator has, the
     durations its stage's tasks took so far, else the declared estimate
     (`sim.durations.MeasuredDurations`, `measured_view`)."""
+    start_quantile: float | None = None
+    """The quantile of the replays' starts the forecast's start is (`sim.forecast.forecast`'s
+    `start_quantile`); None: as the operator's pool with these arrivals takes it
+    (`sim.forecast.start_quantile`: 0.75 where the replays invent none, else the median)."""
+
+    @property
+    def start_at(self) -> float:
+        """The start's quantile these settings forecast with (`start_quantile`)."""
+        if self.start_quantile is not None:
+            return self.start_quantile
+        return start_quantile(self.arrivals != "none")  # (oracle's real arrivals too)
 
 
 class _Queue:
@@ -232,6 +243,7 @@ def evaluate_seed(
             futures=futures,
             horizon=settings.horizon,
             waves=waves,
+            start_quantile=settings.start_at,
         )
         plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
         positions = queue_positions(cluster)
