@@ -336,9 +336,11 @@ def test_the_start_quantile_follows_the_arrivals_unless_set() -> None:
     assert median["start_quantile"] == 0.5
     assert median["figures"]["forecast"]["finish_n"] == plain["figures"]["forecast"]["finish_n"]
     table = runner.invoke(app, args)
-    assert "durations model, a start at the replays' 0.75 quantile; start" in table.output
+    assert "durations model, a waiting workflow's start at their 0.75 quantile; start" in (
+        table.output
+    )
     table = runner.invoke(app, [*args, "--start-quantile", "0.5"])
-    assert "durations model; start" in table.output
+    assert "durations model, a waiting workflow's start at their median; start" in table.output
     refused = runner.invoke(app, [*args, "--start-quantile", "0.95"])
     assert refused.exit_code == 1 and "--start-quantile is a quantile from 0.1 to 0.9" in (
         refused.output

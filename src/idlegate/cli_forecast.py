@@ -162,11 +162,11 @@ def forecast_evaluate(
     typer.echo(render(figs))
     refreshes = sum(r.refreshes for r in runs)
     at = settings.start_at
-    quantile = "" if at == MEDIAN else f", a start at the replays' {at:g} quantile"
+    quantile = "their median" if at == MEDIAN else f"their {at:g} quantile"
     typer.echo(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
         f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
-        f"{quantile}; start "
+        f", a waiting workflow's start at {quantile}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT."
     )

@@ -182,8 +182,8 @@ class MetricFamilies:
         )
         self.forecast_refresh_seconds = histogram(
             "idlegate_forecast_refresh_seconds",
-            "CPU seconds of one forecast refresh, in its worker thread (decisions never wait "
-            "on it).",
+            "CPU seconds of one forecast refresh's replays, in the operator's replay process "
+            "or its worker thread (--forecast-workers; decisions never wait on it).",
             buckets=PLANNING_BUCKETS,
         )
         self.forecast_refresh_errors = counter(

@@ -91,8 +91,10 @@ def start_quantile(invented: bool) -> float:
 
 
 class Span(NamedTuple):
-    """A forecast time: the median over the replays and the 80 % interval around it
-    (absolute simulated seconds; inf: after the horizon in that share of the replays)."""
+    """A forecast time: the point forecast and the 80 % interval around it (absolute
+    simulated seconds; inf: after the horizon in that share of the replays). `median` is
+    the replays' median, but for a waiting workflow's start it is their `start_quantile`
+    (`forecast`: later where the replays invent no arrivals)."""
 
     low: float
     median: float
