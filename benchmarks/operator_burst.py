@@ -38,6 +38,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,22 @@ def process(pid: int) -> dict[str, float]:
         "rss_mib": round(int(status["VmRSS"].split()[0]) / 1024, 1),
         "peak_rss_mib": round(int(status["VmHWM"].split()[0]) / 1024, 1),
     }
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, and theirs (from /proc)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    direct = [int(c) for c in found.read_text().split()] if found.exists() else []
+    return [d for c in direct for d in (c, *children(c))]
+
+
+def children_cpu(pid: int) -> float:
+    """CPU seconds of `pid`'s live descendants (a replay process's), each from /proc."""
+    total = 0.0
+    for child in children(pid):
+        with suppress(OSError):  # (ended meanwhile)
+            total += process(child)["cpu_seconds"]
+    return round(total, 1)
 
 
 def wait(predicate: Any, timeout: float, what: str) -> None:

@@ -84,15 +84,23 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from benchmarks.operator_burst import fetch, free_port, metric, operator, process
+from benchmarks.operator_burst import (
+    children,
+    children_cpu,
+    fetch,
+    free_port,
+    metric,
+    operator,
+    process,
+)
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.api.forecast_refresh import WORKERS
+from idlegate.api.forecast_replay import WORKERS
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -196,7 +204,8 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
     from statistics import median
 
     from benchmarks.forecast import waiting_state
-    from idlegate.api.forecast_refresh import ForecastRefresh, compute
+    from idlegate.api.forecast_refresh import ForecastRefresh
+    from idlegate.api.forecast_replay import compute
 
     cluster = waiting_state(waiting, scheduler)
     loop_ms, thread_ms, shipped_ms = [], [], []
@@ -262,30 +271,10 @@ class Sampler(Periodic):
             )
 
 
-def children(pid: int) -> list[int]:
-    """The child processes of `pid`, and theirs (from /proc)."""
-    found = Path(f"/proc/{pid}/task/{pid}/children")
-    direct = [int(c) for c in found.read_text().split()] if found.exists() else []
-    return [d for c in direct for d in (c, *children(c))]
-
-
-def children_cpu(pid: int) -> float:
-    """CPU seconds of `pid`'s live descendants (a replay process's), each from /proc."""
-    total = 0.0
-    for child in children(pid):
-        with suppress(OSError):  # (ended meanwhile)
-            total += process(child)["cpu_seconds"]
-    return round(total, 1)
-
-
 def innermost(pid: int) -> int:
-    """The process a wrapper (a profiler) runs: its last descendant (`pid` without one)."""
-    while True:
-        found = Path(f"/proc/{pid}/task/{pid}/children")
-        children = found.read_text().split() if found.exists() else []
-        if not children:
-            return pid
-        pid = int(children[-1])
+    """The process a wrapper (a profiler) runs: its last descendant (`pid` without one;
+    read at the start, before the operator starts a replay process of its own)."""
+    return (children(pid) or [pid])[-1]
 
 
 @contextmanager
@@ -396,7 +385,7 @@ def run(
         flags=flags,
         wrap=wrap,
     )
-    sampler = Sampler(metrics)
+    sampler, pid = Sampler(metrics), proc.pid  # (`pid`: the operator, once it answers)
     try:
         with stack, SimKubelet(api, namespace), ArgoController(api, namespace, settle=0.5), sampler:
             deadline = time.monotonic() + 120
@@ -435,7 +424,7 @@ def run(
     finally:
         monitor.close()
         if proc.poll() is None:  # (a profiler writes its profile once its process ends)
-            os.kill(innermost(proc.pid) if wrap else proc.pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)  # (not innermost now: its replay process is)
             proc.wait(120)
     seen = monitor.outcome()
     lags = monitor.status_lags()

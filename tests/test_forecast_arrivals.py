@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from idlegate.api.forecast_refresh import (
-    ARRIVALS_STREAM,
-    ForecastRefresh,
-    Snapshot,
-    futures,
-)
+from idlegate.api.forecast_refresh import ForecastRefresh
+from idlegate.api.forecast_replay import ARRIVALS_STREAM, Snapshot, futures
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.pool_spec import parse_pool_spec, pool_problems
 from idlegate.api.task_pods import Owner

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_refresh import ForecastRefresh, Snapshot, futures
+from idlegate.api.forecast_refresh import ForecastRefresh
+from idlegate.api.forecast_replay import Snapshot, futures
 from idlegate.operator.edge import intake
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag

@@ -284,7 +284,7 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
     # the same replays as `sim.forecast.forecast` with the start's quantile of the pool's
     # arrivals (what `idlegate forecast evaluate` measured): the replays' 0.75 quantile
     # with none, their median where arrivals are invented
-    from idlegate.api.forecast_refresh import compute
+    from idlegate.api.forecast_replay import compute
     from idlegate.sim import forecast as sim_forecast
 
     cluster = Cluster(1)
@@ -315,6 +315,6 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
 
 
 def sim_forecast_futures(snap: Any) -> Any:
-    from idlegate.api.forecast_refresh import futures
+    from idlegate.api.forecast_replay import futures
 
     return futures(snap, 20)

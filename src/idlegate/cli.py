@@ -297,9 +297,7 @@ def lint(
         str,
         typer.Option(
             "--forecast-arrivals",
-            help="The operator's --forecast-arrivals (none, poisson or queues): note each "
-            "ExecutorPool whose forecasts would invent other arrivals (queues, on a pool "
-            "without queues, invents poisson).",
+            help="The operator's --forecast-arrivals: note pools that would fall back to poisson.",
         ),
     ] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -700,8 +698,7 @@ def advise(
     settings = AdviseConfig(**config)
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
-    # (what it replays is said by the progress, once the history has loaded: a file that
-    # does not is its one line of error)
+    # (the progress says what it replays once the history loaded: else one line of error)
     what = f"replaying {history.name} ({settings.seeds} seeds per candidate)"
     with open_runs_pool(settings.jobs, ray) as pool, stderr_progress(what) as bar:
         advice = run_advise(

@@ -13,7 +13,8 @@ import aiohttp.web
 import yaml
 
 from idlegate.api.crd import KIND
-from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, scheduler_copy, what_if
+from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, what_if
+from idlegate.api.forecast_replay import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
 from idlegate.api.routing import NoPlaceError
 from idlegate.api.visibility import PATH, narrow, pending

@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from idlegate.api.forecast_refresh import ForecastRefresh, ReplayProcess
+from idlegate.api.forecast_refresh import ForecastRefresh
+from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
