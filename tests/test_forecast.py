@@ -203,6 +203,9 @@ def test_a_budget_of_cpu_seconds_starts_no_replay_that_would_end_past_it() -> No
     # the first runs whole even when it alone takes more than the budget
     assert forecast(cluster, fifo, replays=20, seconds=0.1, clock=Ticking(5.0)).replays == 1
     assert forecast(cluster, fifo, replays=20, seconds=None, clock=Ticking(5.0)).replays == 20
+    # the core reads no clock of its own: a budget of seconds comes with the caller's
+    with pytest.raises(ValueError, match="needs the clock that measures them"):
+        forecast(cluster, fifo, replays=20, seconds=1.0)
 
 
 def test_a_pool_that_follows_its_nodes_is_bounded_by_the_cpu_budget_too() -> None:

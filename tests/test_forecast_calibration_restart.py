@@ -149,30 +149,15 @@ def test_the_calibration_rebuilt_from_records_scores_as_the_refresh_did(tmp_path
 def test_a_read_that_failed_leaves_the_calibration_cold_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tests.test_forecast_refresh import busy_pool, refresh_of
+    from tests.test_forecast_refresh import FakeMetrics, busy_pool, refresh_of
 
-    class Counter:
-        def __init__(self) -> None:
-            self.n = 0
-
-        def inc(self) -> None:
-            self.n += 1
-
-    class Metrics:
-        forecast_calibration_errors = Counter()
-
-        class _Observe:
-            def observe(self, _: float) -> None:
-                pass
-
-        forecast_refresh_seconds = _Observe()
-
-    refresh, _ = refresh_of(busy_pool(2), metrics=Metrics())
+    metrics = FakeMetrics()
+    refresh, _ = refresh_of(busy_pool(2), metrics=metrics)
     failed: Future[Tail] = Future()
     failed.set_exception(OSError("the volume is gone"))
     refresh.resume_from(failed)
     with caplog.at_level(logging.WARNING):
         refresh.poke()  # (no loop: in place)
-    assert refresh.resuming is None and Metrics.forecast_calibration_errors.n == 1
+    assert refresh.resuming is None and metrics.forecast_calibration_errors.value == 1
     assert "OSError: the volume is gone" in caplog.text
     assert [len(c.scores) for c in refresh.calibration.values()] == [0, 0]

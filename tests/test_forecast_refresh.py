@@ -59,6 +59,31 @@ def busy_pool(n: int = 4) -> Cluster:
     return cluster
 
 
+class FakeCounter:
+    """A counter's `inc`, counted in `value` (the series a refresh writes, without
+    prometheus)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self) -> None:
+        self.value += 1
+
+
+class FakeHistogram:
+    def observe(self, value: float) -> None:
+        pass
+
+
+class FakeMetrics:
+    """The series a pool's refresh writes (`operator.metrics.Metrics`'s)."""
+
+    def __init__(self) -> None:
+        self.forecast_refresh_errors = FakeCounter()
+        self.forecast_calibration_errors = FakeCounter()
+        self.forecast_refresh_seconds = FakeHistogram()
+
+
 def refresh_of(cluster: Cluster, scheduler: Any = None, **kw: Any) -> tuple[ForecastRefresh, list]:
     written: list[list[Any]] = []
     timers: dict[str, tuple[float, Any]] = {}

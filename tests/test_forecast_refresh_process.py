@@ -20,28 +20,7 @@ from idlegate.api.forecast_refresh import ForecastRefresh
 from idlegate.api.forecast_replay import ReplayProcess, compute
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.forecast import BUDGET
-from tests.test_forecast_refresh import busy_pool
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.value = 0
-
-    def inc(self) -> None:
-        self.value += 1
-
-
-class Histogram:
-    def observe(self, value: float) -> None:
-        pass
-
-
-class Metrics:
-    """The two series a refresh writes (`operator.metrics.Metrics`'s)."""
-
-    def __init__(self) -> None:
-        self.forecast_refresh_errors = Counter()
-        self.forecast_refresh_seconds = Histogram()
+from tests.test_forecast_refresh import FakeMetrics, busy_pool
 
 
 class Killed(FifoScheduler):
@@ -66,7 +45,7 @@ def refresh_of(cluster: Any, policy: Any, spec: str | None, **kw: Any) -> Foreca
         now=lambda: cluster.now,
         later=lambda key, at, fire: None,
         write=lambda moved: None,
-        metrics=Metrics(),
+        metrics=FakeMetrics(),
         **kw,
     )
 
@@ -112,47 +91,44 @@ def test_the_operators_refresh_through_the_process_shows_what_a_thread_shows(
     asyncio.run(scenario())
 
 
+async def fails_then_recovers(
+    refresh: ForecastRefresh, mend: Any, caplog: pytest.LogCaptureFixture, said: str
+) -> None:
+    """`refresh`'s next refresh fails in the process (a Warning saying `said`, the error
+    counter), and after `mend()` the one after it shows every workflow's forecast."""
+    with caplog.at_level(logging.WARNING):
+        refresh.poke()
+        await refresh.idle()
+    assert refresh.taken == 0 and refresh.metrics.forecast_refresh_errors.value == 1
+    assert f"A forecast refresh failed ({said}" in caplog.text
+    mend()
+    refresh.poke()
+    await refresh.idle()
+    assert refresh.taken == 1 and len(refresh.shown) == 3
+    assert refresh.metrics.forecast_refresh_errors.value == 1
+    refresh.close()
+
+
 def test_a_killed_replay_process_fails_its_refresh_and_the_next_starts_a_new_one(
     process: ReplayProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def scenario() -> None:
-        cluster = busy_pool(3)
-        policy: list[Any] = [Killed]  # (no spec: the scheduler goes as it is, pickled)
-        refresh = refresh_of(cluster, lambda: policy[0](), None, process=process)
-        with caplog.at_level(logging.WARNING):
-            refresh.poke()
-            await refresh.idle()
-        assert refresh.taken == 0 and refresh.metrics.forecast_refresh_errors.value == 1
-        assert "A forecast refresh failed (BrokenProcessPool" in caplog.text
-        policy[0] = FifoScheduler
-        refresh.poke()
-        await refresh.idle()
-        assert refresh.taken == 1 and len(refresh.shown) == 3
-        assert refresh.metrics.forecast_refresh_errors.value == 1
-        refresh.close()
-
-    asyncio.run(scenario())
+    policy: list[Any] = [Killed]  # (no spec: the scheduler goes as it is, pickled)
+    refresh = refresh_of(busy_pool(3), lambda: policy[0](), None, process=process)
+    asyncio.run(
+        fails_then_recovers(
+            refresh, lambda: policy.__setitem__(0, FifoScheduler), caplog, "BrokenProcessPool"
+        )
+    )
 
 
 def test_a_replay_process_that_raises_fails_its_refresh_and_the_pool_goes_on(
     process: ReplayProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def scenario() -> None:
-        cluster = busy_pool(3)
-        refresh = refresh_of(cluster, FifoScheduler, "fifo", process=process)
-        refresh.arrivals = "nonsense"  # (what `invent` refuses: it raises in the process)
-        with caplog.at_level(logging.WARNING):
-            refresh.poke()
-            await refresh.idle()
-        assert refresh.taken == 0 and refresh.metrics.forecast_refresh_errors.value == 1
-        assert "A forecast refresh failed" in caplog.text
-        refresh.arrivals = "none"
-        refresh.poke()
-        await refresh.idle()
-        assert refresh.taken == 1 and len(refresh.shown) == 3
-        refresh.close()
-
-    asyncio.run(scenario())
+    refresh = refresh_of(busy_pool(3), FifoScheduler, "fifo", process=process)
+    refresh.arrivals = "nonsense"  # (what `invent` refuses: it raises in the process)
+    asyncio.run(
+        fails_then_recovers(refresh, lambda: setattr(refresh, "arrivals", "none"), caplog, "")
+    )
 
 
 def test_a_closed_replay_process_starts_no_refresh() -> None:

@@ -34,7 +34,8 @@ from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import Future as RolloutFuture
 
 Workers = Literal["process", "thread"]
-"""Where a refresh's replays run (``--forecast-workers``; `api.forecast_refresh`'s docstring, "Where")."""
+"""Where a refresh's replays run (``--forecast-workers``; `api.forecast_refresh`'s
+docstring, "Where")."""
 WORKERS: tuple[str, ...] = get_args(Workers)
 
 
@@ -122,6 +123,7 @@ def compute(
         replays=replays,
         budget=budget,
         seconds=seconds,
+        clock=time.thread_time,
         futures=futures(snapshot, replays),
         start_quantile=sim_forecast.start_quantile(snapshot.arrivals != "none"),
     )

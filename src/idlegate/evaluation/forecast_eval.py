@@ -107,11 +107,17 @@ class EvalSettings:
     (`sim.forecast.start_quantile`: 0.75 where the replays invent none, else the median)."""
 
     @property
+    def invented(self) -> bool:
+        """Whether the replays are given arrivals not seen yet (invented, or the run's own:
+        ``oracle``), which sets the start's prior and quantile as the operator's pool's."""
+        return self.arrivals != "none"
+
+    @property
     def start_at(self) -> float:
         """The start's quantile these settings forecast with (`start_quantile`)."""
         if self.start_quantile is not None:
             return self.start_quantile
-        return start_quantile(self.arrivals != "none")  # (oracle's real arrivals too)
+        return start_quantile(self.invented)
 
 
 class _Queue:
@@ -217,7 +223,7 @@ def evaluate_seed(
     out = SeedRun(seed)
     watch, recent = Watch(), list[Job]()
     cache: dict[str, Scheduler] = {}
-    tuning = Tuning(settings.arrivals != "none")  # (oracle's real arrivals too)
+    tuning = Tuning(settings.invented)
     points = list(checkpoints(built, settings.every))
     for n, (t, periodic) in enumerate(points):
         if tick is not None:

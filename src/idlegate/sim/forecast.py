@@ -30,7 +30,6 @@ horizon the caller allowed.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import inf
@@ -172,7 +171,7 @@ def forecast(
     waves: bool = True,
     budget: int | None = None,
     seconds: float | None = None,
-    clock: Callable[[], float] = time.thread_time,
+    clock: Callable[[], float] | None = None,
     start_quantile: float = MEDIAN,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
@@ -189,7 +188,8 @@ def forecast(
     `budget` caps the events simulated over all replays: no replay starts once they
     reached it (the first always runs; `Forecast.replays` says how many did), so a
     refresh of a long queue costs what one replay of it costs, not M. `seconds` caps
-    their CPU alike, as `clock` (this thread's CPU time) measures it: no replay starts
+    their CPU alike, as the caller's `clock` measures it (the operator's: its thread's CPU
+    time; a clock is the caller's, as this core reads none of its own): no replay starts
     that would, at the replays' mean cost so far, end past it (the first always runs), so
     a pool whose events are dear (one that follows its nodes) gets fewer replays, never a
     replay cut short (what a cut replay gave would be a guess).
@@ -207,6 +207,8 @@ def forecast(
             f"start_quantile is a quantile in [{LOW}, {HIGH}] (within the interval), "
             f"not {start_quantile}"
         )
+    if seconds is not None and clock is None:
+        raise ValueError("a budget of seconds needs the clock that measures them (`clock`)")
     now = cluster.now
     jobs = sorted(cluster.jobs, key=lambda j: j.id)
     missing = next((m for j in jobs if (m := missing_estimate(j)) is not None), None)
@@ -218,7 +220,7 @@ def forecast(
     starts: dict[int, list[float]] = {j.id: [] for j in jobs}
     finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
     spent = done = 0
-    began = clock()
+    began = clock() if clock is not None else 0.0
     for future in futures:
         try:
             seen, events = replay(cluster, scheduler, future, now + horizon, waves)
@@ -232,9 +234,10 @@ def forecast(
             finishes[job_id].append(finish)
         if budget is not None and spent >= budget:
             break  # (before the next future is read: one drawn as read is not drawn)
-        took = clock() - began
-        if seconds is not None and took + took / done > seconds:
-            break  # (the next would end past `seconds`, at the mean cost so far)
+        if seconds is not None and clock is not None:
+            took = clock() - began
+            if took + took / done > seconds:
+                break  # (the next would end past `seconds`, at the mean cost so far)
     positions = queue_positions(cluster)
     return Forecast(
         now,
