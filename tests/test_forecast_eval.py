@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from math import isnan
+from math import isnan, log
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,16 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
 from idlegate.sim.forecast import Span, forecast
-from idlegate.sim.forecast_arrivals import queue_futures, queue_rate, queue_share
+from idlegate.sim.forecast_arrivals import (
+    STREAM_SENDS,
+    queue_futures,
+    queue_posterior,
+    queue_rate,
+    queue_share,
+    still_sending,
+    stream_lasts,
+)
+from idlegate.sim.pool import effective_executors
 from idlegate.sim.protocol import JobRecord
 from idlegate.sim.queues import QueueSpec
 from tests.helpers import chain, load_benchmark, workload
@@ -301,6 +310,48 @@ def test_a_queues_share_is_its_nominal_quota_over_all() -> None:
     )
     assert queue_share(specs, 0) == 0.25 and queue_share(specs, 1) == 0.75
     assert queue_share((QueueSpec("a"), QueueSpec("b")), 1) == 0.5
+
+
+def test_a_stream_silent_for_long_has_likely_stopped() -> None:
+    # P = (K+1)E / (1 + K E), E = (b / (b + (1 + 1/K) g))^a, K = 50
+    assert still_sending(4.0, 100.0, 0.0) == 1.0  # (it just sent)
+    e = (100.0 / (100.0 + 30.0 * (1 + 1 / STREAM_SENDS))) ** 4.0
+    assert still_sending(4.0, 100.0, 30.0) == pytest.approx(51 * e / (1 + 50 * e))
+    # a rate known well (a = 1000 arrivals over b = 10,000 s: 0.1 a second): a half
+    # chance where E = 1/(K+1), near rate × silence = ln K; ten gaps of it: all but over
+    half = log(STREAM_SENDS + 1) / 0.1 / (1 + 1 / STREAM_SENDS)
+    assert still_sending(1000.0, 10_000.0, half) == pytest.approx(0.5, abs=0.01)
+    assert still_sending(1000.0, 10_000.0, 100.0) < 0.01
+    assert still_sending(0.0, 100.0, 0.0) == 0.0  # (no stream)
+
+
+def test_a_stopped_stream_sends_nothing_and_a_live_one_stops_at_its_hazard() -> None:
+    rng = np.random.default_rng(3)
+    assert stream_lasts(0.0, 0.1, rng) == 0.0
+    lasts = [stream_lasts(1.0, 0.1, rng) for _ in range(4000)]
+    # memoryless at hazard rate / K: a mean of K gaps of 10 s
+    assert np.mean(lasts) == pytest.approx(STREAM_SENDS / 0.1, rel=0.05)
+
+
+def test_queue_futures_draw_a_silent_queue_as_stopped_as_often_as_likely() -> None:
+    built = build("teams", 0, WorkloadOptions(num_jobs=3))
+    engine = Engine.for_workload(built, make_scheduler("fifo"), 0)
+    engine.run(built.jobs[-1].time)
+    cluster = engine.cluster
+    seen = list(cluster.jobs)
+    cluster.advance(cluster.now + 3600.0)  # (an hour on, nothing come since)
+    assert cluster.admission is not None
+    specs = cluster.admission.queues
+    pool = effective_executors(cluster, [j.dag for j in seen])
+    futures = queue_futures(cluster, seen, 5000.0, 400, np.random.default_rng(1))
+    for q, spec in enumerate(specs):
+        works = [(j.arrival, j.dag.total_work) for j in seen if j.queue == q]
+        posterior = queue_posterior(works, queue_share(specs, q) * pool)
+        alive = still_sending(*posterior, cluster.now - max(t for t, _ in works))
+        sent = np.mean([any(a.queue == spec.name for a in f.arrivals) for f in futures])
+        # (the flood came at once and no more since: its rate's prior gave it an hour's
+        # silence at 93 % of futures with arrivals within 5,000 s; now one in twenty)
+        assert sent <= alive + 0.03 and alive < 0.1
 
 
 def test_queue_futures_send_each_queues_copies_to_it() -> None:

@@ -11,7 +11,9 @@ per replay) of the arrivals not seen yet, by `kind`:
   uniformly among the `recent` ones (`poisson_futures`);
 * ``queues``: the same per queue, each queue's stream at its own rate (`queue_rate`, whose
   prior is half the queue's quota busy) and its copies joining that queue
-  (`queue_futures`); on a pool without queues, as ``poisson``.
+  (`queue_futures`), for as long as each future draws it goes on sending: a queue silent
+  for long has likely stopped (`still_sending`), and one still sending stops some time
+  (`stream_lasts`); on a pool without queues, as ``poisson``.
 
 The arrivals are drawn over a horizon that covers the present's work three times over
 (`horizon_of`), and at most `INVENTED` of them a future: on a pool offered more than it
@@ -52,6 +54,11 @@ PRIOR_LOAD = 0.5
 recent workflow (the analytic rule's default too)."""
 PRIOR_STRENGTH = 2.0
 """The prior's weight, in pseudo-arrivals (the Gamma prior's shape)."""
+STREAM_SENDS = 50.0
+"""K, the arrivals a queue's stream is expected to send yet, whatever it sent before
+(`still_sending`)."""
+STREAM_ENDS = True
+"""Whether a stream still sending stops in a future too (at hazard λ/K: `stream_lasts`)."""
 INVENTED = 1_000
 """The most arrivals a forecast's future invents (the earliest; `invent`). A replay of
 more invented workflows than that simulates more events than a refresh's whole
@@ -248,7 +255,8 @@ def queue_futures(
     pool = effective_executors(cluster, [j.dag for j in recent])
     for q, jobs in sorted(by_queue.items()):
         arrivals = [(j.arrival, j.dag.total_work) for j in jobs]
-        rate = queue_rate(arrivals, cluster.now, queue_share(specs, q) * pool)
+        executors = queue_share(specs, q) * pool
+        rate = queue_rate(arrivals, cluster.now, executors)
         name = specs[q].name
         models: dict[int, Any] = {}
 
@@ -257,15 +265,54 @@ def queue_futures(
                 models[i] = duration_model(jobs[i].payload)
             return jobs[i].dag, models[i]
 
-        drawn = poisson_copies(
-            len(jobs), copy, rate, cluster.now, horizon, samples, rng, name, limit
-        )
-        for m, future in enumerate(drawn):
+        shape, exposure = queue_posterior(arrivals, executors)
+        silence = cluster.now - max(t for t, _ in arrivals[-WINDOW:])
+        alive = still_sending(shape, exposure, silence)
+        for m in range(samples):
+            lasts = stream_lasts(alive, rate, rng)
+            (future,) = poisson_copies(
+                len(jobs), copy, rate, cluster.now, min(horizon, lasts), 1, rng, name, limit
+            )
             merged[m] += [replace(a, queue=name) for a in future.arrivals]
     return [
         Future(tuple(sorted(arrivals, key=lambda a: a.time)[:limit]), int(rng.integers(2**63)))
         for arrivals in merged
     ]
+
+
+def still_sending(
+    shape: float, exposure: float, silence: float, sends: float = STREAM_SENDS
+) -> float:
+    """P(a queue's stream still sends | nothing came for `silence` seconds since its last
+    arrival), its rate λ known up to that arrival as Gamma(`shape`, `exposure`)
+    (`queue_posterior`).
+
+    Derivation: a stream that sends at rate λ stops with hazard h = λ/K (K = `sends`, the
+    arrivals it is expected to send yet: its life is memoryless, its mean K/λ). Over the
+    g = `silence` seconds since its last arrival, "it still sends" has likelihood
+    e^(−(λ+h)g) (it did not stop, and sent nothing), and "it stopped" has
+    ∫₀^g h e^(−hs) e^(−λs) ds = (1 − e^(−(λ+h)g)) / (K+1). Averaged over λ's Gamma,
+    e^(−(λ+h)g) becomes E = (b / (b + (1 + 1/K) g))^a (a = `shape`, b = `exposure`), and
+    Bayes gives P = (K+1)E / (1 + K E): 1 at g = 0, ½ near λg = ln K for a well-known rate,
+    and a stream silent for ten of its gaps is all but surely over. A stream that stopped
+    is what the plain Poisson stream cannot see: on `teams` the steady teams' streams end
+    (about 700 s) long before the flood is served, and replays that went on inventing
+    them put the flood's start late (docs/forecast.md, "Arrivals")."""
+    if shape <= 0:
+        return 0.0
+    e = (exposure / (exposure + (1.0 + 1.0 / sends) * silence)) ** shape
+    return (sends + 1.0) * e / (1.0 + sends * e)
+
+
+def stream_lasts(alive: float, rate: float, rng: np.random.Generator) -> float:
+    """How long a queue's stream goes on sending in one future: 0 with probability
+    1 − `alive` (it stopped already: `still_sending`); else its memoryless life at hazard
+    λ/K (`STREAM_SENDS`), or unbounded where `STREAM_ENDS` is off."""
+    if rng.random() >= alive or rate <= 0:
+        return 0.0
+    if not STREAM_ENDS:
+        return inf
+    return float(rng.exponential(STREAM_SENDS / rate))
 
 
 def queue_rate(arrivals: Sequence[tuple[float, float]], now: float, executors: float) -> float:
@@ -275,9 +322,28 @@ def queue_rate(arrivals: Sequence[tuple[float, float]], now: float, executors: f
     as one, so that a flood (all at once) is given a rate that fades as no more come."""
     if not arrivals:
         return 0.0
+    return arrival_rate(arrivals, now, 1, queue_prior(arrivals, executors))
+
+
+def queue_prior(arrivals: Sequence[tuple[float, float]], executors: float) -> float:
+    """A queue's prior rate: `PRIOR_LOAD` of its `executors` busy with its mean workflow
+    (of its last `WINDOW` (time, work) `arrivals`, non-empty)."""
     work = max(float(np.mean([w for _, w in arrivals[-WINDOW:]])), 1e-12)
-    prior = PRIOR_LOAD * max(executors, 1e-9) / work
-    return arrival_rate(arrivals, now, 1, prior)
+    return PRIOR_LOAD * max(executors, 1e-9) / work
+
+
+def queue_posterior(
+    arrivals: Sequence[tuple[float, float]], executors: float
+) -> tuple[float, float]:
+    """The Gamma posterior (shape a, exposure b) of a queue's rate up to its last arrival:
+    a = α₀ + n, b = α₀/λ₀ + (last − first) over its last `WINDOW` (time, work)
+    `arrivals` (non-empty), as `queue_rate` counts them, so that
+    `queue_rate` at ``now`` is a / (b + now − last)."""
+    recent = arrivals[-WINDOW:]
+    first, last = recent[0][0], max(t for t, _ in recent)
+    n = sum(1 for t, _ in recent if t > first)
+    prior = queue_prior(arrivals, executors)
+    return PRIOR_STRENGTH + n, PRIOR_STRENGTH / prior + (last - first)
 
 
 def queue_share(specs: Sequence[QueueSpec], q: int) -> float:
