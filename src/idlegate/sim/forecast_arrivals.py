@@ -57,8 +57,6 @@ PRIOR_STRENGTH = 2.0
 STREAM_SENDS = 50.0
 """K, the arrivals a queue's stream is expected to send yet, whatever it sent before
 (`still_sending`)."""
-STREAM_ENDS = True
-"""Whether a stream still sending stops in a future too (at hazard λ/K: `stream_lasts`)."""
 INVENTED = 1_000
 """The most arrivals a forecast's future invents (the earliest; `invent`). A replay of
 more invented workflows than that simulates more events than a refresh's whole
@@ -297,7 +295,7 @@ def still_sending(
     and a stream silent for ten of its gaps is all but surely over. A stream that stopped
     is what the plain Poisson stream cannot see: on `teams` the steady teams' streams end
     (about 700 s) long before the flood is served, and replays that went on inventing
-    them put the flood's start late (docs/forecast.md, "Arrivals")."""
+    them put the flood's start late (docs/forecast.md, "A queue's stream stops")."""
     if shape <= 0:
         return 0.0
     e = (exposure / (exposure + (1.0 + 1.0 / sends) * silence)) ** shape
@@ -307,11 +305,9 @@ def still_sending(
 def stream_lasts(alive: float, rate: float, rng: np.random.Generator) -> float:
     """How long a queue's stream goes on sending in one future: 0 with probability
     1 − `alive` (it stopped already: `still_sending`); else its memoryless life at hazard
-    λ/K (`STREAM_SENDS`), or unbounded where `STREAM_ENDS` is off."""
+    λ/K (`STREAM_SENDS`)."""
     if rng.random() >= alive or rate <= 0:
         return 0.0
-    if not STREAM_ENDS:
-        return inf
     return float(rng.exponential(STREAM_SENDS / rate))
 
 
