@@ -93,6 +93,23 @@ def test_a_stage_barred_from_some_nodes_is_placed_and_counted_among_the_others()
     assert nodes.room([2 * MILLI, 0], (0, 2, 3)) == 8
 
 
+def test_a_need_more_than_any_node_has_free_is_refused_before_counting():
+    nodes = NodeSet([node(8, 32, 4), node(2, 64, 4)], [node(8, 32, 4), node(2, 64, 4)], SCORED)
+    assert nodes.may_hold([8 * MILLI, 0]) and nodes.may_hold([0, 64 * MILLI])
+    # the most of each is on a different node: a bound, not an answer
+    assert nodes.may_hold([8 * MILLI, 64 * MILLI]) and nodes.room([8 * MILLI, 64 * MILLI]) == 0
+    assert not nodes.may_hold([9 * MILLI, 0])
+    nodes.move(0, [4 * MILLI, 0], -1)  # (a change of shape: the bound is read again)
+    assert not nodes.may_hold([5 * MILLI, 0]) and nodes.may_hold([4 * MILLI, 0])
+    twin = nodes.copy()
+    nodes.move(0, [4 * MILLI, 0], 1)
+    assert nodes.may_hold([8 * MILLI, 0]) and not twin.may_hold([8 * MILLI, 0])
+    owed = NodeSet([[-MILLI, 8 * MILLI, MILLI]], [node(8, 32, 4)], SCORED)  # (cpu owed)
+    assert owed.may_hold([0, MILLI]) and owed.room([0, MILLI]) == 1  # (no cpu asked)
+    full = NodeSet([node(8, 32, 0)], [node(8, 32, 4)], SCORED)  # (no pod free)
+    assert not full.may_hold([0, 0]) and full.room([0, 0]) == 0
+
+
 def test_a_copy_is_independent():
     nodes = NodeSet([node(8, 32, 4)] * 2, [node(8, 32, 4)] * 2, SCORED)
     twin = nodes.copy()
@@ -110,6 +127,7 @@ def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
     alloc = [rng.choice(kinds) for _ in range(40)]
     nodes = NodeSet([list(a) for a in alloc], alloc, SCORED)
     bound: list[tuple[int, list[int]]] = []
+    refused = 0
     for _ in range(3000):
         need = [rng.choice((0, 500, 1000, 2000, 3000)), rng.choice((0, 1000, 4000, 8000)), MILLI]
         allowed = None
@@ -122,6 +140,9 @@ def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
         assert nodes.holds(need[:2], tasks, allowed) == (scanned >= tasks)
         assert nodes.room(need[:2], allowed) == scanned
         assert nodes.holds(need[:2], tasks + 1, allowed) == (scanned >= tasks + 1)
+        if not nodes.may_hold(need[:2]):  # (a bound: none of all the nodes could)
+            assert scanned == scan_room(nodes, need[:2]) == 0
+            refused += 1
         assert nodes.first_fit(need) == next(
             (i for i, n in enumerate(nodes) if all(map(int.__ge__, n, need))), None
         )
@@ -147,6 +168,7 @@ def test_after_random_events_the_index_answers_as_a_scan_of_every_node():
                 alloc, told = alloc[:-1], [list(n) for n in nodes][:-1]
                 bound = [(at, a) for at, a in bound if at < len(alloc)]
             nodes.reset(told, alloc)
+    assert refused > 100  # (the bound was put to the test)
 
 
 def test_a_need_of_nothing_counted_is_held_by_the_pods_free():

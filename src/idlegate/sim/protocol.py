@@ -58,6 +58,8 @@ class Need:
         if not nodes:
             return all(f >= n * tasks for f, n in zip(self.free, self.amounts, strict=True))
         if isinstance(nodes, NodeSet):  # (the pool's index: read only as far as it takes)
+            if tasks > 0 and not nodes.may_hold(self.amounts):
+                return False  # (nearly every test on a full pool: none of its nodes could)
             return self._total() >= tasks and nodes.holds(self.amounts, tasks, self.allowed)
         return self.room() >= tasks
 
