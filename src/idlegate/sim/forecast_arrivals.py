@@ -152,13 +152,26 @@ def gamma_poisson_rate(
     `works` their works): a Gamma(α₀, α₀/λ₀) prior updated with the n arrivals after the
     first, observed over T = now − the first. λ₀ is `prior_rate`, else `prior_load` ×
     `executors` ÷ the mean work. (`policy.analytic.estimate_arrivals` takes it from here.)"""
-    times = np.fromiter((t for t, _ in recent), dtype=float, count=len(recent))
     prior = prior_rate
     if prior is None:
         prior = prior_load * executors / max(float(works.mean()), 1e-12)
+    shape, exposure = gamma_posterior(recent, now, prior, strength)
+    return shape / exposure
+
+
+def gamma_posterior(
+    recent: Sequence[tuple[float, float]],
+    until: float,
+    prior: float,
+    strength: float = PRIOR_STRENGTH,
+) -> tuple[float, float]:
+    """The Gamma posterior (shape α₀ + n, exposure α₀/λ₀ + T) of the rate of the (time,
+    work) arrivals `recent` (non-empty) observed until `until`: n the arrivals after the
+    first, T = `until` − the first (arrivals at the first's instant count as one), λ₀ =
+    `prior`, α₀ = `strength`; its mean is `gamma_poisson_rate`."""
+    times = np.fromiter((t for t, _ in recent), dtype=float, count=len(recent))
     n = int(np.count_nonzero(times > times[0]))
-    exposure = max(now - float(times[0]), 0.0)
-    return (strength + n) / (strength / prior + exposure)
+    return strength + n, strength / prior + max(until - float(times[0]), 0.0)
 
 
 def arrival_rate(
@@ -331,15 +344,12 @@ def queue_prior(arrivals: Sequence[tuple[float, float]], executors: float) -> fl
 def queue_posterior(
     arrivals: Sequence[tuple[float, float]], executors: float
 ) -> tuple[float, float]:
-    """The Gamma posterior (shape a, exposure b) of a queue's rate up to its last arrival:
-    a = α₀ + n, b = α₀/λ₀ + (last − first) over its last `WINDOW` (time, work)
-    `arrivals` (non-empty), as `queue_rate` counts them, so that
-    `queue_rate` at ``now`` is a / (b + now − last)."""
+    """The Gamma posterior (shape a, exposure b) of a queue's rate over its last `WINDOW`
+    (time, work) `arrivals` (non-empty) until the last of them (`gamma_posterior`, the
+    prior `queue_prior`), so that `queue_rate` at ``now`` is a / (b + now − last)."""
     recent = arrivals[-WINDOW:]
-    first, last = recent[0][0], max(t for t, _ in recent)
-    n = sum(1 for t, _ in recent if t > first)
-    prior = queue_prior(arrivals, executors)
-    return PRIOR_STRENGTH + n, PRIOR_STRENGTH / prior + (last - first)
+    last = max(t for t, _ in recent)
+    return gamma_posterior(recent, last, queue_prior(arrivals, executors))
 
 
 def queue_share(specs: Sequence[QueueSpec], q: int) -> float:
