@@ -215,9 +215,9 @@ class NodeSet(Sequence[list[int]]):
         """False where no node can hold a task of `amounts` (the pool's order, without
         pods): some resource's need is more than any node with a pod free has free. True
         does not say one does (the most of each resource may be on different nodes): a
-        policy tests stage after stage, nearly all of them in vain on a full pool (on 200
-        waiting k8s-batch workflows under `fair`, 476,489 of 476,500 failed tests), and
-        this answers those before `room`'s count, which a node's every change clears."""
+        policy tests stage after stage, nearly all of them in vain on a full pool
+        (docs/forecast.md, "On a pool that follows its nodes"), and this answers those
+        before `room`'s count, which a node's every change clears."""
         most = self._most
         if most is None:
             most = self._most = self._most_free()
