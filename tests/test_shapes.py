@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 import idlegate.sim.shapes as shapes_module
+from benchmarks.forecast import waiting_pool
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import simulate
+from idlegate.sim.forecast import forecast
 from idlegate.sim.protocol import Decision, launchable
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
@@ -109,3 +111,29 @@ def test_a_forked_cluster_keeps_its_own_index():
     assert not twin.can_schedule() and cluster.can_schedule()
     cluster.apply(Decision(job.stages[0], 1), 0.0)
     assert not cluster.can_schedule()
+
+
+def test_the_index_answers_as_asking_every_runnable_stage_on_a_told_pools_replay(checked):
+    """A replay of a pool whose nodes are told as the operator's driver tells them
+    (`benchmarks/forecast.py`'s ``told``), where most shapes ask more than any node has
+    free: each question's answer is the long way's."""
+    cluster, replayed = waiting_pool(40, "fair", "told")
+    forecast(cluster, make_scheduler(replayed), seed=0, replays=1)
+    assert True in checked and False in checked
+
+
+def test_a_full_pool_asks_only_the_shapes_within_its_bound(monkeypatch):
+    """Ten shapes wait on a pool with 2 CPUs free: the question asks none of those asking
+    more (the bound refuses them, smallest first, and stops at the first beyond it), and
+    asks the one of 2 CPUs, which fits."""
+    cluster = Cluster(100, resources=ResourceVector.parse("cpu=20"))
+    running = cluster.add_job(one_stage("18"), 0.0)
+    cluster.apply(Decision(running.stages[0], 1), 0.0)
+    for cpu in range(3, 13):
+        cluster.add_job(one_stage(str(cpu)), 0.0)
+    asked: list[object] = []
+    real = shapes_module.launchable
+    monkeypatch.setattr(shapes_module, "launchable", lambda s, f: asked.append(s) or real(s, f))
+    assert not cluster.can_schedule() and asked == []
+    small = cluster.add_job(one_stage("2"), 0.0)
+    assert cluster.can_schedule() and asked == small.stages[:1]

@@ -469,9 +469,11 @@ class FairScheduler(_Baseline):
             return WAIT
         share = self.scale / active  # (each job's of `fractions`)
         level = share - _ROUNDING_SLACK
-        found = self._first(view, index, capacity, level, own=False, after=None)
+        bound = view.fit_bound()  # type: ignore[attr-defined]  # (a cluster or a queue's view)
+        found = self._first(view, index, capacity, level, own=False, after=None, bound=bound)
         if found is not None and not view.free_executors_from(found[0]):
-            found = self._first(view, index, capacity, level, own=True, after=found[0]) or found
+            again = self._first(view, index, capacity, level, own=True, after=found[0], bound=bound)
+            found = again or found
         if found is None:
             return WAIT
         job, stage = found
@@ -505,11 +507,14 @@ class FairScheduler(_Baseline):
         *,
         own: bool,
         after: Job | None,
+        bound: tuple[int, ...] | None = None,
     ) -> tuple[Job, Stage] | None:
         """The first job below `level` after `after` (with `own`: with free executors of
-        its own) that has a launchable stage, and its best one."""
+        its own) that has a launchable stage, and its best one; `bound` (the pool's
+        `fit_bound`) skips the jobs whose every stage asks more than fits now."""
         free = view.free_executors
-        while (job := index.first_below(view, capacity, level, own=own, after=after)) is not None:
+        ask = index.first_below
+        while (job := ask(view, capacity, level, own=own, after=after, bound=bound)) is not None:
             stage = best_stage(job, free)
             if stage is not None:
                 return job, stage

@@ -507,7 +507,7 @@ class Cluster(PoolResources):
         free = self.free_executors
         if free == 0 or self.beyond:
             return False
-        return self.shapes.any_launchable(free)
+        return self.shapes.any_launchable(free, self.fit_bound())
 
     def order(self, key: str) -> Order:
         """The jobs with a runnable stage by `key` (a job attribute, `sim.orders.KEYS`),

@@ -218,12 +218,19 @@ class NodeSet(Sequence[list[int]]):
         policy tests stage after stage, nearly all of them in vain on a full pool
         (docs/forecast.md, "On a pool that follows its nodes"), and this answers those
         before `room`'s count, which a node's every change clears."""
-        most = self._most
-        if most is None:
-            most = self._most = self._most_free()
+        most = self.most_free()
         if not most:  # (no node has a pod free)
             return False
         return all(n <= m for n, m in zip(amounts, most, strict=False) if n)  # (as `tasks_on`)
+
+    def most_free(self) -> tuple[int, ...]:
+        """Each resource's most free on a node with a pod free (the pool's order, pods
+        last; () if no node has a pod free): `may_hold`'s bound, kept until a node changes
+        shape."""
+        most = self._most
+        if most is None:
+            most = self._most = self._most_free()
+        return most
 
     def _most_free(self) -> tuple[int, ...]:
         """Each resource's most free on a node with a pod free (pods last); () if none."""

@@ -47,6 +47,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.nodeset import NodeSet
 from idlegate.sim.protocol import ClusterView, Job, Need, Stage
 from idlegate.sim.resources import MILLI, ResourceVector, free_after
+from idlegate.sim.shares import NONE_FITS
 
 SCORED = ("cpu", "memory")
 """The resources whose free share places a task on a node (MostAllocated's)."""
@@ -208,6 +209,21 @@ class PoolResources:
             need = stage.need = Need(amounts, self._free_r, self._nodes)
         need.allowed = found[0]
         return before is not None and found[0] != before
+
+    def fit_bound(self) -> tuple[int, ...] | None:
+        """The most of each resource beyond pods (the pool's order) a task may ask and
+        still fit now, as `Need.fits` tests a stage's one task: on nodes, the most free on
+        a node with a pod free (`NodeSet.may_hold`), else the pool's free amounts; every
+        one `NONE_FITS` where no task asking the resources fits. `fair` skips the jobs
+        whose stages all ask more (`sim.shares`). None for a pods-only pool."""
+        names = self.resource_names
+        if not names:
+            return None
+        if self._nodes:
+            most = self._nodes.most_free()
+            return most[: len(names)] if most else (NONE_FITS,) * len(names)
+        free = self._free_r
+        return tuple(free) if min(free) >= 0 else (NONE_FITS,) * len(names)
 
     @property
     def free_resources(self) -> ResourceVector:
