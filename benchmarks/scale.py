@@ -23,17 +23,16 @@ A run at `--scale F` has F times the nodes and the DagWorkflows (`--scale 0.1`: 
 to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
 
 * what ran: ``nodes``, ``workflows``, ``argo_steps``, ``airflow_tasks``, ``scheduler``,
-  ``pool``, and ``wall_seconds`` and ``decisions`` (the policy's answers, from its metric);
-* ``decision_p99_ms`` (from the operator's histogram ``idlegate_decision_duration_seconds``:
-  the time the policy takes to answer one question, interpolated in its buckets as
-  Prometheus' ``histogram_quantile`` does) and ``decisions_within_5ms`` (the share of
-  answers in the buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of
-  ``idlegate_decision_cpu_seconds``, the deciding thread's CPU time (the wall time less
-  its waits for a core or for the interpreter's lock, which the API threads hold);
+  ``pool``, ``wall_seconds``, ``decisions`` (the policy's answers, from its metric);
+* ``decision_p99_ms`` (of ``idlegate_decision_duration_seconds``: the time the policy
+  takes to answer one question, interpolated in its buckets as Prometheus'
+  ``histogram_quantile`` does), ``decisions_within_5ms`` (the answers' share in the
+  buckets up to 5 ms, exact); ``decision_cpu_p99_ms``, the same of the deciding thread's
+  CPU time (``idlegate_decision_cpu_seconds``: the wall less its waits for a core or the
+  interpreter's lock); both histograms' buckets, ``decision_buckets``;
 * ``load_average``: the machine's one-minute load average at the end (from the OS);
 * ``harness_cores``: the CPU this script took over the run (the test API server, the
-  kube-scheduler, the kubelet and the stand-ins, in its threads) per wall second: cores
-  the operator did not have;
+  kube-scheduler, the kubelet, the stand-ins) per wall second: cores the operator lacked;
 * ``operator``: its CPU seconds and resident memory, now and at its peak (from /proc, so
   Linux only), and ``cpu_ms_per_pod`` (its CPU over the pods created); its
   ``children_cpu_seconds`` are its child processes' (the forecasts' replay process, with
@@ -53,9 +52,8 @@ to 3 wall seconds. Progress is printed every 10 s; at the end one JSON object:
   each state and the tasks that had more than one pod, as the stand-in holds them.
 
 It exits 1 if a workflow or the Airflow run or one of its tasks did not succeed, a pod was
-created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy record -f
-raw -o op.txt --'`` the operator runs under that command (a profiler); its figures are then
-the profiled process's.
+created twice or a released pod was found Unschedulable. With ``--wrap 'py-spy record -f raw
+-o op.txt --'`` the operator runs under that command (a profiler), its figures the profiled's.
 
     python -m benchmarks.scale [--scale 0.1] [--pool nodes|fixed] [--scheduler fair] [--queues N] [--argo-steps N]
         [--airflow-tasks N] [--wrap CMD] [--out scale.json]
@@ -63,6 +61,7 @@ the profiled process's.
     python -m benchmarks.scale --argo-map 5000       # one map of the big Argo Workflow
     python -m benchmarks.scale --scale 0.1 --forecasts 5   # decisions, forecasts off and on
     python -m benchmarks.scale --scale 0.1 --forecasts 5 --forecast-workers thread
+    python -m benchmarks.forecast_p99 --pairs 4    # the same, in pairs, off and on in turn
     python -m benchmarks.scale --refresh 1000        # one forecast refresh's CPU, alone
 
 (run from the repository root: the script imports the test API server from tests/k8s;
@@ -124,6 +123,7 @@ POOLS: dict[str, Callable[[int], tuple[str, ...]]] = {
 (with every pod of one size, two to a node, the same room)."""
 NODES_FULL, WORKFLOWS_FULL, ARGO_STEPS, AIRFLOW_TASKS = 1000, 4000, 5000, 2000
 """Full size: nodes, DagWorkflows, steps of the big Argo Workflow, tasks of the Airflow run."""
+CPU_SECONDS = "idlegate_decision_cpu_seconds"
 NODE_CPU, NODE_MEMORY = "8", "32Gi"
 REQUESTS = {"requests": {"cpu": "4", "memory": "8Gi"}}
 """A task pod's requests: two fit a node."""
@@ -430,7 +430,7 @@ def run(
     lags = monitor.status_lags()
     buckets = histogram(sampler.text, "idlegate_decision_duration_seconds")
     p99 = quantile(buckets, 0.99)
-    cpu_p99 = quantile(histogram(sampler.text, "idlegate_decision_cpu_seconds"), 0.99)
+    cpu_p99 = quantile(histogram(sampler.text, CPU_SECONDS), 0.99)
     within = [c for bound, c in buckets if bound <= 0.005]
     return {
         "nodes": nodes,
@@ -452,6 +452,7 @@ def run(
         "decision_p99_ms": None if p99 is None else round(p99 * 1000, 2),
         "decisions_within_5ms": round(within[-1] / buckets[-1][1], 4) if within else None,
         "decision_cpu_p99_ms": None if cpu_p99 is None else round(cpu_p99 * 1000, 2),
+        "decision_buckets": {"wall": buckets, "cpu": histogram(sampler.text, CPU_SECONDS)},
         "forecast_refreshes": refreshes(sampler.text),
         "load_average": round(os.getloadavg()[0], 1),
         "harness_cores": round(harness / elapsed, 2),
