@@ -240,3 +240,23 @@ def test_the_status_gives_back_the_forecast_it_was_written_from() -> None:
     status["firstForecast"]["finishReplayed"][0] = "2024-06-01T00:03:21Z"  # (past 200.5)
     with pytest.raises(SpecError, match=r"replays' finish interval .* does not hold"):
         parse_first(status)
+
+
+@pytest.mark.asyncio
+async def test_a_workflow_that_ended_while_none_ran_keeps_its_forecast_in_its_record(
+    tmp_path: Path,
+) -> None:
+    """Its record holds its first forecast (the next restart's calibration has it); the
+    restarted pool does not score it: it is done before the pool's refresh sees it."""
+    _, never_sink = await never_restarted(tmp_path)
+    kube, sink = FakeKube(), tmp_path / "history.jsonl"
+    first = await begin(kube, sink)
+    await w0_ends(first)
+    first.clock.t = T0 + 2 * RUN
+    pod = kube.pods[("default", "w1-a-0")]
+    pod["status"]["phase"] = "Succeeded"  # (while no operator runs)
+    second = await restarted(first, kube, sink)
+    await refreshed(second)
+    second.bridge.history.close()
+    assert recorded(sink, "w1") == recorded(never_sink, "w1")
+    assert observed(second) == {"start": (0.0, 0.0), "finish": (0.0, 0.0)}

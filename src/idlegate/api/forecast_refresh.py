@@ -136,8 +136,8 @@ class Kept:
     started: bool = False
     start_told: bool = False
     """Restored after its start (`note_arrivals`): its start's error went to the metric of
-    the operator before the restart (a refresh follows each start within `debounce`
-    seconds), so only the calibration, which the restart emptied, takes it again."""
+    the operator before the restart (its next refresh, within `interval` of the start,
+    scored it), so only the calibration, which the restart emptied, takes it again."""
 
 
 def moved(old: Shown | None, new: Shown) -> bool:
