@@ -222,7 +222,7 @@ class Workflow:
         """The replays' start and finish of `forecast_made`, before the pool's calibration
         widened their intervals (its history record's: a restart's calibration)."""
         self.forecast_restored = False
-        """Its first forecast came from its status (`api.forecast_refresh.restore_first`)."""
+        """Its first forecast came from its status (`api.forecast_first.restore_first`)."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or
