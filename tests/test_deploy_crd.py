@@ -25,6 +25,7 @@ from idlegate.api.lint import lint_paths
 from idlegate.api.status import (
     MAX_CR_STAGES,
     Condition,
+    FirstForecastState,
     IdleSlot,
     Phase,
     StageStatus,
@@ -609,6 +610,16 @@ def test_status_written_with_the_model_survives_the_schema(schema):
         completion_time=now,
         jct_seconds=21.5,
         idle_inserted_seconds=2.5,
+        first_forecast=FirstForecastState(
+            computed_at=now,
+            start=now,
+            start_interval=[now, now],
+            start_replayed=[now, now],
+            finish=now,
+            finish_interval=[now, now],
+            finish_replayed=[now, now],
+            started_at=now,
+        ),
         kopf={"progress": {"create_fn": {"started": "2024-05-01T12:00:00Z", "retries": 0}}},
     ).model_dump(mode="json", by_alias=True, exclude_none=True)
     obj = {**_diamond(), "status": status}

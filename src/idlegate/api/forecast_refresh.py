@@ -56,8 +56,11 @@ path (docs/forecast.md, "In the operator"):
   leaves the calibration cold (an unreadable sink: the recent arrivals too), logged as a
   Warning and counted (``idlegate_forecast_calibration_errors_total``); never an error of
   the pool. Not carried over: Airflow runs' forecasts (the sink holds no record of them:
-  docs/forecast.md, "After a restart", says why), and the kept forecast of a workflow
-  still waiting or running at the restart.
+  docs/forecast.md, "After a restart", says why), and an Argo Workflow's kept forecast
+  while it waits or runs at the restart (idlegate writes nothing on it). A DagWorkflow's
+  is in its status (``status.firstForecast``, written with its status once kept:
+  `api.forecast_first`), read back as it is rebuilt (`restore_first`) and kept again by the
+  restarted pool (`note_arrivals`), so it is scored as if no restart had happened.
 
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
@@ -131,6 +134,10 @@ class Kept:
     start: sim_forecast.Span
     finish: sim_forecast.Span
     started: bool = False
+    start_told: bool = False
+    """Restored after its start (`note_arrivals`): its start's error went to the metric of
+    the operator before the restart (its next refresh, within `interval` of the start,
+    scored it), so only the calibration, which the restart emptied, takes it again."""
 
 
 def moved(old: Shown | None, new: Shown) -> bool:
@@ -302,6 +309,18 @@ class ForecastRefresh:
         if new:
             self._last_id = new[0].id
             self.recent.extend(reversed(new))
+        for job in new:  # (before a refresh can forecast it: a rebuilt one's status wins)
+            payload = job.payload
+            if getattr(payload, "forecast_restored", False) and job.id not in self.kept:
+                # a DagWorkflow rebuilt with its first forecast (`restore_first`): kept
+                # again, as the operator that made it kept it (one that had started was
+                # observed by that operator's metric: `Kept.start_told`)
+                payload.forecast_restored = False
+                start, finish = payload.forecast_replayed
+                queue = queue_name(self.cluster, job)
+                made = payload.forecast_made
+                told = job.first_start is not None
+                self.kept[job.id] = Kept(job, queue, made, start, finish, start_told=told)
 
     def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
         async def fired() -> None:
@@ -472,6 +491,7 @@ class ForecastRefresh:
         forecasts whose workflow started or ended since are scored first (after the
         calibration resumed, if its records were read)."""
         now = self.now()
+        self.note_arrivals()  # (a rebuilt workflow's first forecast kept before it is scored)
         self._resume()
         self.score(now)
         fork = planning_fork(self.cluster)
@@ -520,16 +540,18 @@ class ForecastRefresh:
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
             shown = as_shown(entry, made, self.calibration)
+            first = False
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
                 queue = queue_name(self.cluster, job)
                 self.kept[job.id] = Kept(job, queue, shown, entry.start, entry.finish)
-                if hasattr(payload, "forecast_made"):  # (its history record says it)
+                if hasattr(payload, "forecast_made"):  # (its history record and status say it)
                     payload.forecast_made = shown
                     payload.forecast_replayed = entry.start, entry.finish
+                    first = True
             old = self.shown.get(owner.uid)
             self.shown[owner.uid] = shown
-            if hasattr(payload, "forecast") and moved(old, shown):
+            if hasattr(payload, "forecast") and (first or moved(old, shown)):
                 payload.forecast = shown
                 dirty.append(payload)
         live = {o.uid for j in self.cluster.jobs if (o := getattr(j.payload, "owner", None))}
@@ -551,7 +573,8 @@ class ForecastRefresh:
                 continue
             if not kept.started and job.first_start is not None:
                 kept.started = True
-                out.append((kept.queue, "start", abs(job.first_start - f.start)))
+                if not kept.start_told:
+                    out.append((kept.queue, "start", abs(job.first_start - f.start)))
                 self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))

@@ -199,6 +199,37 @@ class ForecastState(_StatusModel):
     )
 
 
+class FirstForecastState(_StatusModel):
+    """The first forecast made while the workflow waited, kept (never moved: only its
+    ``startedAt`` is added, at the start) so that an operator restarted before it starts
+    and ends still scores it (`idlegate.api.forecast_first`; docs/forecast.md, "After a
+    restart")."""
+
+    computed_at: datetime = Field(description="When the forecast was made.")
+    start: datetime = Field(description="Forecast start.")
+    start_interval: list[datetime] = Field(
+        min_length=2, max_length=2, description="80 % interval of the start, as shown."
+    )
+    start_replayed: list[datetime] = Field(
+        min_length=2,
+        max_length=2,
+        description="The replays' 80 % interval of the start, before the pool's calibration "
+        "widened it (what the calibration scores).",
+    )
+    finish: datetime = Field(description="Forecast finish.")
+    finish_interval: list[datetime] = Field(
+        min_length=2, max_length=2, description="80 % interval of the finish, as shown."
+    )
+    finish_replayed: list[datetime] = Field(
+        min_length=2,
+        max_length=2,
+        description="The replays' 80 % interval of the finish, before the calibration widened it.",
+    )
+    started_at: datetime | None = Field(
+        default=None, description="When its first task started (the start's score)."
+    )
+
+
 class WorkflowStatus(_StatusModel):
     """Observed state of a DagWorkflow, written by the idlegate operator."""
 
@@ -281,6 +312,12 @@ class WorkflowStatus(_StatusModel):
         default=None,
         description="When the workflow is forecast to start and finish (docs/dashboard.md); "
         "absent: no forecast yet.",
+    )
+    first_forecast: FirstForecastState | None = Field(
+        default=None,
+        description="Its first forecast made while it waited, with what an operator "
+        "restarted before it ends needs to score it (docs/forecast.md, After a restart); "
+        "absent: none was made.",
     )
     kopf: dict[str, Any] | None = Field(
         default=None, description="Reserved for kopf's own bookkeeping (progress of handlers)."

@@ -25,6 +25,7 @@ from math import inf
 from typing import Any, cast
 
 from idlegate.api import notices
+from idlegate.api.forecast_first import restore_first
 from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
@@ -313,6 +314,7 @@ class Core(Lifecycle):
             return None
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
+        restore_first(wf, status)  # (its first forecast, for its pool's refresh to score)
         self._say_unfit((wf.job,))
         if pods:  # (a new workflow has none to collect)
             self.intents.add(WorkflowAdmitted(wf, pods))

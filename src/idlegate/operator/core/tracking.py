@@ -16,6 +16,7 @@ from functools import cached_property
 from heapq import heappop, heappush
 from typing import Any
 
+from idlegate.api.forecast_first import first_status
 from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, dump_forecast
 from idlegate.api.status import (
     FINISHED,
@@ -220,6 +221,8 @@ class Workflow:
         self.forecast_replayed: tuple[Span, Span] | None = None
         """The replays' start and finish of `forecast_made`, before the pool's calibration
         widened their intervals (its history record's: a restart's calibration)."""
+        self.forecast_restored = False
+        """Its first forecast came from its status (`api.forecast_first.restore_first`)."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or
@@ -292,6 +295,9 @@ class Workflow:
         )
         if self.forecast is not None:
             out["forecast"] = dump_forecast(self.forecast)
+        if self.forecast_made is not None and self.forecast_replayed is not None:
+            made, replayed = self.forecast_made, self.forecast_replayed
+            out["firstForecast"] = first_status(made, replayed, job.first_start)
         return out
 
     def measured(
