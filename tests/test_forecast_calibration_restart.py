@@ -13,9 +13,12 @@ import logging
 from concurrent.futures import Future
 from pathlib import Path
 
+import aiohttp.web
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
-from idlegate.api.forecast_refresh import ForecastRefresh, resumed_calibration
+from idlegate.api.forecast_refresh import WHAT_IF_PATH, ForecastRefresh, resumed_calibration
+from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import SpecError
 from idlegate.policy import make_scheduler
 from idlegate.sim.history import Tail, load_history
@@ -161,3 +164,34 @@ def test_a_read_that_failed_leaves_the_calibration_cold_and_says_so(
     assert refresh.resuming is None and metrics.forecast_calibration_errors.value == 1
     assert "OSError: the volume is gone" in caplog.text
     assert [len(c.scores) for c in refresh.calibration.values()] == [0, 0]
+
+
+@pytest.mark.asyncio
+async def test_a_what_if_before_the_first_refresh_after_a_restart_has_the_resumed_calibration(
+    tmp_path: Path,
+) -> None:
+    """The sink is read but no refresh has run yet: a what-if takes the resumed calibration
+    itself, and answers as it does after the pool's first refresh (cold, its interval
+    would be the priors')."""
+    sink = tmp_path / "history.jsonl"
+    first = operator(sink, T0)
+    before = scores(await flood(first))
+    first.bridge.history.close()
+    second = operator(sink, T0 + 100_000)
+    refresh = second.bridge.forecasts
+    assert refresh is not None and refresh.resuming is not None
+    refresh.resuming.result(timeout=10)  # (read; taken by nothing yet)
+    assert refresh.refreshes == 0 and scores(refresh) == {"start": [], "finish": []}
+    app = aiohttp.web.Application()
+    add_visibility(app, lambda: second.pools)
+    body = {"kind": "DagWorkflow", "metadata": {"name": "asked"}, "spec": {"stages": [stage("a")]}}
+    async with TestClient(TestServer(app)) as client:
+        asked = await client.post(WHAT_IF_PATH, json=body)
+        assert asked.status == 200, await asked.text()
+        early = (await asked.json())["forecast"]
+        assert scores(refresh) == before
+        await refreshed(second)
+        assert refresh.refreshes == 1
+        again = await client.post(WHAT_IF_PATH, json=body)
+        assert (await again.json())["forecast"] == early
+    second.bridge.history.close()

@@ -71,6 +71,7 @@ it. Pure but for the thread or process the replays run in; no kopf, no API.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import math
@@ -523,6 +524,16 @@ class ForecastRefresh:
             if self.resumed_log:  # (the pool's own log starts at its restart)
                 own = snap.fork.arrival_log[-RATE_WINDOW:]
                 snap.rate_log = sorted([*self.resumed_log, *own])
+
+    def for_what_if(self, snap: Snapshot) -> dict[str, Calibration]:
+        """Event loop: a what-if's `snap` set up as the pool's refresh sets up its own
+        (`with_arrivals`), and a copy of the calibration to widen its interval (the loop
+        records scores while the worker thread reads it). The history sink's records are
+        taken first if read (`_resume`): a what-if asked after a restart, before the pool's
+        first refresh, has the resumed calibration and arrivals, not cold ones."""
+        self._resume()
+        self.with_arrivals(snap)
+        return copy.deepcopy(self.calibration)
 
     def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes

@@ -5,7 +5,6 @@ Service, NetworkPolicy and ``kubectl port-forward`` reach it as ``/metrics``).""
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -80,10 +79,8 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
                 core.cluster, policy, body, placed.queue, placed.priority, bridge.now()
             )
             refresh = getattr(bridge, "forecasts", None)
-            if refresh is not None:  # (it invents the arrivals the pool's refresh does)
-                refresh.with_arrivals(snap)
-            # (a copy: the loop records scores while the thread reads them)
-            calibration = None if refresh is None else copy.deepcopy(refresh.calibration)
+            # (as the pool's refresh: its arrivals, its calibration, resumed if read)
+            calibration = None if refresh is None else refresh.for_what_if(snap)
             forecast = await asyncio.to_thread(answer, snap, job_id, calibration=calibration)
         except NoPlaceError as exc:  # (its pool or queue is missing: it would wait for it)
             return error(404, str(exc))
