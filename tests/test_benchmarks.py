@@ -341,3 +341,24 @@ def test_the_scale_benchmarks_question_launches_the_first_waiting_workflow_each_
     assert (
         set(cost) == {"can_schedule_ms", "fair_ms", "nothing_fits_ms"} and min(cost.values()) >= 0
     )
+
+
+def test_forecast_p99_pairs_in_turn_and_reads_the_tail_exactly() -> None:
+    """ABBA order; the share over a bucket's bound from cumulative buckets; a summary's
+    paired differences, their median, range and the off runs' spread, on known runs."""
+    p99 = load_benchmark("forecast_p99")
+    assert p99.order(3) == [False, True, True, False, False, True]
+    buckets = [(0.0001, 50.0), (0.0003, 990.0), (0.001, 999.0), (float("inf"), 1000.0)]
+    assert p99.over(buckets, 0.0003) == pytest.approx(0.01)
+    assert p99.over([], 0.0003) is None
+    runs = [
+        {"forecasts": on, **{f: value for f in p99.FIGURES}}
+        for on, value in ((False, 1.0), (True, 1.5), (True, 2.0), (False, 3.0))
+    ]
+    figure = p99.summary(runs)["decision_p99_ms"]
+    assert figure["differences"] == [0.5, -1.0]
+    assert figure["median"] == -0.25 and figure["range"] == [-1.0, 0.5]
+    assert figure["above_zero"] == 1 and figure["off_spread"] == 2.0
+    low, high = figure["mean_interval_90"]
+    assert -1.0 <= low <= -0.25 <= high <= 0.5
+    assert p99.interval([0.5, -1.0]) == p99.interval([0.5, -1.0])  # (seeded)
