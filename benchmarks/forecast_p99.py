@@ -3,6 +3,9 @@
     python -m benchmarks.forecast_p99 [--pairs 4] [--scale 0.1] [--pool nodes|fixed]
         [--forecasts 5] [--forecast-workers process|thread] [--json]
 
+(the defaults as shown; from the repository root, with the ``dev`` and ``operator``
+extras, as ``benchmarks/scale.py``, whose harness it runs: `make .venv/.dev`)
+
 `python -m benchmarks.scale --forecasts 5` runs the operator once with forecasts off, then
 once with them on: one pair, always in that order, and from one run to the next a
 decision's p99 moved by more than the forecasts could be seen to move it
@@ -25,13 +28,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from statistics import median
 from typing import Any
 
 import numpy as np
 
-from benchmarks import scale
+from idlegate.flags import missing_extra, one_line
+
+try:  # (the scale benchmark's harness needs the dev extra, the operator its own)
+    from benchmarks import scale
+except ModuleNotFoundError as exc:
+    if __name__ != "__main__":
+        raise
+    if exc.name in ("tests", "benchmarks"):
+        sys.exit("Error: run it from the repository root: python -m benchmarks.forecast_p99")
+    error = missing_extra(exc)
+    if error is None:
+        raise
+    sys.exit(f"Error: {one_line(error)}")
 
 FIGURES = ("decision_p99_ms", "decision_cpu_p99_ms", "wall_over_3ms", "cpu_over_0.3ms")
 """The figures compared: `scale.run`'s p99s, and the share of decisions over a bound of
@@ -110,12 +126,21 @@ def order(pairs: int) -> list[bool]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=4)
-    parser.add_argument("--scale", type=float, default=0.1)
-    parser.add_argument("--pool", choices=sorted(scale.POOLS), default="nodes")
-    parser.add_argument("--forecasts", type=float, default=5.0, metavar="SECONDS")
-    parser.add_argument("--forecast-workers", choices=scale.WORKERS, default="process")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--pairs", type=int, default=4, help="pairs of runs, off and on")
+    parser.add_argument("--scale", type=float, default=0.1, help="of the scale benchmark")
+    parser.add_argument(
+        "--pool", choices=sorted(scale.POOLS), default="nodes", help="as scale.py's --pool"
+    )
+    parser.add_argument(
+        "--forecasts", type=float, default=5.0, metavar="SECONDS", help="refresh interval"
+    )
+    parser.add_argument(
+        "--forecast-workers", choices=scale.WORKERS, default="process", help="where replays run"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     args = parser.parse_args(argv)
     if args.pairs < 2:

@@ -194,4 +194,9 @@ async def test_a_what_if_before_the_first_refresh_after_a_restart_has_the_resume
         assert refresh.refreshes == 1
         again = await client.post(WHAT_IF_PATH, json=body)
         assert (await again.json())["forecast"] == early
+        refused = await client.post(WHAT_IF_PATH, json={"kind": "ConfigMap", "data": {}})
+        assert refused.status == 400
+        assert (await refused.json())["error"] == (
+            "the body: it is a ConfigMap, not a DagWorkflow (kind: DagWorkflow, with a spec)"
+        )
     second.bridge.history.close()

@@ -396,3 +396,29 @@ def test_the_start_quantile_follows_the_arrivals_unless_set() -> None:
     assert refused.exit_code == 1 and "--start-quantile is a quantile from 0.1 to 0.9" in (
         refused.output
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("kind: ConfigMap\ndata: {}\n", "it is a ConfigMap, not a DagWorkflow"),
+        ("not: [valid\n", "it is not YAML or JSON"),
+        ("kind: DagWorkflow\nspec: {stages: []}\n", "spec: the workflow has no stages"),
+        ("- a list\n", "it is not a DagWorkflow (kind: DagWorkflow, with a spec)"),
+    ],
+)
+def test_what_if_says_what_is_wrong_with_the_file_before_asking_the_operator(
+    tmp_path, text: str, said: str
+) -> None:
+    """Nothing listens at the URL: each file is refused by itself, in one sentence naming
+    it, not with "cannot reach the operator" (which a good file gets)."""
+    file = tmp_path / "cm.yaml"
+    file.write_text(text)
+    url = "http://127.0.0.1:9"  # (discard: nothing answers there)
+    bad = CliRunner().invoke(app, ["forecast", str(file), "--url", url])
+    assert bad.exit_code == 1, bad.output
+    assert f"Error: {file}: {said}" in bad.output, bad.output
+    assert "cannot reach" not in bad.output and "Traceback" not in bad.output
+    file.write_text("spec: {stages: [{name: a, tasks: 1, taskDurationSeconds: 5}]}\n")
+    good = CliRunner().invoke(app, ["forecast", str(file), "--url", url])
+    assert good.exit_code == 1 and "cannot reach the operator" in good.output, good.output

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from idlegate.api.forecast_refresh import WHAT_IF_PATH
+from idlegate.api.forecast_refresh import WHAT_IF_PATH, read_what_if
 from idlegate.api.forecast_status import describe, parse_forecast
 from idlegate.api.operator_http import ask_operator
 from idlegate.errors import IdlegateError
@@ -60,6 +60,10 @@ def register(group: typer.Typer) -> None:
                 text = file.read_text()
             except OSError as exc:
                 raise IdlegateError(f"cannot read {file} ({exc.strerror})") from None
+            try:  # (what the operator would refuse, said before asking it)
+                read_what_if(text)
+            except IdlegateError as exc:
+                raise IdlegateError(f"{file}: {exc}") from None
             doc = ask(url, text)
             forecast = parse_forecast(doc)
         except IdlegateError as exc:

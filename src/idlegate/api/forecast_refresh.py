@@ -684,6 +684,27 @@ WHAT_IF_ID = -1
 """The job id the what-if's workflow gets in its fork (no live job has it)."""
 
 
+def read_what_if(text: str) -> dict[str, Any]:
+    """A what-if's body (YAML or JSON) as the operator takes it: a DagWorkflow whose spec
+    the one parser takes (`parse_workflow`). SpecError (a sentence) if it is not: the
+    operator answers it with 400, and ``idlegate forecast FILE`` says it before asking."""
+    import yaml
+
+    from idlegate.api.kinds import KIND
+    from idlegate.sim.spec import parse_workflow
+
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
+        kind = body.get("kind") if isinstance(body, dict) else None
+        was = f"it is a {kind}, not" if isinstance(kind, str) else "it is not"
+        raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
+    parse_workflow(body.get("spec"), "spec")
+    return body
+
+
 def what_if(
     cluster: Cluster,
     scheduler: Scheduler,

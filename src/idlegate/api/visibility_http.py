@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp.web
-import yaml
 
 from idlegate.api.crd import KIND
-from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, what_if
+from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, read_what_if, what_if
 from idlegate.api.forecast_replay import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
 from idlegate.api.routing import NoPlaceError
@@ -65,11 +64,9 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
         if found is None:
             return error(503, "this operator replica does not lead (or starts); ask again")
         try:
-            body = yaml.safe_load(await request.text())
-        except yaml.YAMLError as exc:
-            return error(400, f"the body is not YAML or JSON ({exc})")
-        if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
-            return error(400, f"the body is not a {KIND} (kind: {KIND}, with a spec)")
+            body = read_what_if(await request.text())
+        except IdlegateError as exc:
+            return error(400, f"the body: {exc}")
         try:
             placed = found.place(KIND, body)
             bridge = found.bridges[placed.pool]
