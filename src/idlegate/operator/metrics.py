@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
 ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
-DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+DECISION_BUCKETS = (
+    1e-5, 3e-5, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 7e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0,
+)  # fmt: skip
+"""0.1 ms apart up to 0.5 ms, where a decision's p99 of CPU lies: within one bucket of
+0.3 to 1 ms it was read by interpolation, which moved with the count near 0.3 ms."""
 DECISION_KINDS = ("launch", "idle", "wait")
 PLANNING_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 POOL = "pool"
