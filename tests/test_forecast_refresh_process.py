@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.forecast_refresh import ForecastRefresh
-from idlegate.api.forecast_replay import ReplayProcess, compute
+from idlegate.api.forecast_replay import NICENESS, ReplayProcess, compute, replay_executor
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.forecast import BUDGET
 from tests.test_forecast_refresh import FakeMetrics, busy_pool
@@ -147,3 +147,13 @@ def test_a_dag_goes_to_the_process_without_its_caches_and_recomputes_the_same() 
     assert (copied.names, copied.parents, copied.spec) == (dag.names, dag.parents, dag.spec)
     assert (copied.topological_order, copied.bottom_levels) == known[:2]
     assert (copied.critical_path, copied.total_work) == known[2:]
+
+
+def test_the_replay_process_runs_behind_the_operator() -> None:
+    """Its CPU priority is `NICENESS` below the operator's (`os.nice`), so that where
+    they share a core a decision waits behind the replays less."""
+    executor = replay_executor()
+    try:
+        assert executor.submit(os.nice, 0).result(timeout=60) == os.nice(0) + NICENESS
+    finally:
+        executor.shutdown()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import multiprocessing
+import os
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -130,6 +131,27 @@ def compute(
     return result, time.thread_time() - began
 
 
+NICENESS = 10
+"""How much lower the replay process's CPU priority is than the operator's (`os.nice`):
+where the two share a core (a pod's CPU limit, a small node), a decision waits behind
+the replays less (docs/forecast.md, "In pairs, off and on in turn")."""
+
+
+def behind() -> None:
+    """In the replay process as it starts: `NICENESS` below the operator's priority. A
+    platform without `os.nice` runs the replays at the operator's."""
+    nice = getattr(os, "nice", None)
+    if nice is not None:
+        nice(NICENESS)
+
+
+def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
+    """The replay process's executor: one process, started as `context` says, `behind`."""
+    return ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context(context), initializer=behind
+    )
+
+
 class ReplayProcess:
     """The operator's replay process (`api.forecast_refresh`'s docstring, "Where"): one for all its pools,
     started by the first refresh and again by the next one after it died, stopped by
@@ -150,8 +172,7 @@ class ReplayProcess:
         if self._closed:
             raise RuntimeError("the forecasts' replay process is closed")
         if self._executor is None:
-            context = multiprocessing.get_context(self.context)
-            self._executor = ProcessPoolExecutor(1, mp_context=context)
+            self._executor = replay_executor(self.context)
         try:
             return self._executor.submit(compute, snapshot.shipped(), replays, budget, seconds)
         except BrokenProcessPool:  # (it died since the last refresh, which failed: a new one)
