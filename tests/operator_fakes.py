@@ -604,6 +604,29 @@ def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: 
     )
 
 
+def forecasting(kube: FakeKube, sink: Any, t: float) -> Harness:
+    """An operator's pool of one under fifo at `t`, its forecasts refreshed every 30 s and
+    its history in the sink at `sink` (the restart tests': a second one on the same sink)."""
+    return Harness(
+        kube, FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
+        forecast_interval=30.0,
+    )  # fmt: skip
+
+
+async def refreshed(h: Harness) -> Any:
+    """One refresh of `h`'s pool, the history sink read first if it is being read (wait,
+    not race its thread), and its status writes landed (and so the scores of what started
+    or ended)."""
+    refresh = h.bridge.forecasts
+    assert refresh is not None
+    if refresh.resuming is not None:
+        refresh.resuming.result(timeout=10)
+    refresh.poke()
+    await refresh.idle()
+    await h.settle()
+    return refresh
+
+
 def stranded(h: Harness) -> list[str]:
     """The watchdog's view: gated pods while no pod holds an executor, which no job will
     release (the pool is idle, so nothing they wait for can still end)."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -32,7 +31,15 @@ from idlegate.sim.history import (
 )
 from idlegate.sim.workloads import build_workload
 from tests.argo_data import RECORDED, gated_argo_pod, need, recorded
-from tests.operator_fakes import FakeClock, FakeKube, FeatureHost, Harness, stage
+from tests.operator_fakes import (
+    FakeClock,
+    FakeKube,
+    FeatureHost,
+    Harness,
+    forecasting,
+    refreshed,
+    stage,
+)
 
 LIBRARY = {
     "apiVersion": "argoproj.io/v1alpha1",
@@ -279,21 +286,7 @@ async def test_an_argo_workflows_first_forecast_is_in_its_record_and_a_restart_s
     for i in range(3):
         kube.pods[("default", node_id(FAN, f"{FAN}.x({i}:{i})"))] = _fan_pod(i)
 
-    def operator(kube: FakeKube, t: float) -> Harness:
-        return Harness(
-            kube, FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
-            forecast_interval=30.0,
-        )  # fmt: skip
-
-    async def refreshed(h: Harness) -> Any:
-        refresh = h.bridge.forecasts
-        if refresh.resuming is not None:
-            refresh.resuming.result(timeout=10)
-        refresh.poke()
-        await refresh.idle()
-        return refresh
-
-    h = operator(kube, START)
+    h = forecasting(kube, sink, START)
     await h.submit("busy", {"stages": [stage("a", duration=2.0)]})  # (the one executor)
     side = ArgoSide(FeatureHost(h))
     await side.workflow_seen(False, _fan("Running", [None, None, None]))
@@ -321,7 +314,7 @@ async def test_an_argo_workflows_first_forecast_is_in_its_record_and_a_restart_s
     assert made["madeAt"] == kept.forecast.computed_at and made["startedAt"] == START + 2
     assert made["startLow"] <= made["start"] <= made["startHigh"]
     # the next operator, on the same sink: the same scores
-    second = operator(FakeKube(), START + 10_000)
+    second = forecasting(FakeKube(), sink, START + 10_000)
     await second.submit("next", {"stages": [stage("a", duration=2.0)]})
     resumed = await refreshed(second)
     assert {which: list(c.scores) for which, c in resumed.calibration.items()} == scored

@@ -20,32 +20,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from idlegate.api.forecast_refresh import WHAT_IF_PATH, ForecastRefresh, resumed_calibration
 from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import SpecError
-from idlegate.policy import make_scheduler
 from idlegate.sim.history import Tail, load_history
-from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+from tests.operator_fakes import FakeKube, Harness, forecasting, refreshed, stage
 
 T0 = 1_717_200_000.0
 FLOOD = 6
 """One-stage workflows of 100 s (estimate) on a pool of one: five wait."""
 LATE = 30.0
 """Each task runs this much longer than its estimate: every forecast is off."""
-
-
-def operator(sink: Path, t: float) -> Harness:
-    return Harness(
-        FakeKube(), FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
-        forecast_interval=30.0,
-    )  # fmt: skip
-
-
-async def refreshed(h: Harness) -> ForecastRefresh:
-    refresh = h.bridge.forecasts
-    assert refresh is not None
-    if refresh.resuming is not None:  # (the sink's thread reads it: wait, not race)
-        refresh.resuming.result(timeout=10)
-    refresh.poke()
-    await refresh.idle()
-    return refresh
 
 
 async def flood(h: Harness) -> ForecastRefresh:
@@ -70,7 +52,7 @@ async def test_a_restarted_operator_resumes_its_pools_calibration_from_the_histo
     tmp_path: Path,
 ) -> None:
     sink = tmp_path / "history.jsonl"
-    first = operator(sink, T0)
+    first = forecasting(FakeKube(), sink, T0)
     before = scores(await flood(first))
     first.bridge.history.close()  # (the records queued are written)
     assert len(before["start"]) == len(before["finish"]) == FLOOD - 1  # (w0 never waited)
@@ -78,7 +60,7 @@ async def test_a_restarted_operator_resumes_its_pools_calibration_from_the_histo
     records = load_history(sink)
     assert "startLow" in dict(records[-1].forecast or ())
     # the next operator: the workflows are gone, only the sink remembers them
-    second = operator(sink, T0 + 100_000)
+    second = forecasting(FakeKube(), sink, T0 + 100_000)
     await second.submit("next", {"stages": [stage("a", duration=100.0)]})
     refresh = await refreshed(second)
     assert scores(refresh) == before
@@ -90,7 +72,7 @@ async def test_a_restarted_operator_resumes_its_pools_calibration_from_the_histo
 async def test_a_sink_without_records_starts_the_calibration_cold(
     tmp_path: Path,
 ) -> None:
-    h = operator(tmp_path / "history.jsonl", T0)  # (no file yet: nothing to resume)
+    h = forecasting(FakeKube(), tmp_path / "history.jsonl", T0)  # (no file yet: nothing to resume)
     await h.submit("next", {"stages": [stage("a", duration=100.0)]})
     refresh = await refreshed(h)
     assert scores(refresh) == {"start": [], "finish": []}
@@ -119,7 +101,7 @@ async def test_a_corrupt_stored_interval_starts_cold_with_a_warning_and_a_metric
     sink = tmp_path / "history.jsonl"
     corrupt = {**GOOD, "startLow": T0 + 150}  # (above its start: no interval holds it)
     sink.write_text(sink_line("good", GOOD) + "\n" + sink_line("bad", corrupt) + "\n")
-    h = operator(sink, T0 + 1000)
+    h = forecasting(FakeKube(), sink, T0 + 1000)
     await h.submit("next", {"stages": [stage("a", duration=100.0)]})
     await h.submit("after", {"stages": [stage("a", duration=100.0)]})
     with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_refresh"):
@@ -174,10 +156,10 @@ async def test_a_what_if_before_the_first_refresh_after_a_restart_has_the_resume
     itself, and answers as it does after the pool's first refresh (cold, its interval
     would be the priors')."""
     sink = tmp_path / "history.jsonl"
-    first = operator(sink, T0)
+    first = forecasting(FakeKube(), sink, T0)
     before = scores(await flood(first))
     first.bridge.history.close()
-    second = operator(sink, T0 + 100_000)
+    second = forecasting(FakeKube(), sink, T0 + 100_000)
     refresh = second.bridge.forecasts
     assert refresh is not None and refresh.resuming is not None
     refresh.resuming.result(timeout=10)  # (read; taken by nothing yet)

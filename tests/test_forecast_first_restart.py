@@ -16,15 +16,13 @@ from typing import Any
 import pytest
 
 from idlegate.api.forecast_first import first_status, parse_first
-from idlegate.api.forecast_refresh import ForecastRefresh
 from idlegate.api.forecast_status import Forecast
 from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
-from idlegate.policy import make_scheduler
 from idlegate.sim.forecast import Span
 from idlegate.sim.history import load_history
 from idlegate.sim.timestamps import stamp
-from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+from tests.operator_fakes import FakeKube, Harness, forecasting, refreshed, stage
 
 T0 = 1_717_200_000.0
 LATE = 30.0
@@ -33,32 +31,13 @@ RUN = 100.0 + LATE
 ERROR = "idlegate_forecast_error_seconds"
 
 
-def operator(kube: FakeKube, sink: Path, t: float) -> Harness:
-    return Harness(
-        kube, FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
-        forecast_interval=30.0,
-    )  # fmt: skip
-
-
-async def refreshed(h: Harness) -> ForecastRefresh:
-    """One refresh, its status writes landed (and so the scores of what started or ended)."""
-    refresh = h.bridge.forecasts
-    assert refresh is not None
-    if refresh.resuming is not None:  # (the sink's thread reads it: wait, not race)
-        refresh.resuming.result(timeout=10)
-    refresh.poke()
-    await refresh.idle()
-    await h.settle()
-    return refresh
-
-
 async def restarted(h: Harness, kube: FakeKube, sink: Path) -> Harness:
     """The next operator, at `h`'s instant, on the same API and sink, its pool rebuilt."""
     await h.settle()
     h.bridge.history.close()  # (the records queued are written)
     assert h.bridge.forecasts is not None
     h.bridge.forecasts.close()
-    second = operator(kube, sink, h.clock.now())
+    second = forecasting(kube, sink, h.clock.now())
     await intake.rebuild(second.pools)
     await second.settle()
     return second
@@ -73,7 +52,7 @@ async def submit(h: Harness, name: str) -> None:
 
 async def begin(kube: FakeKube, sink: Path) -> Harness:
     """w0 runs on the pool of one, w1 waits behind it and is forecast at T0."""
-    h = operator(kube, sink, T0)
+    h = forecasting(kube, sink, T0)
     await submit(h, "w0")
     await submit(h, "w1")
     await refreshed(h)
