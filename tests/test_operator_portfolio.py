@@ -307,10 +307,11 @@ async def test_a_named_pools_records_carry_its_name_and_size(tmp_path):
 
 @pytest.mark.asyncio
 async def test_a_failing_round_is_an_error_noted_and_the_candidate_is_kept(caplog):
-    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO))
+    # (in the worker thread, where the owner's `replay` runs: the process rebuilds its own)
+    h = harness(pool=1, scheduler=make_scheduler(PORTFOLIO), forecast_workers="thread")
     brain = h.bridge.core.scheduler
 
-    def failing(request):
+    def failing(request, check=None):
         raise RuntimeError("replay failed")
 
     brain.replay = failing

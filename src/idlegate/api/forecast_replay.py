@@ -20,11 +20,11 @@ import dataclasses
 import multiprocessing
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -34,9 +34,12 @@ from idlegate.sim.forecast_arrivals import Recent, invent
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.rollout import Future as RolloutFuture
 
+T = TypeVar("T")
+
 Workers = Literal["process", "thread"]
-"""Where a refresh's replays run (``--forecast-workers``; `api.forecast_refresh`'s
-docstring, "Where")."""
+"""Where the operator's replays run, a forecast refresh's and a portfolio's round
+(``--forecast-workers``; `api.forecast_refresh`'s docstring, "Where";
+`operator.features.planning.ReplayWorker`)."""
 WORKERS: tuple[str, ...] = get_args(Workers)
 
 
@@ -153,7 +156,8 @@ def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
 
 
 class ReplayProcess:
-    """The operator's replay process (`api.forecast_refresh`'s docstring, "Where"): one for all its pools,
+    """The operator's replay process (`api.forecast_refresh`'s docstring, "Where"): one for
+    all its pools, for their forecasts' replays and their portfolios' rounds,
     started by the first refresh and again by the next one after it died, stopped by
     `close`. Its pools run at most one refresh each, queued to it in turn. `context` is
     how it starts (``spawn``: a fresh interpreter, never a fork of the operator, whose
@@ -169,16 +173,23 @@ class ReplayProcess:
     ) -> Future[tuple[sim_forecast.Forecast, float]]:
         """`compute` of `snapshot` in the process (a new one if the last died). RuntimeError:
         closed."""
+        return self.call(compute, snapshot.shipped(), replays, budget, seconds)
+
+    def call(self, work: Callable[..., T], *args: Any) -> Future[T]:
+        """`work(*args)` in the process, after the work queued before it (a new process if
+        the last died): a forecast's replays (`submit`) or a portfolio's round
+        (`policy.portfolio.apart.play_apart`). `work` and `args` cross by pickling.
+        RuntimeError: closed."""
         if self._closed:
-            raise RuntimeError("the forecasts' replay process is closed")
+            raise RuntimeError("the replay process is closed")
         if self._executor is None:
             self._executor = replay_executor(self.context)
         try:
-            return self._executor.submit(compute, snapshot.shipped(), replays, budget, seconds)
-        except BrokenProcessPool:  # (it died since the last refresh, which failed: a new one)
+            return self._executor.submit(work, *args)
+        except BrokenProcessPool:  # (it died since the last call, which failed: a new one)
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
-            return self.submit(snapshot, replays, budget, seconds)
+            return self.call(work, *args)
 
     def close(self) -> None:
         """Stop the process (a refresh it runs is dropped); no refresh starts after."""

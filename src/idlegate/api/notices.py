@@ -110,6 +110,16 @@ def policy_followed(choice: Choice) -> Notice:
     return ("Normal", "PolicyFollowed", f"The portfolio {choice.why}. It is now {choice.text}.")
 
 
+def round_cut(why: str, following: str) -> Notice:
+    """A portfolio's round stopped at its CPU budget (`policy.portfolio.RoundCut`'s `why`);
+    it keeps following `following` (on the pool's object)."""
+    message = (
+        f"The portfolio's round was cut: {why}. It keeps following {following}; raise "
+        "--round-budget, or give the operator more CPU, if rounds are cut often."
+    )
+    return ("Warning", "RoundCut", message)
+
+
 def policy_switched(why: str) -> Notice:
     """A workflow's next tasks are released by another rule than its last; `why`: `following`."""
     return ("Normal", "PolicySwitched", f"The planner is now {why}.")

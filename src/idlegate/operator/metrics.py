@@ -212,6 +212,17 @@ class MetricFamilies:
             "Plans dropped as stale: the set of workflows changed while they were made "
             "(the worker plans again at once).",
         )
+        self.rounds_cut = counter(
+            "idlegate_rounds_cut",
+            "A portfolio's rounds cut at their CPU budget in the replay process "
+            "(--round-budget; the portfolio keeps its candidate, a RoundCut Event says so).",
+        )
+        self.round_cpu = histogram(
+            "idlegate_round_cpu_seconds",
+            "CPU seconds of one portfolio round in the replay process (decisions never wait "
+            "on it; --round-budget cuts it).",
+            buckets=PLANNING_BUCKETS,
+        )
         self.following = gauge(
             "idlegate_policy_following",
             "The policy the operator's policy follows now (value 1; for a lookahead "

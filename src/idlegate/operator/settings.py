@@ -245,6 +245,12 @@ class Settings(Config):
     future that started still runs to its end). Decisions never wait on a plan: they are
     made by the policy followed meanwhile."""
 
+    round_budget: float = Field(10.0, gt=0)
+    """CPU seconds one round of a portfolio (``default``) may take where it runs (the
+    replay process, `forecast_workers`): a round past it is cut, the portfolio keeps its
+    candidate, and a RoundCut Event and idlegate_rounds_cut_total say so. Decisions never
+    wait on a round."""
+
     forecast_interval: float = Field(0.0, ge=0)
     """Seconds of the operator's clock between two forecasts of each pool's waiting
     workflows (and a refresh follows each arrival and end), into status.forecast and the
@@ -257,9 +263,10 @@ class Settings(Config):
     alibaba, poisson on tpch, queues on teams. An ExecutorPool's forecastArrivals wins."""
 
     forecast_workers: Workers = "process"
-    """Where the forecasts' replays run: process, one process of the operator's for all
-    its pools (the replays' objects and their collections are not the deciding
-    interpreter's); thread, a thread of each pool in the operator's process. Measured
+    """Where the replays run, the forecasts' and a portfolio's rounds: process, one
+    process of the operator's for all its pools, at a lower priority (the replays'
+    objects, their collections and their share of the interpreter's lock are not the
+    deciding interpreter's); thread, a thread of each pool in the operator's process. Measured
     side by side in docs/forecast.md ("Cost in the operator")."""
 
     history_file: Path | None = None

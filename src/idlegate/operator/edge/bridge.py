@@ -114,12 +114,13 @@ class Bridge:
         self._counts: tuple[int, ...] = ()
         self.planning: PlanningWorker | ReplayWorker | None = None
         """A lookahead planner's or a portfolio's worker, if the policy has one."""
-        self.use_worker()
         self.replay_process: ReplayProcess = (
             ReplayProcess() if beside is None else beside.replay_process
         )
-        """The operator's forecast replays' process, one for all pools (started by the first
-        refresh that uses it; `Settings.forecast_workers`); the operator closes it."""
+        """The operator's replay process, one for all pools, for their forecasts and their
+        portfolios' rounds (started by the first call; `Settings.forecast_workers`); the
+        operator closes it."""
+        self.use_worker()
         self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
         """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
 
@@ -131,7 +132,8 @@ class Bridge:
 
     def use_worker(self) -> None:
         """The worker of the policy deciding now (a reload closes the old one first)."""
-        self.planning = planning_worker(self.core, self.carry, self.history)
+        process = self.replay_process if self.settings.forecast_workers == "process" else None
+        self.planning = planning_worker(self.core, self.carry, self.history, process)
 
     def use_policy(self, policy: Scheduler) -> None:
         """Event loop, between two rounds: decide with `policy` from now on. The Decider

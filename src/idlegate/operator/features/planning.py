@@ -35,11 +35,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from idlegate.api import notices
+from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.notices import Notice
 from idlegate.api.status import Phase
 from idlegate.operator.core.events import Fact, Finished, RoundEnded, RuleSwitched, Schedule
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.history import HistoryRecorder, replay_arrival
+from idlegate.policy.portfolio.apart import budget_check, play_apart
+from idlegate.policy.portfolio.replay import ReplayRequest, RoundCut
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
@@ -106,8 +109,14 @@ class _Worker:
         except Exception as exc:  # the work never stops decisions
             self.decider.note_error(self.policy.name, exc, self.what)
             return
-        self.running = loop.run_in_executor(self._executor, work, *args)
+        self.running = self._start(loop, work, tuple(args))
         self.running.add_done_callback(functools.partial(self._ended, then))
+
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
+    ) -> asyncio.Future[Any]:
+        """Event loop: `work(*args)` started in the worker thread."""
+        return loop.run_in_executor(self._executor, work, *args)
 
     def _due(self) -> bool:
         raise NotImplementedError
@@ -198,12 +207,18 @@ class PlanningWorker(_Worker):
 
 
 class ReplayWorker(_Worker):
-    """A portfolio's rounds (``replayer=worker``) in one worker thread, its decisions
-    following the candidate it has meanwhile. The round's window is taken in the event
-    loop, and its choice adopted there; then the pool schedules at once, so the Decider
-    says the new candidate (PolicyFollowed). A portfolio that starts with an empty window
-    (not one handed over by a reload) is first seeded (`PortfolioScheduler.seed`) with its
-    pool's last `window` records in the history sink (`HistorySink.prior`)."""
+    """A portfolio's rounds (``replayer=worker``) in the operator's replay process
+    (`process`, `policy.portfolio.apart`), its decisions following the candidate it has
+    meanwhile: a round is CPU-bound Python, and in a thread of the operator it would hold
+    the interpreter's lock that the event loop needs. The round's request is taken in the
+    event loop, and its choice adopted there; then the pool schedules at once, so the
+    Decider says the new candidate (PolicyFollowed). A round past its CPU budget
+    (``--round-budget``) is cut: the portfolio keeps its candidate, counted and posted
+    (RoundCut). Without a process (``--forecast-workers thread``, or a portfolio built by
+    a builder of its own that the process cannot rebuild) the round runs in one worker
+    thread, under the same budget. A portfolio that starts with an empty window (not one
+    handed over by a reload) is first seeded (`PortfolioScheduler.seed`) with its pool's
+    last `window` records in the history sink (`HistorySink.prior`)."""
 
     what, thread = "replay", "idlegate-replay"
     takes = (RoundEnded, Finished)
@@ -214,9 +229,16 @@ class ReplayWorker(_Worker):
         core: Core,
         emit: Callable[[list[Any]], None],
         history: HistoryRecorder | None = None,
+        process: ReplayProcess | None = None,
     ) -> None:
         super().__init__(portfolio, core, emit)
         self.portfolio = portfolio
+        self.process = process if portfolio.rebuildable else None
+        """Where its rounds run; None: the worker thread."""
+        self.budget = core.settings.round_budget
+        """CPU seconds a round may take (``--round-budget``)."""
+        self.reporter = core.reporter
+        """Where a cut round is said (the operator's pod; None: logged only)."""
         self._prior: Future[tuple[list[JobArrival], Counter[str]]] | None = None
         """The pool's last records in the sink, being read (a portfolio starting empty)."""
         if history is not None and history.sink is not None and not portfolio.finished:
@@ -239,7 +261,22 @@ class ReplayWorker(_Worker):
         if self._prior is not None:
             read, self._prior = self._prior, None
             return self._seed, read.result  # (this thread waits for the sink's)
-        return self._adopt, self.portfolio.replay, self.portfolio.request(self.cluster)
+        request = self.portfolio.request(self.cluster)
+        if self.process is None:
+            return self._adopt, self._in_thread, request
+        return self._adopt, play_apart, self.portfolio.config, request, self.budget
+
+    def _in_thread(self, request: ReplayRequest) -> Choice:
+        """The worker thread: the round of `request` under the budget (no process)."""
+        return self.portfolio.replay(request, budget_check(self.budget))
+
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
+    ) -> asyncio.Future[Any]:
+        """Event loop: a round in the replay process (the sink's read in the thread)."""
+        if work is not play_apart or self.process is None:
+            return super()._start(loop, work, args)
+        return asyncio.wrap_future(self.process.call(work, *args), loop=loop)
 
     def _seed(self, running: asyncio.Future[tuple[list[JobArrival], Counter[str]]]) -> None:
         """Event loop: the pool's records in the sink were read (and the lines left out,
@@ -257,7 +294,16 @@ class ReplayWorker(_Worker):
     def _adopt(self, running: asyncio.Future[Choice]) -> None:
         """Event loop: a round ended. Follow its choice, or note its error."""
         try:
-            self.portfolio.adopt(running.result())
+            choice = running.result()
+            self.metrics.round_cpu.observe(choice.cpu_seconds)
+            self.portfolio.adopt(choice)
+        except RoundCut as cut:  # the portfolio keeps its candidate, and says so
+            self.metrics.rounds_cut.inc()
+            said = notices.round_cut(str(cut), self.portfolio.following)
+            log.warning("%s", said[2])
+            if self.reporter is not None:
+                self.emit([PostEvent(self.reporter, *said)])
+            return
         except Exception as exc:  # the portfolio keeps its candidate
             self.decider.note_error(self.portfolio.name, exc, "replay")
             return
@@ -265,18 +311,22 @@ class ReplayWorker(_Worker):
 
 
 def planning_worker(
-    core: Core, emit: Callable[[list[Any]], None], history: HistoryRecorder | None = None
+    core: Core,
+    emit: Callable[[list[Any]], None],
+    history: HistoryRecorder | None = None,
+    process: ReplayProcess | None = None,
 ) -> PlanningWorker | ReplayWorker | None:
     """The worker of the pool's policy when it is a switch-mode planner (set to plan in a
     worker: ``planner=worker``) or a portfolio the operator feeds (`Decider.learns`), else
-    None. `emit` hands the pool its events; `history` reads a portfolio's first window."""
+    None. `emit` hands the pool its events; `history` reads a portfolio's first window;
+    `process` runs a portfolio's rounds (None: its worker thread)."""
     planner = core.scheduler
     if is_planner(planner):
         if planner.config.planner != "worker":
             planner.config = planner.config.model_copy(update={"planner": "worker"})
         return PlanningWorker(planner, core, emit)
     brain = core.decider.learns
-    return None if brain is None else ReplayWorker(brain, core, emit, history)
+    return None if brain is None else ReplayWorker(brain, core, emit, history, process)
 
 
 def policy_switched(

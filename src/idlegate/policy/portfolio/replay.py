@@ -17,7 +17,7 @@ fails in the replay (raises, e.g. a policy error) scores infinity.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
@@ -38,6 +38,7 @@ __all__ = [
     "DECISION_SECONDS",
     "EVENT_SECONDS",
     "ReplayRequest",
+    "RoundCut",
     "merged",
     "modelled_seconds",
     "replay_portfolio",
@@ -54,6 +55,11 @@ of at most this many stages (`sim.dag.summarised`). The former bound of every wo
 a replay of any workflow allowed before is the same."""
 DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 0.0, "learned": 4e-4, "planner": 2e-2}
 """CPU seconds per decision of an ONNX policy and of the planner, beyond the events."""
+
+
+class RoundCut(IdlegateError):
+    """A round stopped before its end: it spent its CPU budget (`replay_portfolio`'s
+    `check`). The candidate followed stays; the message says what was spent."""
 
 
 def modelled_seconds(scores: Scores) -> float:
@@ -74,6 +80,7 @@ def replay_portfolio(
     resources: ResourceVector | None = None,
     unfinished: int = 0,
     queues: Sequence[QueueSpec] = (),
+    check: Callable[[], None] | None = None,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
     on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
@@ -82,7 +89,9 @@ def replay_portfolio(
     when the round began (`Scores.unfinished` marks them). With `queues` (the live pool's)
     the replay runs under the same admission, each workflow in the queue it was in
     (`sim.queues.queue_of`), so a candidate is judged on the pool it would run; none:
-    one queue, no quotas."""
+    one queue, no quotas. `check` is called before each candidate's replay of each seed;
+    it raises `RoundCut` to stop the round (its budget is spent), which no candidate's
+    failure does."""
     # a workflow of thousands of stages costs a replay per stage, and what a round weighs
     # is its completion time: its summary (`sim.dag.summarised`) tells about as much
     shown = [
@@ -111,6 +120,8 @@ def replay_portfolio(
         total, made = np.zeros(n), 0
         try:
             for s in range(seeds):
+                if check is not None:
+                    check()
                 result = simulate(workload, scheduler, seed=seed + s)
                 events += result.events
                 made += result.decisions
@@ -118,6 +129,8 @@ def replay_portfolio(
                     raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
                 for r in result.records:  # (record ids are the replay's arrival order)
                     total[r.id] += r.jct
+        except RoundCut:
+            raise
         except Exception as exc:  # a failing candidate loses the round, the others go on
             failed[text] = f"{type(exc).__name__}: {exc}"
             means[text] = math.inf

@@ -637,9 +637,23 @@ class PortfolioScheduler:
         safe = self._trust.safe if cfg.guard is not None else None
         return out - {safe} if safe else out  # (the guard weighs every round against it)
 
-    def replay(self, request: ReplayRequest) -> Choice:
-        """Any one thread: the round of `request` (`decision.play_round`)."""
-        return play_round(request, self.config, self._replay, self._from_present)
+    @property
+    def rebuildable(self) -> bool:
+        """True when another process can build this portfolio again from its `config`
+        alone: its candidates are built by `idlegate.policy.make_scheduler`
+        (`policy.portfolio.apart`)."""
+        from idlegate.policy import make_scheduler
+
+        return self._build is make_scheduler
+
+    def replay(self, request: ReplayRequest, check: Callable[[], None] | None = None) -> Choice:
+        """Any one thread: the round of `request` (`decision.play_round`); `check` is
+        called before each replay and may cut the round (`replay.RoundCut`)."""
+
+        def replay(request: ReplayRequest, specs: Sequence[str]) -> Scores:
+            return self._replay(request, specs, check)
+
+        return play_round(request, self.config, replay, self._from_present)
 
     def _replayers_of(self, specs: Sequence[str]) -> dict[str, Scheduler]:
         """The replay's instances of `specs` (spec text → instance), built once each."""
@@ -648,7 +662,9 @@ class PortfolioScheduler:
                 self._replayers[spec] = self._build(spec)
         return {s: self._replayers[s] for s in specs}
 
-    def _replay(self, request: ReplayRequest, specs: Sequence[str]) -> Scores:
+    def _replay(
+        self, request: ReplayRequest, specs: Sequence[str], check: Callable[[], None] | None
+    ) -> Scores:
         return replay_portfolio(
             request.window,
             self._replayers_of(specs),
@@ -659,6 +675,7 @@ class PortfolioScheduler:
             resources=request.resources,
             unfinished=request.running,
             queues=request.queues,
+            check=check,
         )
 
     def _from_present(self, request: ReplayRequest, specs: Sequence[str]) -> Present | None:
