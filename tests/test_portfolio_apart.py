@@ -103,6 +103,7 @@ async def test_a_round_past_its_budget_is_cut_said_and_counted_the_candidate_kep
     h = harness(pool=1, scheduler=make_scheduler(spec), round_budget=1e-9, forecast_workers=workers)
     pod = Owner("idlegate-system", "operator-0", "pod-uid", kind="Pod", api_version="v1")
     h.bridge.core.reporter = pod
+    h.bridge.use_worker()  # (as a bridge given its reporter builds it)
     brain = h.bridge.core.scheduler
     assert (h.bridge.planning.process is not None) == (workers == "process")
     await h.submit("long", {"stages": [stage("a", duration=100.0)]})
