@@ -1,18 +1,20 @@
-"""A portfolio's round played apart (`policy.portfolio.apart`): in the operator's replay
-process it gives the owner's own answers, and a round past its CPU budget is cut, said
-and counted, the candidate kept."""
+"""A portfolio's round and a planner's plan made apart (`policy.apart`): in the
+operator's replay process they give the owner's own answers, and a round past its CPU
+budget is cut, said and counted, the candidate kept."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.task_pods import Owner
 from idlegate.policy import make_scheduler
+from idlegate.policy.apart import budget_check, plan_apart, play_apart
 from idlegate.policy.portfolio import PortfolioScheduler
-from idlegate.policy.portfolio.apart import budget_check, play_apart
 from idlegate.policy.portfolio.replay import ReplayRequest, RoundCut
 from idlegate.policy.portfolio.rounds import Choice
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import simulate
 from idlegate.sim.workloads import build_workload
 from tests.operator_fakes import harness, stage
@@ -119,3 +121,25 @@ async def test_a_round_past_its_budget_is_cut_said_and_counted_the_candidate_kep
     assert cut[0]["involvedObject"]["name"] == "operator-0"
     assert "beyond its budget of 1e-09 s" in cut[0]["message"]
     assert "keeps following fifo" in cut[0]["message"]
+
+
+def test_a_plan_made_in_the_replay_process_is_the_plan_made_here():
+    # (the planner's rollouts touch only the request and the rollout schedulers, which the
+    # process builds again from the spec: tests/test_lookahead.py, the same in a thread)
+    w = build_workload("tpch-like", 3, num_executors=6, num_stream=8, load=0.9)
+    cluster = Cluster(6)
+    for a in w.jobs[:4]:
+        cluster.add_job(a.dag, a.time, a.name, a.durations)
+    spec = "lookahead?planner=worker&candidates=fair:srpt"
+    planner = make_scheduler(spec)
+    planner.reset(np.random.default_rng(0))
+    planner.decide(cluster)
+    request = planner.request(cluster)
+    here = planner.plan(request)
+    process = ReplayProcess()
+    try:
+        there = process.call(plan_apart, spec, planner.config, request, None).result()
+    finally:
+        process.close()
+    assert (there.costs, there.choice) == (here.costs, here.choice)
+    assert set(here.costs) == {"srpt", "fair"}

@@ -205,6 +205,9 @@ def _left(round_: Mapping[str, Any]) -> str:
             f"; replayed {_count(heavy, 'workflow')} still running, heavier than every "
             "finished one of the window"
         )
+    trimmed = int(round_.get("trimmed") or 0)
+    if trimmed:
+        out += f"; left {_count(trimmed, 'workflow')} out of the window to fit its budget"
     untrained = list(round_.get("untrained") or ())
     if untrained:
         out += f"; not replayed: {', '.join(untrained)}, outside the range it was trained on"

@@ -41,7 +41,7 @@ from idlegate.api.status import Phase
 from idlegate.operator.core.events import Fact, Finished, RoundEnded, RuleSwitched, Schedule
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.history import HistoryRecorder, replay_arrival
-from idlegate.policy.portfolio.apart import budget_check, play_apart
+from idlegate.policy.apart import budget_check, plan_apart, play_apart
 from idlegate.policy.portfolio.replay import ReplayRequest, RoundCut
 from idlegate.sim.protocol import Scheduler
 
@@ -148,16 +148,25 @@ class _Worker:
 
 
 class PlanningWorker(_Worker):
-    """Plans of one planner in one worker thread, adopted in the event loop."""
+    """Plans of one planner in the operator's replay process (`process`, built there from
+    the pool's spec: `policy.apart.plan_apart`), else in one worker thread, adopted in
+    the event loop."""
 
     what, thread = "plan", "idlegate-planner"
     takes = (RoundEnded, RuleSwitched)
 
     def __init__(
-        self, planner: LookaheadScheduler, core: Core, emit: Callable[[list[Any]], None]
+        self,
+        planner: LookaheadScheduler,
+        core: Core,
+        emit: Callable[[list[Any]], None],
+        process: ReplayProcess | None = None,
     ) -> None:
         super().__init__(planner, core, emit)
         self.planner = planner
+        self.spec = core.spec
+        """The planner's spec, that the process builds it from (None: the thread plans)."""
+        self.process = process if core.spec is not None else None
         self.budget = core.settings.plan_budget_ms / 1000
         """Wall seconds one plan may take (``--plan-budget-ms``)."""
         self.plans = 0
@@ -168,7 +177,17 @@ class PlanningWorker(_Worker):
         return self.planner.needs_plan(self.cluster)
 
     def _request(self) -> Work:
-        return self._adopt, self.planner.plan, self.planner.request(self.cluster), self.budget
+        request = self.planner.request(self.cluster)
+        if self.process is None:
+            return self._adopt, self.planner.plan, request, self.budget
+        return self._adopt, plan_apart, self.spec, self.planner.config, request, self.budget
+
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
+    ) -> asyncio.Future[Any]:
+        if self.process is None:
+            return super()._start(loop, work, args)
+        return asyncio.wrap_future(self.process.call(work, *args), loop=loop)
 
     def _adopt(self, running: asyncio.Future[Plan]) -> None:
         """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
@@ -324,7 +343,7 @@ def planning_worker(
     if is_planner(planner):
         if planner.config.planner != "worker":
             planner.config = planner.config.model_copy(update={"planner": "worker"})
-        return PlanningWorker(planner, core, emit)
+        return PlanningWorker(planner, core, emit, process)
     brain = core.decider.learns
     return None if brain is None else ReplayWorker(brain, core, emit, history, process)
 

@@ -215,6 +215,17 @@ class PortfolioConfig(Config):
     """Duration seeds per candidate and round (the score is their mean)."""
     tune: StrictBool = True
     """Search the tuned families' grids (`TUNING`); false: their default values only."""
+    budget: NonNegative | None = 2.0
+    """Modelled CPU seconds one round's replays may cost (`replay.projected_seconds`: its
+    candidates times the window's tasks at `EVENT_SECONDS`): a larger window is trimmed
+    to fit, the workflows still running it replays first (those added last first), then
+    the oldest finished (`PortfolioScheduler.request`; None: no bound)."""
+    hourly: NonNegative | None = 2.0
+    """Modelled CPU seconds of rounds per hour of the scheduler's clock: a credit of at
+    most `budget` (an hour's, without it) that each round's modelled seconds spend and the
+    clock refills; a round waits until the credit covers the last round's cost (`state.
+    Credit`; None: no bound). On a flood of large workflows the rounds replay hundreds
+    of them at a time and find what the rules find alike (``teams``)."""
     replay_delay: NonNegative | None = None
     """Seconds from a round's start to its choice taking effect (``replayer=inline``);
     None: the round's modelled CPU seconds (`modelled_seconds`)."""

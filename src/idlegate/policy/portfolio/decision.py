@@ -175,6 +175,7 @@ def play_round(
         carriers=config.carriers if why == "carried" else None,
         untrained=tuple(sorted(request.untrained)),
         heavy=request.heavy,
+        trimmed=request.trimmed,
         queues=max(1, len(request.queues)),
         per_queue=queue_means(
             scores.jcts,

@@ -41,7 +41,9 @@ __all__ = [
     "RoundCut",
     "merged",
     "modelled_seconds",
+    "projected_seconds",
     "replay_portfolio",
+    "trim",
 ]
 
 # modelled CPU seconds of a replay (`modelled_seconds`): per simulated event, and per
@@ -60,6 +62,47 @@ DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 0.0, "learned": 4e-4, "p
 class RoundCut(IdlegateError):
     """A round stopped before its end: it spent its CPU budget (`replay_portfolio`'s
     `check`). The candidate followed stays; the message says what was spent."""
+
+
+def projected_seconds(window: Sequence[JobArrival], candidates: int) -> float:
+    """The modelled CPU seconds of replaying `window` under `candidates` candidates before
+    it runs: a replay takes about one event per task and one per workflow (measured:
+    0.98-1.07 events per task and stage on k8s-batch, tpch-like and teams), at
+    `EVENT_SECONDS` each (a learned candidate's decisions left out)."""
+    events = sum(sum(a.dag.tasks) + 1 for a in window)
+    return candidates * events * EVENT_SECONDS
+
+
+def trim(request: ReplayRequest, candidates: int, budget: float | None) -> ReplayRequest:
+    """`request` with its window trimmed until its `projected_seconds` under
+    `candidates` candidates is within `budget` (None: as it is): first the workflows
+    still running that are not `heavy`, those waiting least first, then the heavy ones,
+    then the oldest finished; two workflows stay at least. `trimmed` counts those left
+    out; `new` and `prior` count only the finished ones kept."""
+    window = list(request.window)
+    if budget is None or projected_seconds(window, candidates) <= budget:
+        return request
+    finished = len(window) - request.running
+    plain = request.running - request.heavy
+    order = [*range(finished + plain - 1, finished - 1, -1)]  # (the plain running, last first)
+    order += [*range(len(window) - 1, finished + plain - 1, -1), *range(finished)]
+    keep = set(range(len(window)))
+    cost = projected_seconds(window, candidates)
+    for i in order:
+        if cost <= budget or len(keep) <= 2:
+            break
+        keep.discard(i)
+        cost -= candidates * (sum(window[i].dag.tasks) + 1) * EVENT_SECONDS
+    kept_finished = sum(1 for i in keep if i < finished)
+    return replace(
+        request,
+        window=tuple(window[i] for i in sorted(keep)),
+        running=len(keep) - kept_finished,
+        heavy=sum(1 for i in keep if i >= finished + plain),
+        new=min(request.new, kept_finished),
+        prior=max(0, request.prior - (finished - kept_finished)),
+        trimmed=len(window) - len(keep),
+    )
 
 
 def modelled_seconds(scores: Scores) -> float:
@@ -183,6 +226,8 @@ class ReplayRequest:
     heavy: int = 0
     """Of `running`, those a round on finished workflows added for their work, heavier
     than every finished one of the window (`heavy`)."""
+    trimmed: int = 0
+    """Workflows left out of the window to fit the round's `budget`."""
     named: str | None = None
     """The shipped prior's candidate, if its lead needs no correction (`uncorrected`)."""
     untrained: frozenset[str] = frozenset()

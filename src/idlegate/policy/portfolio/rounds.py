@@ -167,6 +167,9 @@ class Choice:
     heavy: int = 0
     """Of `running`, the workflows still running that the round replayed for their work,
     heavier than every finished one of its window (`PortfolioConfig.heavy`)."""
+    trimmed: int = 0
+    """Workflows left out of the window to fit the round's budget
+    (`PortfolioConfig.budget`)."""
     present: Mapping[str, float] = field(default_factory=dict)
     """The present check's costs of the candidate followed and the round's choice, rolled
     out from the pool as it was (`present.from_present`; empty: no check)."""

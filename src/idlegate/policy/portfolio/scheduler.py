@@ -95,11 +95,12 @@ from idlegate.policy.portfolio.prior import (
     workflow_features,
     workload_features,
 )
-from idlegate.policy.portfolio.replay import ReplayRequest, replay_portfolio
+from idlegate.policy.portfolio.replay import ReplayRequest, replay_portfolio, trim
 from idlegate.policy.portfolio.rounds import Choice, Scores, won
 from idlegate.policy.portfolio.state import (
     CHANGE_MIN,
     Arrivals,
+    Credit,
     Pace,
     Standings,
     Start,
@@ -183,6 +184,7 @@ class PortfolioScheduler:
         self._trust = Trust()
         self._pace = Pace()
         self._standings = Standings()
+        self._credit = Credit(cfg.hourly, cfg.budget if cfg.budget is not None else cfg.hourly or 0)
         self._queues: tuple[QueueSpec, ...] = ()
         """The pool's queues when it last decided (empty: one queue, no quotas)."""
 
@@ -461,7 +463,11 @@ class PortfolioScheduler:
     def needs_replay(self, now: float) -> bool:
         """Owner thread: True when a round is due (`replay`'s module, "A round")."""
         start, window, cfg = self._start, self._window, self.config
-        if start.history_due or start.seed_due or self._early_due():
+        if start.history_due or start.seed_due:
+            return True
+        if not self._credit.covers(now):
+            return False  # (the rounds spent their credit: `hourly`)
+        if self._early_due():
             return True
         if len(window.finished) < cfg.min_window or window.since_round == 0:
             return False
@@ -529,7 +535,7 @@ class PortfolioScheduler:
         new = len(replayed) if first else min(new, len(replayed))
         on_prior = self._trust.on_prior(self.following)
         confirms = self.config.confirm and len(replayed) < self.config.window and on_prior
-        return replace(
+        request = replace(
             self._request_on(view, replayed, running),
             reason="prior history" if first else "best",
             protected=self._held(),
@@ -540,6 +546,16 @@ class PortfolioScheduler:
             source=source,
             heavy=heavy,
         )
+        return self._trimmed(request)
+
+    def _trimmed(self, request: ReplayRequest) -> ReplayRequest:
+        """`request` trimmed to the round's `budget` (`replay.trim`), counting the
+        candidates it will replay (the analytic rule's thresholds among them)."""
+        cfg, out = self.config, request.dropped | request.untrained
+        candidates = sum(1 for s in candidate_specs(cfg) if s not in out)
+        if "analytic" in cfg.portfolio():
+            candidates += len(analytic_specs(cfg, "srpt"))
+        return trim(request, max(1, candidates), cfg.budget)
 
     def _heavier(
         self, finished: Sequence[JobArrival], running: Sequence[JobArrival]
@@ -571,7 +587,7 @@ class PortfolioScheduler:
         self._start.early_at = 2 * self._arrivals.since_count()
         finished, running = self._since_window()
         request = self._request_on(view, finished, running)
-        return replace(request, protected=self._trust.protected, early=True)
+        return self._trimmed(replace(request, protected=self._trust.protected, early=True))
 
     def _request_on(
         self,
@@ -690,6 +706,8 @@ class PortfolioScheduler:
         the margin's protection, a switch ends the prior's hold, and the pace backs off
         after a round on finished workflows that switched nothing."""
         kept = choice.candidate == self.following
+        if choice.workflows:
+            self._credit.spend(choice.modelled_seconds, choice.at)
         self.rounds.append(choice)
         self.choice = choice
         self._standings.remember(choice, self.config.memory)

@@ -240,6 +240,38 @@ class Pace:
 
 
 @dataclass
+class Credit:
+    """The rounds' CPU credit (`PortfolioConfig.hourly`): modelled seconds, refilled at
+    `hourly` per hour of the scheduler's clock up to `cap`, spent by each round."""
+
+    hourly: float | None
+    """Modelled seconds per hour (None: no bound, every round may run)."""
+    cap: float
+    """The most it holds (a round's `budget`, else an hour's)."""
+    left: float = math.inf
+    """What it held at `at` (inf: full, as at the start)."""
+    at: float = 0.0
+    last: float = 0.0
+    """The last round's modelled seconds: what the next is expected to cost."""
+
+    def held(self, now: float) -> float:
+        """The credit at `now`."""
+        if self.hourly is None:
+            return math.inf
+        return min(self.cap, self.left + max(0.0, now - self.at) * self.hourly / 3600.0)
+
+    def covers(self, now: float) -> bool:
+        """True when a round may start at `now`: the credit covers the last round's cost
+        (or holds all it can)."""
+        held = self.held(now)
+        return held >= min(self.last, self.cap)
+
+    def spend(self, seconds: float, now: float) -> None:
+        """A round of `seconds` modelled at `now`."""
+        self.left, self.at, self.last = self.held(now) - seconds, now, seconds
+
+
+@dataclass
 class Standings:
     """The rounds remembered (module docstring, "Leaving out the trailing")."""
 
