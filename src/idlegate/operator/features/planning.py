@@ -78,8 +78,16 @@ class _Worker:
     thread = ""
     """Its thread's name."""
 
-    def __init__(self, policy: Scheduler, core: Core, emit: Callable[[list[Any]], None]) -> None:
+    def __init__(
+        self,
+        policy: Scheduler,
+        core: Core,
+        emit: Callable[[list[Any]], None],
+        process: ReplayProcess | None = None,
+    ) -> None:
         self.policy = policy
+        self.process = process
+        """Where its work runs (`policy.apart`); None: its worker thread."""
         self.cluster = core.cluster
         self.decider = core.decider
         self.metrics = core.metrics
@@ -115,7 +123,10 @@ class _Worker:
     def _start(
         self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
     ) -> asyncio.Future[Any]:
-        """Event loop: `work(*args)` started in the worker thread."""
+        """Event loop: `work(*args)` started in the replay process if it is work made apart
+        (`policy.apart`), else in the worker thread."""
+        if self.process is not None and work in (play_apart, plan_apart):
+            return asyncio.wrap_future(self.process.call(work, *args), loop=loop)
         return loop.run_in_executor(self._executor, work, *args)
 
     def _due(self) -> bool:
@@ -162,11 +173,10 @@ class PlanningWorker(_Worker):
         emit: Callable[[list[Any]], None],
         process: ReplayProcess | None = None,
     ) -> None:
-        super().__init__(planner, core, emit)
+        super().__init__(planner, core, emit, process if core.spec is not None else None)
         self.planner = planner
         self.spec = core.spec
         """The planner's spec, that the process builds it from (None: the thread plans)."""
-        self.process = process if core.spec is not None else None
         self.budget = core.settings.plan_budget_ms / 1000
         """Wall seconds one plan may take (``--plan-budget-ms``)."""
         self.plans = 0
@@ -181,13 +191,6 @@ class PlanningWorker(_Worker):
         if self.process is None:
             return self._adopt, self.planner.plan, request, self.budget
         return self._adopt, plan_apart, self.spec, self.planner.config, request, self.budget
-
-    def _start(
-        self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
-    ) -> asyncio.Future[Any]:
-        if self.process is None:
-            return super()._start(loop, work, args)
-        return asyncio.wrap_future(self.process.call(work, *args), loop=loop)
 
     def _adopt(self, running: asyncio.Future[Plan]) -> None:
         """Event loop: a plan ended. Adopt it, drop it, or note its error; plan again."""
@@ -250,10 +253,8 @@ class ReplayWorker(_Worker):
         history: HistoryRecorder | None = None,
         process: ReplayProcess | None = None,
     ) -> None:
-        super().__init__(portfolio, core, emit)
+        super().__init__(portfolio, core, emit, process if portfolio.rebuildable else None)
         self.portfolio = portfolio
-        self.process = process if portfolio.rebuildable else None
-        """Where its rounds run; None: the worker thread."""
         self.budget = core.settings.round_budget
         """CPU seconds a round may take (``--round-budget``)."""
         self.reporter = core.reporter
@@ -288,14 +289,6 @@ class ReplayWorker(_Worker):
     def _in_thread(self, request: ReplayRequest) -> Choice:
         """The worker thread: the round of `request` under the budget (no process)."""
         return self.portfolio.replay(request, budget_check(self.budget))
-
-    def _start(
-        self, loop: asyncio.AbstractEventLoop, work: Callable[..., Any], args: tuple[Any, ...]
-    ) -> asyncio.Future[Any]:
-        """Event loop: a round in the replay process (the sink's read in the thread)."""
-        if work is not play_apart or self.process is None:
-            return super()._start(loop, work, args)
-        return asyncio.wrap_future(self.process.call(work, *args), loop=loop)
 
     def _seed(self, running: asyncio.Future[tuple[list[JobArrival], Counter[str]]]) -> None:
         """Event loop: the pool's records in the sink were read (and the lines left out,

@@ -215,11 +215,12 @@ class PortfolioConfig(Config):
     """Duration seeds per candidate and round (the score is their mean)."""
     tune: StrictBool = True
     """Search the tuned families' grids (`TUNING`); false: their default values only."""
-    budget: NonNegative | None = 2.0
-    """Modelled CPU seconds one round's replays may cost (`replay.projected_seconds`: its
-    candidates times the window's tasks at `EVENT_SECONDS`): a larger window is trimmed
-    to fit, the workflows still running it replays first (those added last first), then
-    the oldest finished (`PortfolioScheduler.request`; None: no bound)."""
+    budget: NonNegative | None = 1.0
+    """Modelled CPU seconds a round's replays of workflows still running may cost
+    (`replay.projected_seconds`: its candidates times their tasks at `EVENT_SECONDS`): more
+    are trimmed to fit (`replay.trim`), the finished ones all kept (None: no bound). A
+    flood of large workflows would otherwise be replayed hundreds at a time, every round
+    (``teams``)."""
     hourly: NonNegative | None = 2.0
     """Modelled CPU seconds of rounds per hour of the scheduler's clock: a credit of at
     most `budget` (an hour's, without it) that each round's modelled seconds spend and the

@@ -74,34 +74,31 @@ def projected_seconds(window: Sequence[JobArrival], candidates: int) -> float:
 
 
 def trim(request: ReplayRequest, candidates: int, budget: float | None) -> ReplayRequest:
-    """`request` with its window trimmed until its `projected_seconds` under
-    `candidates` candidates is within `budget` (None: as it is): first the workflows
-    still running that are not `heavy`, those waiting least first, then the heavy ones,
-    then the oldest finished; two workflows stay at least. `trimmed` counts those left
-    out; `new` and `prior` count only the finished ones kept."""
+    """`request` with the workflows still running in its window trimmed until their
+    `projected_seconds` under `candidates` candidates is within `budget` (None: as it
+    is): first those that are not `heavy`, those waiting least first, then the heavy ones,
+    the lightest first. The finished workflows all stay (their replays are the round's
+    evidence); `trimmed` counts those left out."""
     window = list(request.window)
-    if budget is None or projected_seconds(window, candidates) <= budget:
-        return request
     finished = len(window) - request.running
+    running = window[finished:]
+    if budget is None or projected_seconds(running, candidates) <= budget:
+        return request
     plain = request.running - request.heavy
-    order = [*range(finished + plain - 1, finished - 1, -1)]  # (the plain running, last first)
-    order += [*range(len(window) - 1, finished + plain - 1, -1), *range(finished)]
-    keep = set(range(len(window)))
-    cost = projected_seconds(window, candidates)
-    for i in order:
-        if cost <= budget or len(keep) <= 2:
+    heavy = sorted(range(plain, len(running)), key=lambda i: sum(running[i].dag.tasks))
+    keep = set(range(len(running)))
+    cost = projected_seconds(running, candidates)
+    for i in [*range(plain - 1, -1, -1), *heavy]:
+        if cost <= budget:
             break
         keep.discard(i)
-        cost -= candidates * (sum(window[i].dag.tasks) + 1) * EVENT_SECONDS
-    kept_finished = sum(1 for i in keep if i < finished)
+        cost -= projected_seconds([running[i]], candidates)
     return replace(
         request,
-        window=tuple(window[i] for i in sorted(keep)),
-        running=len(keep) - kept_finished,
-        heavy=sum(1 for i in keep if i >= finished + plain),
-        new=min(request.new, kept_finished),
-        prior=max(0, request.prior - (finished - kept_finished)),
-        trimmed=len(window) - len(keep),
+        window=(*window[:finished], *(running[i] for i in sorted(keep))),
+        running=len(keep),
+        heavy=sum(1 for i in keep if i >= plain),
+        trimmed=len(running) - len(keep),
     )
 
 
