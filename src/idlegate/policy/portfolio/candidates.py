@@ -221,12 +221,11 @@ class PortfolioConfig(Config):
     are trimmed to fit (`replay.trim`), the finished ones all kept (None: no bound). A
     flood of large workflows would otherwise be replayed hundreds at a time, every round
     (``teams``)."""
-    hourly: NonNegative | None = 2.0
+    hourly: NonNegative | None = None
     """Modelled CPU seconds of rounds per hour of the scheduler's clock: a credit of at
-    most `budget` (an hour's, without it) that each round's modelled seconds spend and the
-    clock refills; a round waits until the credit covers the last round's cost (`state.
-    Credit`; None: no bound). On a flood of large workflows the rounds replay hundreds
-    of them at a time and find what the rules find alike (``teams``)."""
+    most a quarter of this that each round's modelled seconds spend and the clock
+    refills; a round waits until the credit covers the last round's cost (`state.Credit`;
+    None: no bound)."""
     replay_delay: NonNegative | None = None
     """Seconds from a round's start to its choice taking effect (``replayer=inline``);
     None: the round's modelled CPU seconds (`modelled_seconds`)."""

@@ -73,12 +73,18 @@ def projected_seconds(window: Sequence[JobArrival], candidates: int) -> float:
     return candidates * events * EVENT_SECONDS
 
 
+HEAVIEST_KEPT: Final = 4
+"""Heavy workflows (`heavy`) a trimmed round keeps whatever they cost: the few jobs of a
+production trace that decide between capping and not (`PortfolioScheduler._heavier`),
+not a flood's hundreds."""
+
+
 def trim(request: ReplayRequest, candidates: int, budget: float | None) -> ReplayRequest:
     """`request` with the workflows still running in its window trimmed until their
     `projected_seconds` under `candidates` candidates is within `budget` (None: as it
     is): first those that are not `heavy`, those waiting least first, then the heavy ones,
-    the lightest first. The finished workflows all stay (their replays are the round's
-    evidence); `trimmed` counts those left out."""
+    the lightest first, but for the `HEAVIEST_KEPT` heaviest. The finished workflows all
+    stay (their replays are the round's evidence); `trimmed` counts those left out."""
     window = list(request.window)
     finished = len(window) - request.running
     running = window[finished:]
@@ -86,6 +92,7 @@ def trim(request: ReplayRequest, candidates: int, budget: float | None) -> Repla
         return request
     plain = request.running - request.heavy
     heavy = sorted(range(plain, len(running)), key=lambda i: sum(running[i].dag.tasks))
+    heavy = heavy[:-HEAVIEST_KEPT] if len(heavy) > HEAVIEST_KEPT else []
     keep = set(range(len(running)))
     cost = projected_seconds(running, candidates)
     for i in [*range(plain - 1, -1, -1), *heavy]:

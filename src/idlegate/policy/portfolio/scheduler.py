@@ -184,7 +184,7 @@ class PortfolioScheduler:
         self._trust = Trust()
         self._pace = Pace()
         self._standings = Standings()
-        self._credit = Credit(cfg.hourly, cfg.budget if cfg.budget is not None else cfg.hourly or 0)
+        self._credit = Credit(cfg.hourly, (cfg.hourly or 0.0) / 4)
         self._queues: tuple[QueueSpec, ...] = ()
         """The pool's queues when it last decided (empty: one queue, no quotas)."""
 

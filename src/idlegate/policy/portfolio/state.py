@@ -247,7 +247,7 @@ class Credit:
     hourly: float | None
     """Modelled seconds per hour (None: no bound, every round may run)."""
     cap: float
-    """The most it holds (a round's `budget`, else an hour's)."""
+    """The most it holds (a quarter of an hour's)."""
     left: float = math.inf
     """What it held at `at` (inf: full, as at the start)."""
     at: float = 0.0
