@@ -302,7 +302,7 @@ async def test_an_executor_pools_arrivals_are_its_own_or_the_flags_and_change_in
 
 
 def test_a_what_if_on_the_pool_invents_the_arrivals_its_refresh_does():
-    from idlegate.api.forecast_refresh import answer, what_if
+    from idlegate.api.forecast_whatif import answer, what_if
 
     cluster, refreshes = srpt_pool("none", "poisson")
     stages = [{"name": "a", "tasks": 1, "taskDurationSeconds": BIG}]
@@ -311,7 +311,7 @@ def test_a_what_if_on_the_pool_invents_the_arrivals_its_refresh_does():
     for refresh in refreshes:
         snap, job_id = what_if(cluster, make_scheduler("srpt"), body, 0, 0, cluster.now)
         refresh.with_arrivals(snap)  # (as the visibility API's route does)
-        shown = answer(snap, job_id)
+        shown, _ = answer(snap, job_id)
         assert isinstance(shown, Forecast)
         starts[refresh.arrivals] = shown.start
     assert starts["poisson"] > starts["none"] + GAP
