@@ -5,6 +5,7 @@ forecastArrivals), from the pool's recent arrivals it keeps, seeded by the refre
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -418,5 +419,6 @@ def test_a_pool_that_invents_arrivals_starts_with_the_smaller_start_prior():
     assert poisson.calibration["start"].prior == START_PRIOR_INVENTED
     assert none.calibration["start"].prior == START_PRIOR
     none.arrivals = "poisson"  # (what `Bridge.forecast_arrivals` does on a spec change)
+    none.not_before = -math.inf  # (the duty cap's pause, which a frozen clock never ends)
     none.poke()
     assert none.calibration["start"].prior == START_PRIOR_INVENTED

@@ -151,6 +151,10 @@ def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
     cluster.task_finished(0, T0 + 240)
     assert refresh.score(T0 + 240) == [("", "finish", pytest.approx(T0 + 240 - kept.finish))]
     assert refresh.kept == {}
+    # whether the interval shown held it (what a what-if says of how sure it is): the start
+    # at 130 s in [70, 130] (the prior's widening), the finish at 240 s past [165, 235]
+    assert kept.start_interval[1] == T0 + 130 and kept.finish_interval[1] == T0 + 235
+    assert refresh.coverage() == {"start": (1, 1), "finish": (0, 1)}
 
 
 def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time(

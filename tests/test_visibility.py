@@ -100,9 +100,7 @@ class Pools:
     waiting: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
-def pool(
-    jobs: list[tuple[str, str, int]], size: int = 3, tasks: int = 1
-) -> tuple[Pools, Cluster]:
+def pool(jobs: list[tuple[str, str, int]], size: int = 3, tasks: int = 1) -> tuple[Pools, Cluster]:
     """A pool of `size` executors with queues a (1 pod, borrowing 1) and b (2 pods), and
     `jobs` (namespace, name, priority) arriving at 0, 1, 2, ... in queue a, each a stage
     of `tasks` tasks, run by FIFO (a decision round at each arrival)."""

@@ -117,8 +117,8 @@ def sureness(replays: int, held: Mapping[str, Any] | None) -> str:
     often the pool's resolved forecasts fell inside theirs (`held`: kind → (inside,
     resolved), `ForecastRefresh.coverage`; None or empty: not measured)."""
     said = f"80 % intervals from {replays} replay{'s' * (replays != 1)}"
-    start, finish = (tuple((held or {}).get(k) or (0, 0)) for k in ("start", "finish"))
-    if not start[1] and not finish[1]:
+    (s_in, s_of), (f_in, f_of) = ((held or {}).get(k) or (0, 0) for k in ("start", "finish"))
+    if not s_of and not f_of:
         return (
             f"{said}; none of this pool's forecasts has resolved yet, so how often they "
             "hold here is not measured."
@@ -130,6 +130,6 @@ def sureness(replays: int, held: Mapping[str, Any] | None) -> str:
         return f"{inside} of {resolved} {what} ({100 * inside / resolved:.0f} %)"
 
     return (
-        f"{said}; this pool's last forecasts held {share(*start, 'starts')} and "
-        f"{share(*finish, 'finishes')} inside their intervals."
+        f"{said}; this pool's last forecasts held {share(s_in, s_of, 'starts')} and "
+        f"{share(f_in, f_of, 'finishes')} inside their intervals."
     )

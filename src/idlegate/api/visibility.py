@@ -259,8 +259,9 @@ def entries(doc: Mapping[str, Any], now: float) -> tuple[list[Row], list[Row]]:
                 )
                 (started if w.get("started") else waiting).append((cells, (w["reason"], said)))
     for u in doc.get("unpooled", []):
-        cells = (u["pool"], "-", "-", f"{u['namespace']}/{u['name']}", u["kind"], "-", "-")
-        waiting.append(((*cells, "-", "-"), (f"waits for its pool ({u['reason']})",)))
+        who = f"{u['namespace']}/{u['name']}"
+        lost = (str(u["pool"]), "-", "-", who, str(u["kind"]), "-", "-", "-", "-")
+        waiting.append((lost, (f"waits for its pool ({u['reason']})",)))
     return waiting, started
 
 
