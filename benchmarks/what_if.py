@@ -15,8 +15,9 @@ median and the worst of `--repeat`):
 * ``before``: the answer before the budget (`compute` with the refresh's budget of
   `BUDGET` events and `SECONDS` of the thread's CPU: every workflow present replayed to
   its end, the first replay always whole);
-* ``now``: `api.forecast_whatif.answer` (replays until the asked workflow's finish, within
-  `forecast_whatif.SECONDS` of the wall clock, the replay under way too).
+* ``now``: `api.forecast_whatif.answer` (replays until the asked workflow's finish, none
+  started that would end past `forecast_whatif.SECONDS` of the wall clock, none going on
+  past its `CUT`).
 
 Then the CLI's own share: ``idlegate forecast FILE --url`` in a child process against a
 local operator that answers at once (the median of `--repeat`). An answer is within 2 s
@@ -45,8 +46,8 @@ from benchmarks.forecast import NODE, told
 from idlegate.api.forecast_refresh import REPLAYS, as_shown
 from idlegate.api.forecast_replay import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
+from idlegate.api.forecast_whatif import CUT, WHAT_IF_PATH, answer, what_if
 from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS
-from idlegate.api.forecast_whatif import WHAT_IF_PATH, answer, what_if
 from idlegate.policy import make_scheduler
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"what-if on {NODES} nodes of 8 CPU, {args.waiting} waiting under {args.scheduler} "
         f"(replays {getattr(policy, 'following', args.scheduler)}), asked at position "
         f"{position}; {'a thread spinning beside, ' if args.rival else ''}{args.busy} busy "
-        f"processes; budget {WHAT_IF_SECONDS:g} s"
+        f"processes; budget {WHAT_IF_SECONDS:g} s, cut {CUT:g} s"
     )
     print("| answer | CPU | wall median | wall worst | replays | its answer |")
     print("|---|---:|---:|---:|---:|---|")

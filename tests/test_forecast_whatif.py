@@ -65,21 +65,21 @@ def test_a_what_if_is_replayed_only_until_its_own_finish():
 
 def test_a_what_if_answers_within_its_budget_of_the_clock_the_first_replay_too():
     snap, job_id = what_if(long_queue(), make_scheduler("fifo"), SMALL, 0, 0, T0)
-    # FIFO puts it last: each event a tenth of a second, 0.5 s cut its one replay short
+    # FIFO puts it last: each event a tenth of a second, its one replay is cut at 0.9 s
     clock = ticking(0.1)
-    cut, replays = answer(snap, job_id, seconds=0.5, clock=lambda: next(clock))
+    cut, replays = answer(snap, job_id, seconds=0.5, cut=0.9, clock=lambda: next(clock))
     assert replays == 0 and isinstance(cut, Unavailable)
     assert cut.reason == (
-        "its replay of the pool did not end within the 0.5 s an answer may take; ask again "
+        "its replay of the pool did not end within the 0.9 s an answer may take; ask again "
         "when fewer workflows wait"
     )
     # events of no cost: every replay fits, and the answer is the one without a budget
-    free, replays = answer(snap, job_id, seconds=0.5, clock=lambda: 0.0)
+    free, replays = answer(snap, job_id, seconds=0.5, cut=0.9, clock=lambda: 0.0)
     assert replays == 20 and isinstance(free, Forecast)
-    assert free == answer(snap, job_id, seconds=1e9)[0]
-    # each replay's events cost a fifth of the budget: no replay starts past it
+    assert free == answer(snap, job_id, seconds=1e9, cut=1e9)[0]
+    # each replay about a fifth of the 0.5 s: no replay starts that would end past it
     clock = ticking(0.1 / 60)
-    _, replays = answer(snap, job_id, seconds=0.5, clock=lambda: next(clock))
+    _, replays = answer(snap, job_id, seconds=0.5, cut=0.9, clock=lambda: next(clock))
     assert 1 <= replays < 20
 
 

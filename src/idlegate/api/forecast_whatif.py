@@ -7,11 +7,12 @@ refresh replays its own (`api.forecast_replay.compute`: its arrivals, and its ca
 to widen the interval), and :func:`sureness` says how sure the answer is.
 
 * **Within a person's patience.** The replays stop at the workflow's own finish (`watch`:
-  what comes after it is not replayed) and within `SECONDS` of the wall clock, the
-  replay under way too (`cut`): a person waits on the answer, and the operator's thread
-  shares its interpreter with the decisions (and a node's cores with the rest), so its
-  CPU is not the time waited. A replay that cannot end in time gives an Unavailable with
-  why, never a guess (docs/forecast.md, "What if").
+  what comes after it is not replayed); no replay starts that would end past `SECONDS`
+  of the wall clock, and none goes on past `CUT`, the first one too: a person waits on
+  the answer, and the operator's thread shares its interpreter with the decisions (and a
+  node's cores with the rest), so its CPU is not the time waited. A replay that cannot
+  end by `CUT` gives an Unavailable with why, never a guess (docs/forecast.md, "What
+  if").
 * **How sure.** The answer carries its replays and the pool's measured coverage: of its
   last forecasts that resolved, how many started and finished inside the 80 % interval
   shown (`ForecastRefresh.held`), which the CLI says beside the interval.
@@ -38,10 +39,13 @@ WHAT_IF_PATH = "/visibility/forecast"
 """Where the operator answers a what-if (POST a DagWorkflow, YAML or JSON)."""
 WHAT_IF_ID = -1
 """The job id the what-if's workflow gets in its fork (no live job has it)."""
-SECONDS = 0.8
-"""Wall-clock seconds a what-if's replays may take (`answer`), the one under way too: with
-the CLI's own start (about a second) and the fork, an answer within 2 s
-(benchmarks/what_if.py measures both, docs/forecast.md, "What if")."""
+SECONDS = 0.5
+"""Wall-clock seconds a what-if's replays aim at (`answer`): no replay starts that would,
+at their mean cost so far, end past them (the first always starts)."""
+CUT = 0.9
+"""Wall-clock seconds no replay of a what-if goes on past, the first one too: with the
+CLI's own start (about a second) an answer within 2 s (benchmarks/what_if.py measures
+both; docs/forecast.md, "What if")."""
 
 
 def read_what_if(text: str) -> dict[str, Any]:
@@ -101,12 +105,13 @@ def answer(
     budget: int = sim_forecast.BUDGET,
     calibration: dict[str, Calibration] | None = None,
     seconds: float = SECONDS,
+    cut: float = CUT,
     clock: Any = time.monotonic,
 ) -> tuple[Shown, int]:
     """Worker thread: the forecast of the what-if's workflow (`what_if`'s) and how many
-    replays gave it, within the refresh's budget of events and `seconds` of `clock` (the
-    module docstring)."""
-    result, _ = compute(snap, replays, budget, seconds, clock=clock, watch=(job_id,), cut=True)
+    replays gave it, within the refresh's budget of events, `seconds` of `clock`, and cut
+    at `cut` (the module docstring)."""
+    result, _ = compute(snap, replays, budget, seconds, clock=clock, watch=(job_id,), cut=cut)
     entry = result.of(job_id)
     shown = as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))
     return shown, result.replays

@@ -244,7 +244,7 @@ def entries(doc: Mapping[str, Any], now: float) -> tuple[list[Row], list[Row]]:
     for p in doc.get("pools", []):
         for q in p["queues"]:
             for w in q["waiting"]:
-                start, finish, said = _forecast_cells(w.get("forecast"), now)
+                start, finish, said = _forecast_cells(w.get("forecast"), now, w.get("started"))
                 position = w.get("position")
                 cells = (
                     p["name"],
@@ -265,8 +265,9 @@ def entries(doc: Mapping[str, Any], now: float) -> tuple[list[Row], list[Row]]:
     return waiting, started
 
 
-def _forecast_cells(found: Any, now: float) -> tuple[str, str, str]:
-    """START, FINISH and the detail line of a document's forecast."""
+def _forecast_cells(found: Any, now: float, started: bool = False) -> tuple[str, str, str]:
+    """START, FINISH and the detail line of a document's forecast (of a `started`
+    workflow: its finish's interval alone; its start is past)."""
     try:
         forecast = parse_forecast({"forecast": found})
     except IdlegateError as exc:  # (a malformed one: say so, show the rest)
@@ -280,7 +281,9 @@ def _forecast_cells(found: Any, now: float) -> tuple[str, str, str]:
         return f"{relative(lo, now)} – {relative(hi, now)}"
 
     said = (
-        f"80 % intervals: start {span(*forecast.start_interval)}, finish "
+        f"80 % interval: finish {span(*forecast.finish_interval)}"
+        if started
+        else f"80 % intervals: start {span(*forecast.start_interval)}, finish "
         f"{span(*forecast.finish_interval)}"
     )
     return relative(forecast.start, now), relative(forecast.finish, now), said

@@ -175,7 +175,7 @@ def forecast(
     clock: Callable[[], float] | None = None,
     start_quantile: float = MEDIAN,
     watch: Collection[int] | None = None,
-    cut: bool = False,
+    cut: float | None = None,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
@@ -206,7 +206,7 @@ def forecast(
     the start where the start's quantile is the higher).
     `watch` names the workflows wanted (None: every one present): a replay stops once they
     finished, and only they are in the result (a what-if's one workflow: what comes after
-    its finish is not replayed). `cut` makes `seconds` a bound on the answer, not only on
+    its finish is not replayed). `cut` (seconds of `clock`) bounds the answer, not only
     the replays started: a replay still running when they are spent is stopped and left
     out, the first one too, and then each workflow is Unavailable with why (a person waits
     on a what-if; a refresh's replays are never cut).
@@ -232,8 +232,10 @@ def forecast(
     spent = done = 0
     began = clock() if clock is not None else 0.0
     stop = None
-    if cut and seconds is not None and clock is not None:
-        stop = functools.partial(_past, clock, began + seconds)
+    if cut is not None:
+        if clock is None:
+            raise ValueError("a cut needs the clock that measures it (`clock`)")
+        stop = functools.partial(_past, clock, began + cut)
     for future in futures:
         try:
             seen, events = replay(cluster, scheduler, future, now + horizon, waves, watch, stop)
@@ -256,7 +258,7 @@ def forecast(
                 break  # (the next would end past `seconds`, at the mean cost so far)
     if done == 0:  # (cut: `stop`)
         reason = (
-            f"its replay of the pool did not end within the {seconds:g} s an answer may take; "
+            f"its replay of the pool did not end within the {cut:g} s an answer may take; "
             "ask again when fewer workflows wait"
         )
         return _unavailable(now, wanted, reason)
