@@ -15,7 +15,7 @@ to widen the interval), and :func:`sureness` says how sure the answer is.
   if").
 * **How sure.** The answer carries its replays and the pool's measured coverage: of its
   last forecasts that resolved, how many started and finished inside the 80 % interval
-  shown (`ForecastRefresh.held`), which the CLI says beside the interval.
+  shown (`ForecastRefresh.coverage`), which the CLI says beside the interval.
 
 Pure but for the worker thread's replays; no kopf, no API.
 """
