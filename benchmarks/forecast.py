@@ -99,10 +99,11 @@ def waiting_state(waiting: int, scheduler: str, pool: str = "pods") -> Cluster:
     return waiting_pool(waiting, scheduler, pool)[0]
 
 
-def told(cluster: Cluster) -> Cluster:
-    """A fork of `cluster` (on simulator nodes) whose nodes are told, as the operator's
-    driver tells a pool that follows its nodes: each node's free amounts and allocatable,
-    and the host each running task was pinned to (`PoolResources.set_capacity`)."""
+def told(cluster: Cluster, count: int = NODES, pods: int = PODS) -> Cluster:
+    """A fork of `cluster` (on `count` simulator nodes of `NODE` sharing `pods` pods) whose
+    nodes are told, as the operator's driver tells a pool that follows its nodes: each
+    node's free amounts and allocatable, and the host each running task was pinned to
+    (`PoolResources.set_capacity`)."""
     placed = cluster.placed_nodes()
     assert placed is not None, "a state on simulator nodes"
     free, where = placed
@@ -111,7 +112,7 @@ def told(cluster: Cluster) -> Cluster:
     hosts = [f"node-{i}" for i in range(len(free))]
     alloc = [
         ResourceVector({n: node[n] for n in (*names, "pods")})
-        for node in identical_nodes(NODE, NODES, PODS)
+        for node in identical_nodes(NODE, count, pods)
     ]
     now = [ResourceVector(dict(zip((*names, "pods"), node, strict=True))) for node in free]
     # (the driver's telling: a pool on told nodes, not the simulator's own)

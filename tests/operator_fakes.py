@@ -14,6 +14,7 @@ import copy
 import functools
 import inspect
 import itertools
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -621,6 +622,7 @@ async def refreshed(h: Harness) -> Any:
     assert refresh is not None
     if refresh.resuming is not None:
         refresh.resuming.result(timeout=10)
+    refresh.not_before = -math.inf  # (the duty cap paces the pool's own, on the clock's time)
     refresh.poke()
     await refresh.idle()
     await h.settle()

@@ -130,10 +130,11 @@ def test_printer_columns():
     assert columns["JCT"]["jsonPath"] == ".status.jctSeconds"
     assert columns["Idle"]["jsonPath"] == ".status.idleInsertedSeconds"
     assert columns["Policy"]["jsonPath"] == ".status.policy"
-    # the forecast's times as text: a date column would print "<invalid>" for a time ahead
+    # what happened, else the forecast, as text: a date column would print an age, and
+    # "<invalid>" for a time ahead
     for name, field in (("Start", "start"), ("Finish", "finish")):
         assert (columns[name]["jsonPath"], columns[name]["type"]) == (
-            f".status.forecast.{field}",
+            f".status.{field}Summary",
             "string",
         )
     assert (columns["Age"]["jsonPath"], columns["Age"]["type"]) == (

@@ -6,6 +6,7 @@ started and finished. The operator's own wiring is in tests/test_e2e_forecast.py
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,9 +151,19 @@ def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
     cluster.task_finished(0, T0 + 240)
     assert refresh.score(T0 + 240) == [("", "finish", pytest.approx(T0 + 240 - kept.finish))]
     assert refresh.kept == {}
+    # whether the interval shown held it (what a what-if says of how sure it is): the start
+    # at 130 s in [70, 130] (the prior's widening), the finish at 240 s past [165, 235]
+    assert kept.start_interval[1] == T0 + 130 and kept.finish_interval[1] == T0 + 235
+    assert refresh.coverage() == {"start": (1, 1), "finish": (0, 1)}
 
 
-def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time():
+def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from idlegate.api import forecast_refresh
+
+    monkeypatch.setattr(forecast_refresh, "DUTY", 1.0)  # (no pause after a refresh: its own test)
+
     async def scenario() -> None:
         cluster = busy_pool(3)
         refresh, written = refresh_of(cluster, debounce=2.0, interval=30.0)
@@ -255,16 +266,111 @@ def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(
         load_history(path)
 
 
-def test_refreshes_take_at_most_their_duty_of_the_time():
+def test_refreshes_take_at_most_their_duty_of_their_cpu(monkeypatch: pytest.MonkeyPatch):
+    from idlegate.api import forecast_refresh
+
     cluster = busy_pool(2)
-    ticks = iter(range(100))
     refresh, _ = refresh_of(cluster)
-    refresh.now = lambda: T0 + next(ticks)  # (each reading of the clock: one second later)
-    refresh.poke()  # began at T0, its snapshot at T0 + 1, taken back at T0 + 2
-    assert refresh.not_before == T0 + 2 + 2 * (1 / 0.2 - 1)
-    refresh.poke()  # (T0 + 3: too soon; once, when the cap allows)
+    readings = iter([10.0, 10.5, 20.0, 20.25])  # the loop's CPU: the fork 0.5 s, the result 0.25
+    refresh.cpu_clock = lambda: next(readings)
+    real = forecast_refresh.compute
+    monkeypatch.setattr(forecast_refresh, "compute", lambda *a: (real(*a)[0], 1.25))  # (replays)
+    refresh.poke()  # (no loop: in place, at T0)
+    assert refresh.not_before == T0 + (0.5 + 1.25 + 0.25) * (1 / 0.2 - 1)
+    refresh.poke()  # (too soon; once, when the cap allows)
     assert refresh.refreshes == 1
     assert refresh.timers["forecast-change"][0] == refresh.not_before  # type: ignore[attr-defined]
+
+
+class SlowProcess:
+    """The operator's replay process as a refresh sees it (`ReplayProcess.submit`): each
+    answer comes the next of `delays` seconds of loop time after it was asked (the first:
+    the process's start on a busy node), its replays costing `cpu` seconds of CPU. A
+    warm-up (seed 0: a refresh's count from 1) is answered at once and recorded."""
+
+    def __init__(self, delays: list[float], cpu: float) -> None:
+        self.delays, self.cpu = iter(delays), cpu
+        self.warmed: list[str | None] = []
+
+    def submit(self, snapshot: Any, replays: int, budget: int, seconds: Any) -> Any:
+        import concurrent.futures
+
+        from idlegate.api.forecast_replay import compute
+
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if snapshot.seed == 0:
+            self.warmed.append(snapshot.spec)
+            done.set_result(None)
+            return done
+        result, _ = compute(snapshot, replays, budget, seconds)
+        later = asyncio.get_running_loop().call_later
+        later(next(self.delays), done.set_result, (result, self.cpu))
+        return done
+
+
+def test_a_slow_first_refresh_starves_no_workflow_of_its_forecast():
+    """Issue 80: the first refresh started the replay process and took 30 s on a busy
+    node; the duty cap charged that wall time (the next refresh 120 s later), and most of
+    a burst started without a forecast. Charged its CPU, every workflow that waited two
+    intervals has had one; and the process is started ahead of the first refresh."""
+    interval = 30.0
+
+    async def scenario() -> dict[str, tuple[float, float]]:
+        loop = asyncio.get_running_loop()
+        origin = loop.time()
+
+        def now() -> float:
+            return T0 + loop.time() - origin
+
+        handles: dict[str, asyncio.TimerHandle] = {}
+
+        def later(key: str, at: float, fire: Any) -> None:  # (as `Bridge.later`: by key)
+            if key in handles:
+                handles[key].cancel()
+            handles[key] = loop.call_at(origin + at - T0, lambda: loop.create_task(fire()))
+
+        cluster = Cluster(1)
+        cluster.advance(T0)
+        first: dict[str, float] = {}
+
+        def write(moved: list[Any]) -> None:
+            for held in moved:
+                first.setdefault(held.owner.name, now())
+
+        process = SlowProcess([30.0] + [1.0] * 200, cpu=0.5)
+        refresh = ForecastRefresh(
+            cluster,
+            lambda: (FifoScheduler(), None, None),
+            now=now,
+            later=later,
+            write=write,
+            interval=interval,
+            process=process,  # type: ignore[arg-type]
+        )
+        refresh.warm()
+        assert process.warmed == ["fifo"]  # (before any workflow: at the operator's start)
+        arrived: dict[str, float] = {}
+        for at, count in ((0, 10), (10, 10), (40, 10), (70, 10), (130, 8)):  # (40, then 8)
+            await asyncio.sleep(T0 + at - now())
+            cluster.advance(now())
+            for _ in range(count):
+                name = f"w{len(arrived)}"
+                owner = Owner("t", name, f"uid-{name}", "DagWorkflow")
+                held = Held(owner, MeasuredDurations([100.0]))
+                cluster.add_job(chain(100.0), now(), name, held)
+                arrived[name] = now()
+            while cluster.decide_once(FifoScheduler(), now()) is not None:
+                pass
+            refresh.changed()
+        await asyncio.sleep(T0 + 300 - now())
+        refresh.close()
+        for handle in handles.values():
+            handle.cancel()
+        return {name: (at, first.get(name, math.inf)) for name, at in arrived.items()}
+
+    seen = run_in_loop_time(scenario())
+    late = {name: got - at for name, (at, got) in seen.items() if got - at > 2 * interval}
+    assert late == {}
 
 
 def test_a_far_forecast_or_a_long_queue_moving_up_by_one_is_not_written_again():

@@ -100,10 +100,10 @@ class Pools:
     waiting: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
-def pool(jobs: list[tuple[str, str, int]], size: int = 3) -> tuple[Pools, Cluster]:
+def pool(jobs: list[tuple[str, str, int]], size: int = 3, tasks: int = 1) -> tuple[Pools, Cluster]:
     """A pool of `size` executors with queues a (1 pod, borrowing 1) and b (2 pods), and
-    `jobs` (namespace, name, priority) arriving at 0, 1, 2, ... in queue a, run by FIFO
-    (a decision round at each arrival)."""
+    `jobs` (namespace, name, priority) arriving at 0, 1, 2, ... in queue a, each a stage
+    of `tasks` tasks, run by FIFO (a decision round at each arrival)."""
     cluster = Cluster(size)
     raw = [
         {"name": "a", "nominal": {"pods": 1}, "borrowingLimit": {"pods": 1}},
@@ -112,7 +112,7 @@ def pool(jobs: list[tuple[str, str, int]], size: int = 3) -> tuple[Pools, Cluste
     cluster.admission = Admission(queues_from(raw), cluster.capacity, cluster.resource_names)
     for t, (ns, name, priority) in enumerate(jobs):
         owner = Owner(ns, name, f"uid-{name}", "DagWorkflow")
-        job = cluster.add_job(chain(100.0), float(t), name, Held(owner))
+        job = cluster.add_job(chain(100.0, tasks=tasks), float(t), name, Held(owner))
         job.queue, job.priority = 0, priority
         while cluster.decide_once(FifoScheduler(), float(t)) is not None:
             pass
@@ -167,12 +167,51 @@ def test_narrowed_filtered_and_printed():
     assert [u["name"] for u in only_namespaces(doc, ["u"])["unpooled"]] == []
     lines = table(doc, T0).splitlines()
     assert lines[0].split() == [
-        "POOL", "QUEUE", "POS", "NAMESPACE", "NAME", "KIND", "PRIO", "WAITING", "REASON", "FORECAST"
+        "POOL", "QUEUE", "POS", "WORKFLOW", "KIND", "PRIO", "WAITING", "START", "FINISH"
     ]  # fmt: skip
-    assert lines[1].split()[:7] == ["shared", "a", "1", "u", "urgent", "DagWorkflow", "5"]
-    assert lines[1].endswith("no forecast yet")
-    assert "waits for its pool (PoolNotFound)" in lines[3]
+    assert lines[1].split() == ["shared", "a", "1", "u/urgent", "DagWorkflow", "5", "2s", "-", "-"]
+    assert lines[2:4] == [
+        "    queue a: pods 2/1 used, borrowing limit reached",
+        "    no forecast yet",
+    ]
+    assert lines[-2].split()[:4] == ["big", "-", "-", "t/lost"]
+    assert lines[-1] == "    waits for its pool (PoolNotFound)"
     assert table(pending(None), T0) == "No workflow waits."
+
+
+def test_the_table_fits_a_terminal_and_lists_the_started_apart_unnumbered():
+    """Issue 80: on a node pool a line was 322 characters (the reason and the forecast on
+    it), and a started workflow waiting for room for its next task was numbered among
+    those waiting to start ("start 59s ago")."""
+    pools, cluster = pool([("t", "first", 0), ("t", "second", 0)], size=1, tasks=2)
+    first, second = cluster.jobs
+    assert first.first_start is not None and second.first_start is None
+    now = T0 + 2
+    second.payload.forecast = Forecast(
+        now, now + 240, (now + 120, now + 420), now + 900, (now + 660, now + 1260), position=1
+    )
+    doc = pending(pools)
+    listed = {w["name"]: w for w in doc["pools"][0]["queues"][0]["waiting"]}
+    assert (listed["first"]["started"], listed["first"]["position"]) == (True, None)
+    assert (listed["second"]["started"], listed["second"]["position"]) == (False, 1)
+    reason = (
+        "the policy fair chose to wait for a better moment: no node has room for stage "
+        "'transform''s task (cpu 2, memory 4Gi) now; node-1 has cpu 0.25 and memory 1Gi "
+        "free, node-2 cpu 0.25 and memory 3Gi, node-3 cpu 0.5 and memory 0.5Gi; the stage "
+        "waits 41 s past its queue's waitBound"
+    )
+    listed["second"]["reason"] = reason
+    lines = table(doc, now).splitlines()
+    assert max(len(line) for line in lines) <= 120, lines
+    assert lines[1].split() == [
+        "shared", "a", "1", "t/second", "DagWorkflow", "0", "1s", "in", "4m", "in", "15m"
+    ]  # fmt: skip
+    details = " ".join(line.strip() for line in lines[2 : lines.index("")])
+    assert reason in details  # (wrapped, never cut)
+    assert "80 % intervals: start in 2m – in 7m, finish in 11m – in 21m" in details
+    apart = lines[lines.index("") + 1 :]
+    assert apart[0] == "Started, waiting for room for a next stage:"
+    assert apart[1].split()[:4] == ["shared", "a", "-", "t/first"]
 
 
 @pytest.mark.asyncio
@@ -244,7 +283,7 @@ def test_idlegate_visibility_prints_the_operators_table(tmp_path):
         shown = CliRunner().invoke(app, ["visibility", "--url", url, "--pool", "shared"])
         assert shown.exit_code == 0, shown.output
         lines = shown.output.splitlines()
-        assert lines[0].startswith("POOL") and "urgent" in lines[1] and "last" in lines[2]
+        assert lines[0].startswith("POOL") and "u/urgent" in lines[1] and "t/last" in lines[4]
         assert asked == [{"pool": ["shared"]}]
         as_json = CliRunner().invoke(app, ["visibility", "--url", url, "--json"])
         assert json.loads(as_json.output)["kind"] == "PendingWorkflows"

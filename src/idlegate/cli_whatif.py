@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from idlegate.api.forecast_refresh import WHAT_IF_PATH, read_what_if
-from idlegate.api.forecast_status import describe, parse_forecast
+from idlegate.api.forecast_status import Forecast, describe, parse_forecast
+from idlegate.api.forecast_whatif import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.operator_http import ask_operator
 from idlegate.errors import IdlegateError
 
@@ -53,8 +53,9 @@ def register(group: typer.Typer) -> None:
     ) -> None:
         """When FILE would start and finish if submitted now.
 
-        Asks the operator at --url: the live pool's forecast of FILE, with 80 % intervals.
-        Nothing is created. idlegate forecast FILE is short for this."""
+        Asks the operator at --url: the live pool's forecast of FILE, with 80 % intervals,
+        and how often the pool's intervals held. Nothing is created. idlegate forecast FILE
+        is short for this."""
         try:
             try:
                 text = file.read_text()
@@ -74,3 +75,5 @@ def register(group: typer.Typer) -> None:
             return
         where = f"pool {doc.get('pool')}" + (f", queue {doc['queue']}" if doc.get("queue") else "")
         typer.echo(f"{file.name} ({where}): {describe(forecast, time.time())}")
+        if isinstance(forecast, Forecast) and "replays" in doc:  # (an older operator: none)
+            typer.echo(sureness(int(doc["replays"]), doc.get("held")))

@@ -195,10 +195,11 @@ PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
     column("JCT", "number", ".status.jctSeconds", "Job completion time (s)"),
     column("Idle", "number", ".status.idleInsertedSeconds", "Deliberate idle time inserted (s)"),
     column("Policy", "string", ".status.policy", "The rule that released its tasks last"),
-    # the forecast's times as text (UTC): a date column prints an age, and kubectl prints
-    # "<invalid>" for a time ahead (its HumanDuration of a negative duration): as Next below
-    column("Start", "string", ".status.forecast.start", "Forecast start (status.forecast)"),
-    column("Finish", "string", ".status.forecast.finish", "Forecast finish (status.forecast)"),
+    # what happened, else the forecast marked ~, as text (UTC): a date column prints an
+    # age, and kubectl prints "<invalid>" for a time ahead (its HumanDuration of a
+    # negative duration): as Next below (`forecast_status.columns`)
+    column("Start", "string", ".status.startSummary", "First task's start (UTC); ~: forecast"),
+    column("Finish", "string", ".status.finishSummary", "Finish (UTC); ~: forecast"),
     AGE,
 )
 

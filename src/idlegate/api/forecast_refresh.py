@@ -6,8 +6,11 @@ path (docs/forecast.md, "In the operator"):
 * **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
   the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after each
   event); at most one refresh runs at a time, a change during one asks for the next, and
-  refreshes take at most `DUTY` of the time (a refresh of T seconds is followed by none
-  for T·(1/DUTY − 1)).
+  refreshes take at most `DUTY` of the time (a refresh that took T seconds of CPU is
+  followed by none for T·(1/DUTY − 1)). Its CPU, not its wall time: the wall time of the
+  first includes the replay process's start (half a minute on a busy node), and a duty
+  charged with that starved a burst of forecasts for minutes; the process starts with the
+  operator (:meth:`ForecastRefresh.warm`), not with the first refresh.
 * **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
   state (`sim.rollout.planning_fork`, at the loop's time) and says which scheduler to
   replay (never the deciding one: each replay resets it); :func:`compute` replays them
@@ -23,7 +26,7 @@ path (docs/forecast.md, "In the operator"):
   operator's process, sharing its interpreter; a pool driven without an event loop
   (tests) refreshes in place. The same state and seed give the same forecast in each.
   A replay process that dies or raises fails that refresh (below); the next starts a new
-  one.
+  one. What if one more were submitted now: `api.forecast_whatif`.
 * **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
   `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
@@ -41,7 +44,9 @@ path (docs/forecast.md, "In the operator"):
 * **How right.** The first forecast of each workflow made while it waited is kept
   (:attr:`kept`) until it starts and ends; its absolute errors then go to
   ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
-  interval calibration (`sim.forecast_calibration`), and, for a DagWorkflow or an Argo
+  interval calibration (`sim.forecast_calibration`), to whether its interval held it
+  (:meth:`ForecastRefresh.coverage`, what a what-if says of how sure it is), and, for a
+  DagWorkflow or an Argo
   Workflow, to its history record (its payload's ``forecast_made``, with the replays'
   interval before the calibration widened it: `history_forecast`).
 * **After a restart.** The calibration is not kept apart: it is a function of the
@@ -75,6 +80,7 @@ import copy
 import functools
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -95,7 +101,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
-from idlegate.sim.forecast_calibration import Calibration, calibrations, start_prior
+from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.queues import queue_of
@@ -117,9 +123,10 @@ REPLAYS = 20
 """Replays per refresh (fewer when `BUDGET` runs out: a long queue gets one)."""
 DUTY = 0.2
 """The share of the operator clock's time refreshes may take: after a refresh that took T
-seconds (fork, replays, result), the next waits until T·(1/DUTY − 1) has passed, so a pool
-whose workflows change all the time is not replayed back to back (the replays hold the
-interpreter's lock that the decisions need)."""
+seconds of CPU (the fork and the result in the event loop, the replays where they ran),
+the next waits until T·(1/DUTY − 1) has passed, so a pool whose workflows change all the
+time is not replayed back to back (the replays hold the interpreter's lock that the
+decisions need, or a core). CPU, not wall: module docstring, "When"."""
 
 
 Shown = Forecast | Unavailable
@@ -250,6 +257,9 @@ class ForecastRefresh:
         self.kept: dict[int, Kept] = {}
         """Job id → its first forecast made while it waited, until it starts and ends."""
         self.calibration = calibrations()
+        self.held: dict[str, deque[bool]] = {k: deque(maxlen=WINDOW) for k in self.calibration}
+        """Per kind (start, finish), whether each of the last `WINDOW` resolved forecasts
+        held its actual inside the interval shown (`coverage`)."""
         self.resuming: Future[Tail] | None = None
         """The pool's records in the history sink, being read (`resume_from`)."""
         self.running: asyncio.Future[Any] | None = None
@@ -264,7 +274,10 @@ class ForecastRefresh:
         """The replays' schedulers by spec (used by one refresh at a time)."""
         self.not_before = -math.inf
         """No refresh starts before this (operator clock; `DUTY`)."""
-        self._began = 0.0
+        self.cpu_clock = time.thread_time
+        """The event loop's CPU clock, which charges the fork and the result to `DUTY`."""
+        self._charged = 0.0
+        """CPU seconds of the running refresh so far (its fork, in the event loop)."""
         self._seen: tuple[int, int] = (0, -1)
         self._armed_change = self._ticking = False
         self._tick_at = -math.inf
@@ -356,15 +369,17 @@ class ForecastRefresh:
                 self._armed_change = True
                 self._arm(f"{self.key}-change", self.not_before, self._on_change)
             return
-        self._began = now
+        began = self.cpu_clock()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # (a pool driven without a loop: refresh in place)
             snapshot = self.request()
+            self._charged = self.cpu_clock() - began
             self.take(snapshot, *compute(snapshot, self.replays, self.budget, self.seconds))
             return
         try:
             snapshot = self.request()
+            self._charged = self.cpu_clock() - began
             if self.process is not None:
                 work = self.process.submit(snapshot, self.replays, self.budget, self.seconds)
                 self.running = asyncio.wrap_future(work, loop=loop)
@@ -400,6 +415,25 @@ class ForecastRefresh:
         while self.running is not None:
             await asyncio.wait([self.running])
             await asyncio.sleep(0)
+
+    def warm(self) -> None:
+        """Start the replay process now (the operator's start), not with the first refresh:
+        a replay of an empty pool there builds the scheduler the refreshes replay and
+        imports what they need, so the first refresh comes as soon as the later ones do.
+        A warm-up that fails is logged; the first refresh then starts the process again."""
+        if self.process is None or self._closed:
+            return
+        _, spec, learns = self.scheduler()
+        wanted = replayed_spec(spec, learns) or "fifo"  # (an object given: the interpreter)
+        snap = Snapshot(Cluster(1), None, 0, spec=wanted)
+        try:
+            warming = self.process.submit(snap, 1, 1, None)
+        except Exception as exc:
+            log.info(
+                "The forecasts' replay process did not start (%s); its first refresh will.", exc
+            )
+            return
+        warming.add_done_callback(_warmed)
 
     def close(self) -> None:
         self._closed = True
@@ -537,10 +571,11 @@ class ForecastRefresh:
 
     def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
         """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes
-        each workflow's forecast; the DagWorkflows whose forecast moved are written."""
+        each workflow's forecast; the DagWorkflows whose forecast moved are written. The
+        refresh's CPU (its fork, `cpu`, and this) is charged to `DUTY`."""
+        began = self.cpu_clock()
         self.cpu.append(cpu)
         now = self.now()
-        self.not_before = now + max(0.0, now - self._began) * (1 / DUTY - 1)
         if self.metrics is not None:
             self.metrics.forecast_refresh_seconds.observe(cpu)
         made, dirty = result.now, []
@@ -571,6 +606,8 @@ class ForecastRefresh:
         if dirty:
             self.write(dirty)
         self.taken += 1
+        charged = self._charged + cpu + max(0.0, self.cpu_clock() - began)
+        self.not_before = now + charged * (1 / DUTY - 1)
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
@@ -587,14 +624,31 @@ class ForecastRefresh:
                 if not kept.start_told:
                     out.append((kept.queue, "start", abs(job.first_start - f.start)))
                 self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
+                self._held("start", f.start_interval, job.first_start)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))
                 self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
+                self._held("finish", f.finish_interval, job.finish)
                 del self.kept[job_id]
         if self.metrics is not None:
             for queue, which, error in out:
                 self.metrics.forecast_error.labels(queue, which).observe(error)
         return out
+
+    def _held(self, which: str, interval: tuple[float, float], actual: float) -> None:
+        low, high = interval
+        self.held[which].append(low <= actual <= high)
+
+    def coverage(self) -> dict[str, tuple[int, int]]:
+        """Per kind (start, finish): of the pool's last resolved forecasts (since the
+        operator started), how many held their actual inside the interval shown, and of how
+        many (a what-if's answer says it: `api.forecast_whatif.sureness`)."""
+        return {which: (sum(held), len(held)) for which, held in self.held.items()}
+
+
+def _warmed(warming: Future[Any]) -> None:
+    if not warming.cancelled() and (exc := warming.exception()) is not None:
+        log.info("The forecasts' replay process did not warm up (%s); its first refresh will.", exc)
 
 
 # -- in the history, and advise's line --------------------------------------------------------
@@ -674,77 +728,3 @@ def accuracy(records: Iterable[Any]) -> str | None:
         f"p90 {q(starts, 0.9)}; finish error median {q(finishes, 0.5)}, p90 {q(finishes, 0.9)} "
         "(each workflow's first forecast made while it waited, against what happened)."
     )
-
-
-# -- what if: "if I submit this now, when does it start and finish?" --------------------------
-
-WHAT_IF_PATH = "/visibility/forecast"
-"""Where the operator answers a what-if (POST a DagWorkflow, YAML or JSON)."""
-WHAT_IF_ID = -1
-"""The job id the what-if's workflow gets in its fork (no live job has it)."""
-
-
-def read_what_if(text: str) -> dict[str, Any]:
-    """A what-if's body (YAML or JSON) as the operator takes it: a DagWorkflow whose spec
-    the one parser takes (`parse_workflow`). SpecError (a sentence) if it is not: the
-    operator answers it with 400, and ``idlegate forecast FILE`` says it before asking."""
-    import yaml
-
-    from idlegate.api.kinds import KIND
-    from idlegate.sim.spec import parse_workflow
-
-    try:
-        body = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
-    if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
-        kind = body.get("kind") if isinstance(body, dict) else None
-        was = f"it is a {kind}, not" if isinstance(kind, str) else "it is not"
-        raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
-    parse_workflow(body.get("spec"), "spec")
-    return body
-
-
-def what_if(
-    cluster: Cluster,
-    scheduler: Scheduler,
-    body: Any,
-    queue: int,
-    priority: int,
-    now: float,
-) -> tuple[Snapshot, int]:
-    """Event loop: a fork of the pool (`cluster`) at `now` with the DagWorkflow `body` added
-    as it would arrive now, in its `queue` with its `priority` (`Pools.place`'s), and the
-    scheduler to replay (a copy); the fork's id of the added job. SpecError (a sentence):
-    `body` is not a DagWorkflow the operator would admit."""
-    from idlegate.errors import SpecError
-    from idlegate.sim.dag import Dag
-    from idlegate.sim.durations import MeasuredDurations
-    from idlegate.sim.spec import parse_workflow
-
-    if not isinstance(body, dict):
-        raise SpecError("the what-if's body is not a DagWorkflow (a mapping with a spec)")
-    spec = parse_workflow(body.get("spec"), "spec")
-    fork = planning_fork(cluster)
-    if fork.now < now:
-        fork.advance(now)
-    name = str((body.get("metadata") or {}).get("name") or "what-if")
-    model = MeasuredDurations([s.task_duration_seconds for s in spec.stages]).frozen()
-    job = fork.add_job(Dag.from_spec(spec), fork.now, name, model)
-    job.queue, job.priority = queue, priority
-    return Snapshot(fork, scheduler, 0, jobs={job.id: job}), job.id
-
-
-def answer(
-    snap: Snapshot,
-    job_id: int,
-    replays: int = REPLAYS,
-    budget: int = sim_forecast.BUDGET,
-    calibration: dict[str, Calibration] | None = None,
-    seconds: float | None = sim_forecast.SECONDS,
-) -> Shown:
-    """Worker thread: the forecast of the what-if's workflow (`what_if`'s), within the
-    refresh's budgets."""
-    result, _ = compute(snap, replays, budget, seconds)
-    entry = result.of(job_id)
-    return as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))

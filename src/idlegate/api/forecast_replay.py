@@ -109,13 +109,19 @@ _BUILT: dict[str, Scheduler] = {}
 
 
 def compute(
-    snapshot: Snapshot, replays: int, budget: int, seconds: float | None = None
+    snapshot: Snapshot,
+    replays: int,
+    budget: int,
+    seconds: float | None = None,
+    clock: Callable[[], float] = time.thread_time,
+    **options: Any,
 ) -> tuple[sim_forecast.Forecast, float]:
     """Worker thread or replay process: the forecast of the snapshot and the CPU seconds
     it took; its replays invent the snapshot's `arrivals` (`futures`), within `budget`
     events and `seconds` of CPU (`sim.forecast.forecast`), and a waiting workflow's start
     is the replays' quantile for those arrivals (`sim.forecast.start_quantile`: later than
-    their median where none are invented), as `idlegate forecast evaluate` measured it."""
+    their median where none are invented), as `idlegate forecast evaluate` measured it.
+    `clock` measures `seconds` (a what-if's: the wall's); `options` go to the forecast."""
     began = time.thread_time()
     scheduler = snapshot.scheduler
     if scheduler is None:  # (a replay process's: built from its spec, once per spec)
@@ -127,9 +133,10 @@ def compute(
         replays=replays,
         budget=budget,
         seconds=seconds,
-        clock=time.thread_time,
+        clock=clock,
         futures=futures(snapshot, replays),
         start_quantile=sim_forecast.start_quantile(snapshot.arrivals != "none"),
+        **options,
     )
     return result, time.thread_time() - began
 

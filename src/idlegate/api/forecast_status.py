@@ -23,7 +23,9 @@ raised), why, and never a made-up number::
         unavailable: "stage 'load' has no duration estimate and no history"
 
 Absent: no forecast yet (readers say so). A workflow that has started has no ``start``
-interval left to forecast, but keeps ``start`` (its actual start is in ``startTime``).
+interval left to forecast, but keeps ``start``; one that finished has none (the operator
+clears it as it ends: what happened is in ``startSummary``, ``finishSummary`` and
+``completionTime``). `columns` gives ``kubectl get``'s START and FINISH.
 
 Pure: no clock, no I/O. Internally times are seconds since the epoch (floats).
 """
@@ -144,6 +146,53 @@ def dump_forecast(forecast: Forecast | Unavailable) -> dict[str, Any]:
     out["startInterval"] = [rfc3339(t) for t in forecast.start_interval]
     out["finish"] = rfc3339(forecast.finish)
     out["finishInterval"] = [rfc3339(t) for t in forecast.finish_interval]
+    return out
+
+
+FORECAST_MARK = "~"
+"""What marks a forecast time in a printer column (`columns`), before what happened."""
+
+
+def columns(
+    forecast: Forecast | Unavailable | None, started: float | None, finished: float | None
+) -> tuple[str | None, str | None]:
+    """A DagWorkflow's START and FINISH as ``kubectl get`` prints them (``status.
+    startSummary`` and ``finishSummary``, printer columns of type string): each what
+    happened, as a UTC time, once it did (`started`: its first task's start; `finished`:
+    its completion); before, the forecast's, marked ``~`` (``~2026-11-27T03:04:10Z``);
+    ``unavailable`` when it cannot be forecast (why: the ForecastUnavailable condition);
+    None with neither. Text, not ``type: date``: kubectl prints a date column as an age,
+    and ``<invalid>`` for a time ahead."""
+
+    def one(actual: float | None, which: str) -> str | None:
+        if actual is not None:
+            return rfc3339(actual)
+        if isinstance(forecast, Unavailable):
+            return "unavailable"
+        if isinstance(forecast, Forecast):
+            return FORECAST_MARK + rfc3339(getattr(forecast, which))
+        return None
+
+    return one(started, "start"), one(finished, "finish")
+
+
+def forecast_fields(
+    forecast: Forecast | Unavailable | None, started: float | None, finished: float | None
+) -> dict[str, Any]:
+    """A DagWorkflow's status fields of its forecast (`started`, `finished`: when its first
+    task started and it finished, or None): ``forecast`` while it has not finished, null
+    once it has (a merge patch's null clears it as it ends, so what is left is what
+    happened), and the printer columns ``startSummary`` and ``finishSummary`` (`columns`)."""
+    out: dict[str, Any] = {}
+    if finished is not None:
+        out["forecast"] = None
+    elif forecast is not None:
+        out["forecast"] = dump_forecast(forecast)
+    start, finish = columns(forecast, started, finished)
+    if start is not None:
+        out["startSummary"] = start
+    if finish is not None:
+        out["finishSummary"] = finish
     return out
 
 

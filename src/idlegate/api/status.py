@@ -311,7 +311,19 @@ class WorkflowStatus(_StatusModel):
     forecast: ForecastState | None = Field(
         default=None,
         description="When the workflow is forecast to start and finish (docs/dashboard.md); "
-        "absent: no forecast yet.",
+        "absent: no forecast yet, or finished (cleared as it ends).",
+    )
+    start_summary: str | None = Field(
+        default=None,
+        max_length=32,
+        description="When its first task started (UTC), else its forecast start marked ~, "
+        "or unavailable (a printer column: idlegate.api.forecast_status.columns).",
+    )
+    finish_summary: str | None = Field(
+        default=None,
+        max_length=32,
+        description="When it finished (UTC), else its forecast finish marked ~, or "
+        "unavailable (a printer column).",
     )
     first_forecast: FirstForecastState | None = Field(
         default=None,

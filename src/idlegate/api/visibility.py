@@ -18,9 +18,11 @@ A workflow *waits* while it has a runnable stage (the same test as ``status.queu
 of its ExecutorPool: `idlegate.api.queueing.queue_status`), whether it has started or not
 (``started``). A pool without queues has one queue, named ``""``.
 
-Positions and reasons are the admission's own result (:func:`waiting_in_order`: the
-computation that decided, never worked out again); :func:`forecast_of` reads the forecast
-of the pool's last refresh.
+The order and reasons are the admission's own result (:func:`waiting_in_order`: the
+computation that decided, never worked out again); a position numbers the workflows not
+started yet in that order (1 starts next), and a started one, which waits for room for a
+next stage, has none (null); :func:`forecast_of` reads the forecast of the pool's last
+refresh. :func:`table` prints the document for a terminal (`WIDTH` columns).
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
 core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
@@ -28,6 +30,7 @@ core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -35,9 +38,9 @@ from idlegate.api import notices
 from idlegate.api.forecast_status import (
     Forecast,
     Unavailable,
-    describe,
     dump_forecast,
     parse_forecast,
+    relative,
 )
 from idlegate.errors import IdlegateError
 
@@ -46,6 +49,9 @@ KIND = "PendingWorkflows"
 PATH = "/visibility/pendingworkflows"
 """Where the operator serves the document, on its metrics port."""
 
+
+WIDTH = 120
+"""The columns `table` fits its lines in (a workflow's name longer than a row leaves aside)."""
 
 OPERATOR_SERVICE = "idlegate-system/idlegate-operator-metrics:metrics"
 """The operator's metrics Service (deploy/base/service.yaml): the visibility API's home."""
@@ -144,19 +150,22 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
     queues = []
     for queue, entries in waiting_in_order(core):
         waiting = []
-        for job, position, reason in entries:
+        ahead = 0
+        for job, _, reason in entries:
             owner = _owner(job)
             if owner is None:
                 continue
             forecast = forecast_of(core, job)
+            started = job.first_start is not None
+            ahead += not started
             waiting.append(
                 {
-                    "position": position,
+                    "position": None if started else ahead,
                     "namespace": owner.namespace,
                     "name": owner.name,
                     "kind": owner.kind,
                     "priority": int(job.priority),
-                    "started": job.first_start is not None,
+                    "started": started,
                     "waitingSeconds": round(max(0.0, now - _since(cluster.admission, job)), 3),
                     "reason": reason,
                     "forecast": dump_forecast(forecast) if forecast is not None else None,
@@ -217,45 +226,93 @@ def only_namespaces(doc: Mapping[str, Any], visible: Iterable[str] | None) -> di
     return {**doc, "pools": pools, "unpooled": unpooled}
 
 
-def rows(doc: Mapping[str, Any], now: float) -> list[list[str]]:
-    """The table `idlegate visibility` prints: a header, then one row per waiting workflow
-    (`now`: the reader's clock, for the forecast's relative times)."""
-    out = [["POOL", "QUEUE", "POS", "NAMESPACE", "NAME", "KIND", "PRIO", "WAITING", "REASON"]]
-    out[0].append("FORECAST")
+Row = tuple[tuple[str, ...], tuple[str, ...]]
+"""A workflow of `table`: its cells, and its details (each a line, wrapped)."""
+
+
+HEADER = ("POOL", "QUEUE", "POS", "WORKFLOW", "KIND", "PRIO", "WAITING", "START", "FINISH")
+
+
+def entries(doc: Mapping[str, Any], now: float) -> tuple[list[Row], list[Row]]:
+    """What `table` prints of `doc`: the workflows not started yet, in their queues' order
+    with their positions (and those waiting for a missing pool, last), then the started
+    ones that wait for room for a next stage, unnumbered; each its cells (`HEADER`) and its
+    details (why it waits, and the forecast's intervals or why there is none). `now`: the
+    reader's clock, for the relative times."""
+    waiting: list[Row] = []
+    started: list[Row] = []
     for p in doc.get("pools", []):
         for q in p["queues"]:
             for w in q["waiting"]:
-                try:
-                    forecast = parse_forecast({"forecast": w.get("forecast")})
-                    said = describe(forecast, now)
-                except IdlegateError as exc:  # (a malformed one: say so, show the rest)
-                    said = f"forecast unreadable: {exc}"
-                out.append(
-                    [
-                        p["name"],
-                        q["name"] or "-",
-                        str(w["position"]),
-                        w["namespace"],
-                        w["name"],
-                        w["kind"],
-                        str(w["priority"]),
-                        f"{w['waitingSeconds']:.0f}s",
-                        w["reason"],
-                        said,
-                    ]
+                start, finish, said = _forecast_cells(w.get("forecast"), now, w.get("started"))
+                position = w.get("position")
+                cells = (
+                    p["name"],
+                    q["name"] or "-",
+                    "-" if position is None else str(position),
+                    f"{w['namespace']}/{w['name']}",
+                    w["kind"],
+                    str(w["priority"]),
+                    f"{w['waitingSeconds']:.0f}s",
+                    start,
+                    finish,
                 )
+                (started if w.get("started") else waiting).append((cells, (w["reason"], said)))
     for u in doc.get("unpooled", []):
-        row = ["-", "-", "-", u["namespace"], u["name"], u["kind"], "-", "-"]
-        out.append([u["pool"], *row[1:], f"waits for its pool ({u['reason']})", "-"])
-    return out
+        who = f"{u['namespace']}/{u['name']}"
+        lost = (str(u["pool"]), "-", "-", who, str(u["kind"]), "-", "-", "-", "-")
+        waiting.append((lost, (f"waits for its pool ({u['reason']})",)))
+    return waiting, started
 
 
-def table(doc: Mapping[str, Any], now: float) -> str:
-    """`rows` aligned in columns (the last one, the forecast, left ragged)."""
-    found = rows(doc, now)
-    if len(found) == 1:
-        return "No workflow waits."
-    widths = [max(len(r[i]) for r in found) for i in range(len(found[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in found
+def _forecast_cells(found: Any, now: float, started: bool = False) -> tuple[str, str, str]:
+    """START, FINISH and the detail line of a document's forecast (of a `started`
+    workflow: its finish's interval alone; its start is past)."""
+    try:
+        forecast = parse_forecast({"forecast": found})
+    except IdlegateError as exc:  # (a malformed one: say so, show the rest)
+        return "?", "?", f"forecast unreadable: {exc}"
+    if forecast is None:
+        return "-", "-", "no forecast yet"
+    if isinstance(forecast, Unavailable):
+        return "unavailable", "unavailable", f"no forecast: {forecast.reason}"
+
+    def span(lo: float, hi: float) -> str:
+        return f"{relative(lo, now)} – {relative(hi, now)}"
+
+    said = (
+        f"80 % interval: finish {span(*forecast.finish_interval)}"
+        if started
+        else f"80 % intervals: start {span(*forecast.start_interval)}, finish "
+        f"{span(*forecast.finish_interval)}"
     )
+    return relative(forecast.start, now), relative(forecast.finish, now), said
+
+
+def table(doc: Mapping[str, Any], now: float, width: int = WIDTH) -> str:
+    """`idlegate visibility`'s text: `entries` in aligned columns, each workflow's details
+    on lines of their own below it, indented and wrapped at `width`; the started ones
+    apart, after the others."""
+    waiting, started = entries(doc, now)
+    if not waiting and not started:
+        return "No workflow waits."
+    rows = [HEADER, *(cells for cells, _ in waiting), *(cells for cells, _ in started)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    def block(found: list[Row]) -> list[str]:
+        out = []
+        for cells, details in found:
+            out.append(line(cells))
+            for detail in details:
+                out += textwrap.wrap(
+                    detail, width, initial_indent=" " * 4, subsequent_indent=" " * 6
+                )
+        return out
+
+    out = [line(HEADER), *block(waiting)]
+    if started:
+        out += ["", "Started, waiting for room for a next stage:", *block(started)]
+    return "\n".join(out)

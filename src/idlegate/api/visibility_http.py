@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp.web
 
 from idlegate.api.crd import KIND
-from idlegate.api.forecast_refresh import WHAT_IF_PATH, answer, read_what_if, what_if
 from idlegate.api.forecast_replay import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
+from idlegate.api.forecast_whatif import WHAT_IF_PATH, answer, read_what_if, what_if
 from idlegate.api.routing import NoPlaceError
 from idlegate.api.visibility import PATH, narrow, pending
 from idlegate.errors import IdlegateError
@@ -52,9 +52,12 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
     """``POST /visibility/forecast`` with a DagWorkflow (YAML or JSON): placed by the one
     door (`Pools.place`: its pool, queue and priority by its namespace and labels), added
     to a fork of its pool's state now, replayed under a copy of the pool's scheduler in a
-    worker thread (inventing the arrivals the pool's refresh invents); answers ``{"pool",
-    "queue", "forecast"}`` (``status.forecast``'s shape) or 400/404/503 with ``{"error":
-    sentence}``. Nothing is created."""
+    worker thread (inventing the arrivals the pool's refresh invents, within
+    `api.forecast_whatif.SECONDS`); answers ``{"pool", "queue", "forecast", "replays",
+    "held"}`` (``status.forecast``'s shape; the replays it took; per kind, how many of the
+    pool's resolved forecasts held inside their interval, of how many:
+    `ForecastRefresh.coverage`) or 400/404/503 with ``{"error": sentence}``. Nothing is
+    created."""
 
     async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
         def error(status: int, why: str) -> aiohttp.web.Response:
@@ -78,14 +81,23 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
             refresh = getattr(bridge, "forecasts", None)
             # (as the pool's refresh: its arrivals, its calibration, resumed if read)
             calibration = None if refresh is None else refresh.for_what_if(snap)
-            forecast = await asyncio.to_thread(answer, snap, job_id, calibration=calibration)
+            held = {} if refresh is None else refresh.coverage()
+            forecast, replays = await asyncio.to_thread(
+                answer, snap, job_id, calibration=calibration
+            )
         except NoPlaceError as exc:  # (its pool or queue is missing: it would wait for it)
             return error(404, str(exc))
         except IdlegateError as exc:
             return error(400, str(exc))
         admission = core.cluster.admission
         queue = admission.queues[placed.queue].name if admission is not None else ""
-        doc = {"pool": placed.pool, "queue": queue, "forecast": dump_forecast(forecast)}
+        doc = {
+            "pool": placed.pool,
+            "queue": queue,
+            "forecast": dump_forecast(forecast),
+            "replays": replays,
+            "held": held,
+        }
         return aiohttp.web.json_response(doc)
 
     return serve

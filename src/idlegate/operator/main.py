@@ -207,6 +207,8 @@ class Operator:
                 )
             )
             bridge = pools.default
+            if bridge.forecasts is not None:  # (its replay process starts now, not at a burst)
+                bridge.forecasts.warm()
             pools.watch.nodes, pools.watch.pods = self.cluster_indexes
             self.cron = CronController(
                 bridge.kube,

@@ -29,8 +29,9 @@ horizon the caller allowed.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from math import inf
 from typing import NamedTuple
@@ -173,6 +174,8 @@ def forecast(
     seconds: float | None = None,
     clock: Callable[[], float] | None = None,
     start_quantile: float = MEDIAN,
+    watch: Collection[int] | None = None,
+    cut: float | None = None,
 ) -> Forecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
@@ -201,6 +204,12 @@ def forecast(
     never before its start: each replay's finish is after its start, so every quantile of
     the finishes is at least the same of the starts, and the finish's median is raised to
     the start where the start's quantile is the higher).
+    `watch` names the workflows wanted (None: every one present): a replay stops once they
+    finished, and only they are in the result (a what-if's one workflow: what comes after
+    its finish is not replayed). `cut` (seconds of `clock`) bounds the answer, not only
+    the replays started: a replay still running when they are spent is stopped and left
+    out, the first one too, and then each workflow is Unavailable with why (a person waits
+    on a what-if; a refresh's replays are never cut).
     """
     if not LOW <= start_quantile <= HIGH:
         raise ValueError(
@@ -212,49 +221,80 @@ def forecast(
     now = cluster.now
     jobs = sorted(cluster.jobs, key=lambda j: j.id)
     missing = next((m for j in jobs if (m := missing_estimate(j)) is not None), None)
+    wanted = jobs if watch is None else [j for j in jobs if j.id in watch]
     if missing is not None:
-        return _unavailable(now, jobs, missing)
+        return _unavailable(now, wanted, missing)
     rng = np.random.default_rng(seed)
     if futures is None:
         futures = [Future((), int(rng.integers(2**63))) for _ in range(replays)]
-    starts: dict[int, list[float]] = {j.id: [] for j in jobs}
-    finishes: dict[int, list[float]] = {j.id: [] for j in jobs}
+    starts: dict[int, list[float]] = {j.id: [] for j in wanted}
+    finishes: dict[int, list[float]] = {j.id: [] for j in wanted}
     spent = done = 0
     began = clock() if clock is not None else 0.0
+    stop = None
+    if cut is not None:
+        if clock is None:
+            raise ValueError("a cut needs the clock that measures it (`clock`)")
+        stop = functools.partial(_past, clock, began + cut)
     for future in futures:
         try:
-            seen, events = replay(cluster, scheduler, future, now + horizon, waves)
+            seen, events = replay(cluster, scheduler, future, now + horizon, waves, watch, stop)
+        except _Cut:
+            break
         except Exception as exc:  # (any policy error: the forecast says so, never a guess)
             name = getattr(scheduler, "name", type(scheduler).__name__)
             reason = f"the scheduler {name} raised {type(exc).__name__}: {exc}"
-            return _unavailable(now, jobs, reason)
+            return _unavailable(now, wanted, reason)
         spent, done = spent + events, done + 1
         for job_id, (start, finish) in seen.items():
-            starts[job_id].append(start)
-            finishes[job_id].append(finish)
+            if job_id in starts:
+                starts[job_id].append(start)
+                finishes[job_id].append(finish)
         if budget is not None and spent >= budget:
             break  # (before the next future is read: one drawn as read is not drawn)
         if seconds is not None and clock is not None:
             took = clock() - began
             if took + took / done > seconds:
                 break  # (the next would end past `seconds`, at the mean cost so far)
+    if done == 0:  # (cut: `stop`)
+        reason = (
+            f"its replay of the pool did not end within the {cut:g} s an answer may take; "
+            "ask again when fewer workflows wait"
+        )
+        return _unavailable(now, wanted, reason)
     positions = queue_positions(cluster)
     return Forecast(
         now,
         done,
         tuple(
             _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon, start_quantile)
-            for j in jobs
+            for j in wanted
         ),
         spent,
     )
 
 
+class _Cut(Exception):
+    """A replay stopped by `forecast`'s `cut`."""
+
+
+def _past(clock: Callable[[], float], deadline: float) -> bool:
+    return clock() > deadline
+
+
 def replay(
-    cluster: Cluster, scheduler: Scheduler, future: Future, until: float, waves: bool = True
+    cluster: Cluster,
+    scheduler: Scheduler,
+    future: Future,
+    until: float,
+    waves: bool = True,
+    watch: Collection[int] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[dict[int, tuple[float, float]], int]:
     """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
-    (inf: not by `until`), and the events it simulated."""
+    (inf: not by `until`), and the events it simulated; it ends once the workflows of
+    `watch` (None: every one present) finished. `stop` is asked after each event: True
+    raises `_Cut` (`forecast`'s `cut`)."""
     sim = planning_fork(cluster)
     now = sim.now
     streams = np.random.default_rng(future.seed)
@@ -267,16 +307,19 @@ def replay(
     engine.push_arrivals(arrivals)
     if sim.needs_schedule:  # (the live pool decided at `now` already, unless told to again)
         engine.schedule()
-    if not arrivals:
+    wanted = present if watch is None else {i for i in watch if i in present}
+    if not arrivals and watch is None and stop is None:
         engine.run(until)  # (no arrivals: the heap empties when the present is done)
     else:
-        left = len(present)
+        left = len(wanted)
         read = 0
         while left and engine.peek() <= until:
             engine.step()
             for record in sim.done[read:]:
-                left -= record.id in present
+                left -= record.id in wanted
             read = len(sim.done)
+            if stop is not None and stop():
+                raise _Cut
     seen = {r.id: (r.first_start, r.finish) for r in sim.done if r.id in present}
     for job in sim.jobs:
         if job.id in present:

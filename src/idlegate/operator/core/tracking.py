@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 from idlegate.api.forecast_first import first_status
-from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, dump_forecast
+from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, forecast_fields
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -293,8 +293,7 @@ class Workflow:
                 history_recorded=self.history_recorded or None,
             )
         )
-        if self.forecast is not None:
-            out["forecast"] = dump_forecast(self.forecast)
+        out.update(forecast_fields(self.forecast, job.first_start, completion))
         if self.forecast_made is not None and self.forecast_replayed is not None:
             made, replayed = self.forecast_made, self.forecast_replayed
             out["firstForecast"] = first_status(made, replayed, job.first_start)
