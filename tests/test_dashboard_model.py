@@ -3,12 +3,24 @@ and its SVG pictures (idlegate.dashboard.svg)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from idlegate.api.labels import LABEL_STAGE
+from idlegate.api.task_pods import Owner
+from idlegate.api.visibility import pending
 from idlegate.dashboard import model, svg
 from idlegate.dashboard.commands import listening
 from idlegate.errors import IdlegateError
+from idlegate.policy import make_scheduler
+from idlegate.sim.admission import Admission
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
+from idlegate.sim.engine import decision_round
+from idlegate.sim.queues import queues_from
+from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import parse_workflow
 
 T0 = 1_800_000_000.0
 TS = "2027-01-15T08:00:{:02d}Z"
@@ -76,7 +88,82 @@ def test_what_the_cluster_says_is_escaped_in_the_pictures():
     assert "<img" not in drawn and "<b>" not in drawn and "&lt;img" in drawn
 
 
-def test_pools_show_quota_beside_use_and_the_default_pool_from_the_visibility_api():
+def cpu_pool(queues: list[dict] | None, **waiting: int) -> SimpleNamespace:
+    """The operator's pools as the visibility API reads them: the default pool alone, of
+    10 pods and 8 CPU, with `queues` (as ``--queues`` gives them; None: none) and
+    `waiting[name]` one-CPU workflows in each (all in the one queue without queues),
+    after a round of fifo."""
+    cluster = Cluster(10, resources=ResourceVector.parse("cpu=8"))
+    specs = queues_from(queues) if queues else ()
+    if specs:
+        cluster.admission = Admission(specs, cluster.capacity, cluster.resource_names)
+    one = {"name": "s", "tasks": 1, "taskDurationSeconds": 10, "resources": {"cpu": "1"}}
+    for q, name in enumerate([s.name for s in specs] or [""]):
+        for i in range(waiting.get(name or "whole", 0)):
+            owner = Owner("t", f"{name}-{i}", f"uid-{name}-{i}", "DagWorkflow")
+            dag = Dag.from_spec(parse_workflow({"stages": [one]}))
+            cluster.add_job(dag, 0.0, owner.name, SimpleNamespace(owner=owner)).queue = q
+    list(decision_round(cluster, make_scheduler("fifo"), 0.0))
+    core = SimpleNamespace(cluster=cluster, settings=SimpleNamespace(pool_size=10), at=0.0)
+    return SimpleNamespace(bridges={"default": SimpleNamespace(core=core)}, waiting={})
+
+
+def test_the_operators_queues_show_use_beside_quota_in_the_pools_own_resources():
+    # issue 80, item 8: queues of --queues (no ExecutorPool) showed "- / -" and a flat chart
+    a = {"name": "a", "nominal": {"cpu": 4}, "borrowingLimit": {"cpu": 1}}
+    doc = pending(cpu_pool([a, {"name": "b", "nominal": {"cpu": 4}}], a=6))
+    ((view,),) = [model.pool_views([], doc)]
+    assert view["name"] == "default"
+    assert view["use"] == "cpu 5 / 8, pods 5 / 10 in use"
+    rows = {q["name"]: q for q in view["queues"]}
+    assert [rows["a"][k] for k in ("used", "borrowed", "lent", "waiting")] == [
+        "pods 5, cpu 5 / 4",
+        "cpu 1",
+        "cpu 0",
+        1,
+    ]
+    assert [rows["b"][k] for k in ("used", "borrowed", "lent")] == [
+        "pods 0, cpu 0 / 4",
+        "cpu 0",
+        "cpu 1",
+    ]
+    assert rows["a"]["shares"] == {"cpu": 1.25} and rows["b"]["shares"] == {"cpu": 0.0}
+    drawn = svg.spark_svg([(T0, rows["a"]["shares"])], T0 + 30)
+    assert 'data-resource="cpu"' in drawn and 'class="quota"' in drawn
+
+
+def test_a_pool_without_queues_shows_its_whole_use_from_either_source():
+    # issue 80, item 8: a node pool showed executors busy, no CPU, and a queue table of no rows
+    doc = pending(cpu_pool(None, whole=9))
+    ((view,),) = [model.pool_views([], doc)]
+    (row,) = view["queues"]
+    assert (row["name"], row["used"], row["borrowed"]) == (
+        "",
+        "pods 8 / 10, cpu 8 / 8",
+        "no other queue",
+    )
+    assert row["waiting"] == 1 and row["shares"] == {"cpu": 1.0}
+    nodes = {  # (what its ExecutorPool says, when the visibility API cannot be read)
+        "metadata": {"name": "nodes"},
+        "spec": {"size": 330, "nodeSelector": {}},
+        "status": {
+            "size": 330,
+            "busy": 15,
+            "pending": 36,
+            "capacity": {"cpu": "24", "memory": "96Gi"},
+            "used": {"cpu": "9500m", "memory": "40Gi"},
+        },
+    }
+    ((view,),) = [model.pool_views([nodes], None)]
+    assert view["use"] == (
+        "cpu 9.5 / 24, memory 40Gi / 96Gi, pods 15 / 330 in use, 36 workflows not finished"
+    )
+    (row,) = view["queues"]
+    assert row["used"] == "pods 15 / 330, cpu 9.5 / 24, memory 40Gi / 96Gi"
+    assert row["shares"] == {"cpu": 9.5 / 24, "memory": 40 / 96}
+
+
+def test_an_executorpools_queues_show_use_beside_quota_from_its_status():
     pool = {
         "metadata": {"name": "shared"},
         "spec": {"size": 4, "queues": [{"name": "a", "nominal": {"pods": 2}}]},
@@ -89,13 +176,24 @@ def test_pools_show_quota_beside_use_and_the_default_pool_from_the_visibility_ap
             ],
         },
     }
-    visibility = {"pools": [{"name": "default", "queues": [{"name": "", "waiting": []}]}]}
-    views = model.pool_views([pool], visibility)
+    old = {"pools": [{"name": "default", "queues": [{"name": "", "waiting": []}]}]}
+    views = model.pool_views([pool], old)  # (an operator whose visibility API has no use)
     assert [v["name"] for v in views] == ["shared", "default"]
-    assert views[1]["queues"][0]["used"] is None  # (no ExecutorPool: its use is not known)
+    assert views[1]["queues"][0]["used"] == "not reported"
     (a,) = views[0]["queues"]
-    assert (a["usedPods"], a["nominalPods"], a["waiting"]) == (3.0, 2.0, 2)
-    assert a["borrowed"] == {"pods": "1"} and views[0]["following"].startswith("sjf-cp")
+    assert (a["used"], a["borrowed"], a["lent"], a["waiting"]) == (
+        "pods 3 / 2",
+        "pods 1",
+        "pods 0",
+        2,
+    )
+    assert a["shares"] == {"pods": 1.5} and views[0]["following"].startswith("sjf-cp")
+
+
+def test_amounts_read_as_people_read_them():
+    assert model.amount("cpu", [9500, 24000]) == ["9.5", "24"]
+    assert model.amount("memory", [40 * 2**30 * 1000, 96 * 2**30 * 1000]) == ["40Gi", "96Gi"]
+    assert model.amount("memory", [int(1.5 * 2**20) * 1000, 2**30 * 1000]) == ["0Gi", "1Gi"]
 
 
 def test_without_the_visibility_api_pending_workflows_say_what_their_status_says():
@@ -130,9 +228,9 @@ def test_with_it_only_the_namespaces_the_user_may_list_are_shown():
 def test_the_samples_keep_the_last_hour():
     samples = model.Samples()
     for t in range(0, 5000, 1000):
-        samples.add(T0 + t, [{"name": "p", "queues": [{"name": "a", "usedPods": t / 1000}]}])
-    assert [v for _, v in samples.of("p", "a")] == [1.0, 2.0, 3.0, 4.0]
-    drawn = svg.spark_svg(samples.of("p", "a"), 2.0, T0 + 4000)
+        samples.add(T0 + t, [{"name": "p", "queues": [{"name": "a", "shares": {"cpu": t / 2000}}]}])
+    assert [v["cpu"] for _, v in samples.of("p", "a")] == [0.5, 1.0, 1.5, 2.0]
+    drawn = svg.spark_svg(samples.of("p", "a"), T0 + 4000)
     assert drawn.count("<polyline") == 1 and 'class="quota"' in drawn
 
 
