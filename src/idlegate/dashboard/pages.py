@@ -100,10 +100,10 @@ function poolCard(pools, p) {
   if (!card) {
     card = el("div", null, "card pool");
     card.dataset.pool = p.name;
-    card.append(el("h3", "Pool " + p.name), el("p", null, "muted use"), el("p", null, "following"),
+    card.append(el("h3", "Pool " + p.name), el("p", null, "muted pool-use"), el("p", null, "following"),
                 el("table", null, "queues"), el("div", null, "sentences"));
   }
-  text(card.querySelector(".use"), p.use);
+  text(card.querySelector(".pool-use"), p.use);
   text(card.querySelector(".following"), p.following ? "Follows: " + p.following : "");
   table(card.querySelector("table.queues"),
     ["queue", "used / quota", "borrowed", "lent", "waiting", "last hour"],
