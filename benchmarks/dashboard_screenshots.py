@@ -34,7 +34,6 @@ from tests.dashboard_helpers import (
 from tests.e2e import DWF, stage, workflow
 from tests.k8s.harness import serving_crd
 
-
 OUT = Path("out")
 """Where the PNGs go by default (untracked)."""
 DOCS = Path("docs/img")

@@ -101,6 +101,9 @@ class Samples:
 
 # -- a pool's use, in its own resources ------------------------------------------------------
 
+_AMOUNTS = ("nominal", "used", "borrowed", "lent")
+"""What the visibility API's ``use`` says of each queue, in the pool's resources."""
+
 
 def use_of_visibility(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     """A pool's use as the visibility API gives it (``use``: `idlegate.api.queueing.pool_use`),
@@ -124,9 +127,6 @@ def use_of_visibility(entry: Mapping[str, Any]) -> dict[str, Any] | None:
         "used": of(use.get("used")),
         "queues": queues,
     }
-
-
-_AMOUNTS = ("nominal", "used", "borrowed", "lent")
 
 
 def use_of_status(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -227,7 +227,9 @@ def pool_views(
     when it can be read, else the ExecutorPool's status."""
     seen = {p["name"]: p for p in (visibility or {}).get("pools", ())}
     out = []
-    named = [(str((o.get("metadata") or {}).get("name", "")), o) for o in objects]
+    named: list[tuple[str, Mapping[str, Any] | None]] = [
+        (str((o.get("metadata") or {}).get("name", "")), o) for o in objects
+    ]
     named += [(name, None) for name in seen if name not in {n for n, _ in named}]
     for name, obj in named:
         entry = seen.get(name)
@@ -243,11 +245,12 @@ def pool_views(
             unknown = {"used": "not reported", "borrowed": "", "lent": "", "shares": {}}
             queues = [{"name": q, **unknown, "waiting": n} for q, n in counts.items()]
         pending = status.get("pending")
+        pending = f"{pending} workflow{'s' if pending != 1 else ''}" if pending else None
         line = use_line(use) if use is not None else "use not reported yet"
         out.append(
             {
                 "name": name,
-                "use": line + (f", {pending} workflows not finished" if pending else ""),
+                "use": line + (f", {pending} not finished" if pending else ""),
                 "policy": status.get("policy", ""),
                 "following": status.get("following") or "",
                 "queues": queues,

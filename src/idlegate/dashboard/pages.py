@@ -19,7 +19,7 @@ table{border-collapse:collapse;background:#fff}td,th{border-bottom:1px solid #e5
 padding:4px 8px;text-align:left;vertical-align:top}th{font-weight:600;background:#f0f2f5}
 .muted{color:#6b7280}.small{font-size:10px}
 .spark .use{fill:none;stroke-width:1.5}.spark .quota{stroke:#9ca3af;stroke-dasharray:3 3}
-.spark{background:#f9fafb;border:1px solid #e5e7eb}.spark .r0{stroke:#2563eb;fill:#2563eb}
+.spark .plot{fill:#f9fafb;stroke:#e5e7eb}.spark .r0{stroke:#2563eb;fill:#2563eb}
 .spark .r1{stroke:#d97706;fill:#d97706}.spark .r2{stroke:#059669;fill:#059669}
 .spark .r3{stroke:#9333ea;fill:#9333ea}.spark .use.r0,.spark .use.r1,.spark .use.r2,
 .spark .use.r3{fill:none}.spark text{stroke:none}

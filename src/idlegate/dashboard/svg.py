@@ -106,7 +106,7 @@ def spark_svg(
     line per resource, with the bound as a dashed line at 100 %. The time axis spans what
     was sampled (at least a minute, at most `window`: a dashboard started a minute ago
     draws that minute across the chart, and says so)."""
-    w, h = 220, 44
+    w, h, side = 220, 44, 70  # (the plot, then a column for its legend: never over a line)
     shown = [(t, v) for t, v in series if now - t <= window]
     if shown:  # (the last sample holds until now: a line from the first reading on)
         shown.append((now, shown[-1][1]))
@@ -126,12 +126,13 @@ def spark_svg(
         lines.append(
             f'<polyline class="use r{i % 4}" data-resource="{label}" points="{points}">'
             f"<title>{label}, share of its quota</title></polyline>"
-            f'<text class="small r{i % 4}" x="4" y="{10 + 10 * i}">{label}</text>'
+            f'<text class="small r{i % 4}" x="{w + 4}" y="{10 + 10 * i}">{label}</text>'
         )
     quota = f'<line class="quota" x1="0" x2="{w}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}"/>'
     label = f"last {span / 60:.0f} min"
     return (
-        f'<svg class="spark" width="{w}" height="{h}" role="img" '
-        f'aria-label="use beside quota, {label}">{quota}{"".join(lines)}'
-        f'<text class="small" x="{w - 4}" y="10" text-anchor="end">{label}</text></svg>'
+        f'<svg class="spark" width="{w + side}" height="{h}" role="img" '
+        f'aria-label="use beside quota, {label}">'
+        f'<rect class="plot" width="{w}" height="{h}"/>{quota}{"".join(lines)}'
+        f'<text class="small" x="{w + 4}" y="{h - 4}">{label}</text></svg>'
     )
