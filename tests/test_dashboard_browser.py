@@ -18,10 +18,12 @@ holds; the timeouts are safety nets against a hang, never bounds on speed.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,11 +101,22 @@ def board(cluster: Cluster) -> Iterator[DashboardThread]:
         yield b
 
 
+@contextlib.contextmanager
+def dashboard(page: Page, kubeconfig: Path, **options: Any) -> Iterator[DashboardThread]:
+    """A dashboard of one test's own, which `page` leaves before it stops (else the page's
+    next poll finds it gone, a console error that fails the test on a slow machine)."""
+    with DashboardThread(kubeconfig, **options) as b:
+        try:
+            yield b
+        finally:
+            page.goto("about:blank")
+
+
 def test_the_queue_shows_its_status_and_each_waiting_workflow_its_reason(
     cluster: Cluster, board: DashboardThread, page: Page
 ) -> None:
     said = "fair: 8 % lower mean JCT than sjf-cp on a replay of the last 40 workflows"
-    followed = {
+    followed: dict[str, Any] = {
         "metadata": {"name": "shared.followed", "namespace": "default"},
         "involvedObject": {"apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool"},
         "reason": "PolicyFollowed",
@@ -141,8 +154,12 @@ def test_a_forecast_in_the_status_is_shown(cluster: Cluster, page: Page) -> None
     assert "forecast" in status_of(cluster.api, cluster.pooled, "waiter")
     # (the dashboard's clock stands still: the relative times read the same however long
     # a loaded machine takes to get here)
-    with DashboardThread(
-        cluster.api.kubeconfig, namespaces=[], visibility=cluster.visibility, clock=lambda: now
+    with dashboard(
+        page,
+        cluster.api.kubeconfig,
+        namespaces=[],
+        visibility=cluster.visibility,
+        clock=lambda: now,
     ) as b:
         page.goto(b.url)
         waiter = page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')
@@ -198,7 +215,7 @@ def test_an_api_outage_shows_a_banner_that_goes_when_the_api_is_back(
 ) -> None:
     with (
         FaultProxy(cluster.api, tmp_path) as proxy,
-        DashboardThread(proxy.kubeconfig, namespaces=[], visibility=cluster.visibility) as b,
+        dashboard(page, proxy.kubeconfig, namespaces=[], visibility=cluster.visibility) as b,
     ):
         page.goto(b.url)
         banner = page.locator("#banner")
@@ -226,7 +243,7 @@ def test_a_namespace_rbac_refuses_is_not_shown_at_all(
     names = [cluster.pooled, cluster.secret, cluster.plain]
     with (
         RbacProxy(cluster.api, tmp_path, forbidden={cluster.secret}) as proxy,
-        DashboardThread(proxy.kubeconfig, namespaces=names, visibility=cluster.visibility) as b,
+        dashboard(page, proxy.kubeconfig, namespaces=names, visibility=cluster.visibility) as b,
     ):
         page.goto(b.url)
         expect(page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')).to_have_count(
@@ -251,7 +268,7 @@ def test_pools_on_nodes_show_use_beside_quota_for_every_queue(
     for api in serving_crd(directory):
         with (
             node_cluster(api, directory) as nodes,
-            DashboardThread(api.kubeconfig, namespaces=[], visibility=nodes.visibility) as b,
+            dashboard(page, api.kubeconfig, namespaces=[], visibility=nodes.visibility) as b,
         ):
             page.goto(b.url)
             default = page.locator(".pool[data-pool=default]")

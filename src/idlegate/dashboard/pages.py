@@ -156,8 +156,13 @@ function drawWorkflow(w) {
     if (e.dataset.spec !== svg) { e.dataset.spec = svg; e.innerHTML = svg; }
   }
   document.getElementById("gantt").dataset.pods = w.pods;
+  const seen = new Map();  // (a key per Event that stays as newer ones come first)
   table(document.getElementById("events"), ["time", "type", "reason", "message"],
-    w.events.map((e, i) => ({key: e.time + " " + e.reason + " " + e.message + " " + i, cells: [e.time, e.type, e.reason, e.message]})));
+    w.events.map(e => {
+      const base = [e.time, e.type, e.reason, e.message].join(" ");
+      seen.set(base, (seen.get(base) || 0) + 1);
+      return {key: base + " #" + seen.get(base), cells: [e.time, e.type, e.reason, e.message]};
+    }));
   document.body.dataset.ready = "1";
 }
 async function tick() {
