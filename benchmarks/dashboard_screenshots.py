@@ -3,7 +3,7 @@ docs/img/dashboard-workflow.png), taken in Debian's chromium (Playwright) of the
 browser tests check: the real operator on the test API server running ExecutorPool
 ``shared`` with two queues, one workflow running, two waiting (one with a forecast set on
 its status), a finished diamond (tests/dashboard_helpers.py, ``demo_cluster``), and a minute
-of short workflows in queue ``b`` for its chart (about two minutes in all).
+of short workflows in queue ``b`` for its chart (about a minute in all).
 
     .venv/bin/python -m benchmarks.dashboard_screenshots          # writes out/dashboard-*.png
     .venv/bin/python -m benchmarks.dashboard_screenshots --docs   # redraws docs/img's copies
