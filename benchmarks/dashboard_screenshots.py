@@ -3,11 +3,15 @@ docs/img/dashboard-workflow.png), taken in Debian's chromium (Playwright) of the
 browser tests check: the real operator on the test API server running ExecutorPool
 ``shared`` with two queues, one workflow running, two waiting (one with a forecast set on
 its status), a finished diamond (tests/dashboard_helpers.py, ``demo_cluster``), and a minute
-of short workflows in queue ``b`` for its chart (about two minutes in all).
+of short workflows in queue ``b`` for its chart (about a minute in all).
 
-    .venv/bin/python -m benchmarks.dashboard_screenshots [--out docs/img]
+    .venv/bin/python -m benchmarks.dashboard_screenshots          # writes out/dashboard-*.png
+    .venv/bin/python -m benchmarks.dashboard_screenshots --docs   # redraws docs/img's copies
 
-(run from the repository root: the script imports the test API server from tests/k8s).
+(run from the repository root: the script imports the test API server from tests/k8s). By
+default the PNGs go to out/ (untracked), as every command a user copies from the docs
+writes there; ``--docs`` is for the maintainer who changes the page and redraws the
+tracked pictures, ``--out DIR`` for anywhere else.
 """
 
 from __future__ import annotations
@@ -30,16 +34,30 @@ from tests.dashboard_helpers import (
 from tests.e2e import DWF, stage, workflow
 from tests.k8s.harness import serving_crd
 
+OUT = Path("out")
+"""Where the PNGs go by default (untracked)."""
+DOCS = Path("docs/img")
+"""The docs' tracked copies (``--docs``)."""
+
+
+def folder(argv: list[str] | None = None) -> Path:
+    """The folder the two PNGs go to, from the command line `argv`."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--out", type=Path, default=OUT, help="the folder the two PNGs go to (default: out)"
+    )
+    where.add_argument(
+        "--docs",
+        action="store_true",
+        help="write docs/img's tracked copies, which docs/dashboard.md shows (maintainers)",
+    )
+    args = parser.parse_args(argv)
+    return DOCS if args.docs else Path(args.out)
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("docs/img"),
-        help="the folder the two PNGs go to (default: docs/img, the docs' tracked copies)",
-    )
-    out = parser.parse_args().out
+    out = folder()
     browser_path = chromium()
     if browser_path is None:
         sys.exit("Error: Debian's chromium is not installed; run `make chromium`")

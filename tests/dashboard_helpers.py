@@ -170,3 +170,58 @@ def demo_cluster(api: ApiServer, scale: float = 1.0) -> Iterator[Cluster]:
         ended = wait_phase(api, plain, "diamond", ("Succeeded", "Failed"), 60)
         assert ended["phase"] == "Succeeded", ended
         yield Cluster(api, pooled, secret, plain, f"http://127.0.0.1:{operator.endpoints.port}")
+
+
+@dataclass
+class NodeCluster:
+    api: ApiServer
+    namespace: str
+    visibility: str
+
+
+@contextlib.contextmanager
+def node_cluster(api: ApiServer, directory: Path) -> Iterator[NodeCluster]:
+    """Issue 80's page on nodes: the operator's default pool follows nodes ``node-0`` and
+    ``node-1`` (label ``pool=main``, 8 CPU each) with queues ``a`` (4 CPU, no borrowing)
+    and ``b`` (4 CPU) from its ``--queues`` file, and ExecutorPool ``np`` follows
+    ``node-2`` (``pool=np``) without queues; tasks of 2 CPU run for good: three in ``a``
+    (two run, one waits at its quota), one in ``b``, one in ``np``."""
+    from idlegate.api.queueing import QueueFile
+    from tests.k8s.apiserver import NODES
+    from tests.k8s.scheduler import node
+    from tests.nodes_e2e import requests
+
+    for i, label in enumerate(("main", "main", "np")):
+        api.create(NODES, node(f"node-{i}", cpu="8", memory="32Gi", labels={"pool": label}))
+    namespace = new_namespace(api, "dash-nodes")
+    queues = Path(directory) / "queues.yaml"
+    queues.write_text(
+        "- {name: a, nominal: {cpu: 4}, borrowingLimit: {cpu: 0}}\n- {name: b, nominal: {cpu: 4}}\n"
+    )
+    spec = {"size": 110, "nodeSelector": {"matchLabels": {"pool": "np"}}}
+    pool = {"apiVersion": API_VERSION, "kind": POOL_KIND, "metadata": {"name": "np"}}
+    api.create(POOLS, {**pool, "spec": spec})
+    template = {"spec": {"containers": [{"name": "t", "image": "b", "resources": requests("m")}]}}
+    with (
+        SimKubelet(api, namespace, time_factor=1 / SPEED),
+        running_operator(
+            api,
+            namespace,
+            pool=220,
+            pool_nodes="pool=main",
+            queues=QueueFile.parse(str(queues)),
+            metrics_port=0,
+            listen_host="127.0.0.1",
+        ) as operator,
+    ):
+        for name, queue, pool_name in [
+            ("a-0", "a", None),
+            ("a-1", "a", None),
+            ("a-2", "a", None),
+            ("b-0", "b", None),
+            ("np-0", None, "np"),
+        ]:
+            body = workflow(name, stage("s", 1, FOREVER, template=template))
+            body["spec"] |= {"queueName": queue} if queue else {"pool": pool_name}
+            api.create(DWF, body, namespace=namespace)
+        yield NodeCluster(api, namespace, f"http://127.0.0.1:{operator.endpoints.port}")

@@ -18,9 +18,12 @@ holds; the timeouts are safety nets against a hang, never bounds on speed.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +35,7 @@ from tests.dashboard_helpers import (
     RbacProxy,
     chromium,
     demo_cluster,
+    node_cluster,
     queue_status,
 )
 from tests.e2e import (
@@ -97,11 +101,22 @@ def board(cluster: Cluster) -> Iterator[DashboardThread]:
         yield b
 
 
+@contextlib.contextmanager
+def dashboard(page: Page, kubeconfig: Path, **options: Any) -> Iterator[DashboardThread]:
+    """A dashboard of one test's own, which `page` leaves before it stops (else the page's
+    next poll finds it gone, a console error that fails the test on a slow machine)."""
+    with DashboardThread(kubeconfig, **options) as b:
+        try:
+            yield b
+        finally:
+            page.goto("about:blank")
+
+
 def test_the_queue_shows_its_status_and_each_waiting_workflow_its_reason(
     cluster: Cluster, board: DashboardThread, page: Page
 ) -> None:
     said = "fair: 8 % lower mean JCT than sjf-cp on a replay of the last 40 workflows"
-    followed = {
+    followed: dict[str, Any] = {
         "metadata": {"name": "shared.followed", "namespace": "default"},
         "involvedObject": {"apiVersion": "idlegate.io/v1alpha1", "kind": "ExecutorPool"},
         "reason": "PolicyFollowed",
@@ -117,7 +132,7 @@ def test_the_queue_shows_its_status_and_each_waiting_workflow_its_reason(
     expect(shared.locator(".sentence")).to_contain_text(said)  # (why: the pool's Events)
     status = queue_status(cluster.api, "a")
     row = page.locator(".pool[data-pool=shared] tr.queue[data-queue=a]")
-    expect(row).to_contain_text(f"pods {status['used']['pods']} / pods 1")
+    expect(row).to_contain_text(f"pods {status['used']['pods']} / 1")
     expect(row.locator("td").nth(4)).to_have_text(str(status["waiting"]))
     expect(row.locator("svg.spark polyline")).to_have_count(1)
     waiter = page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')
@@ -125,24 +140,44 @@ def test_the_queue_shows_its_status_and_each_waiting_workflow_its_reason(
     expect(waiter).to_contain_text("queue a: pods 1/1 used, no borrowing allowed")
     expect(waiter.locator("td").first).to_have_text("1")
     expect(waiter).to_contain_text("no forecast yet")
-    expect(page.locator(".pool[data-pool=default]")).to_have_count(1)
+    # the operator's default pool has no ExecutorPool: its use is the visibility API's
+    whole = page.locator(".pool[data-pool=default] tr.queue")
+    expect(whole).to_have_count(1)
+    expect(whole).to_contain_text(re.compile(r"\(whole pool\)pods \d+ / 4"))
 
 
-def test_a_forecast_in_the_status_is_shown(
-    cluster: Cluster, board: DashboardThread, page: Page
-) -> None:
+def test_a_forecast_in_the_status_is_shown(cluster: Cluster, page: Page) -> None:
     now = time.time()
     forecast = Forecast(now, now + 600, (now + 300, now + 900), now + 1200, (now + 900, now + 1800))
     status = {"status": {"forecast": dump_forecast(forecast)}}
     cluster.api.patch(DWF, cluster.pooled, "waiter", status, subresource="status")
     assert "forecast" in status_of(cluster.api, cluster.pooled, "waiter")
-    page.goto(board.url)
-    waiter = page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')
-    expect(waiter.locator(".fc-ok")).to_contain_text("start in 10m")
-    expect(waiter.locator(".fc-ok")).to_contain_text("finish in 20m")
-    waiter.locator("a").click()
-    expect(page.locator("#forecast")).to_contain_text("start in 10m")
-    expect(page.locator("svg.dag g.stage[data-state=ready]")).to_have_count(1)
+    # (the dashboard's clock stands still: the relative times read the same however long
+    # a loaded machine takes to get here)
+    with dashboard(
+        page,
+        cluster.api.kubeconfig,
+        namespaces=[],
+        visibility=cluster.visibility,
+        clock=lambda: now,
+    ) as b:
+        page.goto(b.url)
+        waiter = page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')
+        expect(waiter.locator(".fc-ok")).to_contain_text("start in 10m")
+        expect(waiter.locator(".fc-ok")).to_contain_text("finish in 20m")
+        # issue 80, item 10: each poll redrew the table, so a click could land on a link
+        # a redraw had just taken away (on a loaded machine, the page never navigated);
+        # now the polls keep the elements they do not change
+        link = waiter.locator("a")
+        expect(link).to_have_attribute("href", f"/workflow/{cluster.pooled}/waiter")
+        kept = link.element_handle()
+        drawn = int(page.locator("body").get_attribute("data-draws") or 0)
+        page.wait_for_function(f"Number(document.body.dataset.draws) >= {drawn + 2}", timeout=NET)
+        assert kept.evaluate("a => a.isConnected")
+        link.click()
+        expect(page).to_have_url(f"{b.url}/workflow/{cluster.pooled}/waiter")
+        expect(page.locator("#forecast")).to_contain_text("start in 10m")
+        expect(page.locator("svg.dag g.stage[data-state=ready]")).to_have_count(1)
 
 
 def test_the_page_follows_a_change_without_a_reload(
@@ -180,7 +215,7 @@ def test_an_api_outage_shows_a_banner_that_goes_when_the_api_is_back(
 ) -> None:
     with (
         FaultProxy(cluster.api, tmp_path) as proxy,
-        DashboardThread(proxy.kubeconfig, namespaces=[], visibility=cluster.visibility) as b,
+        dashboard(page, proxy.kubeconfig, namespaces=[], visibility=cluster.visibility) as b,
     ):
         page.goto(b.url)
         banner = page.locator("#banner")
@@ -188,7 +223,12 @@ def test_an_api_outage_shows_a_banner_that_goes_when_the_api_is_back(
         expect(banner).to_be_hidden()
         proxy.set(outage=True)
         expect(banner).to_be_visible()
-        expect(banner).to_contain_text("Kubernetes API outage")
+        # (a sentence of what is out and what to check, and since when the page is old)
+        expect(banner).to_contain_text(
+            f"The Kubernetes API server at {proxy.url} answers 503 to GET /api/v1/namespaces"
+        )
+        expect(banner).to_contain_text("kubectl get --raw /readyz")
+        expect(banner).to_contain_text("The page shows what was read at")
         expect(page.locator(".pool[data-pool=shared]")).to_have_count(1)  # (what it said last)
         proxy.set(outage=False)
         expect(banner).to_be_hidden()
@@ -203,7 +243,7 @@ def test_a_namespace_rbac_refuses_is_not_shown_at_all(
     names = [cluster.pooled, cluster.secret, cluster.plain]
     with (
         RbacProxy(cluster.api, tmp_path, forbidden={cluster.secret}) as proxy,
-        DashboardThread(proxy.kubeconfig, namespaces=names, visibility=cluster.visibility) as b,
+        dashboard(page, proxy.kubeconfig, namespaces=names, visibility=cluster.visibility) as b,
     ):
         page.goto(b.url)
         expect(page.locator(f'#waiting tr[data-workflow="{cluster.pooled}/waiter"]')).to_have_count(
@@ -217,3 +257,33 @@ def test_a_namespace_rbac_refuses_is_not_shown_at_all(
         expect(page.locator("#banner")).to_be_hidden()
         page.goto(f"{b.url}/workflow/{cluster.secret}/secret-wait")
         expect(page.locator("#phase")).to_have_text("not found, or not yours to read")
+
+
+def test_pools_on_nodes_show_use_beside_quota_for_every_queue(
+    page: Page, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # issue 80, item 8: a pool on nodes showed "executors busy" and no queue row, and the
+    # queues of --queues "- / -" and a flat chart, while their workflows used CPU
+    directory = tmp_path_factory.mktemp("nodes")
+    for api in serving_crd(directory):
+        with (
+            node_cluster(api, directory) as nodes,
+            dashboard(page, api.kubeconfig, namespaces=[], visibility=nodes.visibility) as b,
+        ):
+            page.goto(b.url)
+            default = page.locator(".pool[data-pool=default]")
+            expect(default.locator(".pool-use")).to_contain_text("cpu 6 / 16, memory 12Gi / 64Gi")
+            a, b_row = (default.locator(f"tr.queue[data-queue={q}]") for q in "ab")
+            expect(a.locator("td").nth(1)).to_have_text("pods 2, cpu 4 / 4, memory 8Gi")
+            expect(a.locator("td").nth(4)).to_have_text("1")
+            expect(b_row.locator("td").nth(1)).to_have_text("pods 1, cpu 2 / 4, memory 4Gi")
+            expect(b_row.locator("td").nth(3)).to_have_text("cpu 0")
+            for row in (a, b_row):
+                expect(row.locator("svg.spark polyline[data-resource=cpu]")).to_have_count(1)
+            np = page.locator(".pool[data-pool=np]")
+            expect(np.locator(".pool-use")).to_contain_text("cpu 2 / 8, memory 4Gi / 32Gi")
+            (whole,) = [np.locator("tr.queue")]
+            expect(whole).to_have_count(1)
+            expect(whole.locator("td").nth(1)).to_have_text(
+                "pods 1 / 110, cpu 2 / 8, memory 4Gi / 32Gi"
+            )

@@ -208,7 +208,7 @@ def test_the_table_fits_a_terminal_and_lists_the_started_apart_unnumbered():
     ]  # fmt: skip
     details = " ".join(line.strip() for line in lines[2 : lines.index("")])
     assert reason in details  # (wrapped, never cut)
-    assert "80 % intervals: start in 2m – in 7m, finish in 11m – in 21m" in details
+    assert "start in 4m (in 2m – in 7m), finish in 15m (in 11m – in 21m)" in details
     apart = lines[lines.index("") + 1 :]
     assert apart[0] == "Started, waiting for room for a next stage:"
     assert apart[1].split()[:4] == ["shared", "a", "-", "t/first"]

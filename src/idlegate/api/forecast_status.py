@@ -213,17 +213,36 @@ def relative(t: float, now: float) -> str:
     return f"in {text}" if d > 0 else f"{text} ago"
 
 
-def describe(forecast: Forecast | Unavailable | None, now: float) -> str:
-    """One line for a table or a page: ``start in 4m (2m–7m), finish in 15m (11m–21m)``."""
+def describe(
+    forecast: Forecast | Unavailable | None, now: float, started: bool | None = None
+) -> str:
+    """One line for a table or a page: ``start in 4m (in 2m – in 7m), finish in 15m (in 11m
+    – in 21m)``. `started`: whether the workflow has started (False: it waits to start;
+    True: it runs; None: not known, or it ended, and the times are said as forecast). A
+    workflow not started cannot start, nor one not ended finish, before `now`: a time of
+    an old forecast (one made before an outage) that lies in the past is said to be due,
+    an interval's end in the past is said as ``now``, and the forecast's age is added, so
+    that no line reads "finish in 3m (15s ago – in 7m)" of a workflow that waits."""
     if forecast is None:
         return "no forecast yet"
     if isinstance(forecast, Unavailable):
         return f"forecast unavailable: {forecast.reason}"
+    stale = False
 
-    def span(t: float, lo: float, hi: float) -> str:
+    def span(t: float, lo: float, hi: float, pending: bool) -> str:
+        nonlocal stale
+        if pending and hi < now - 1:
+            stale = True
+            return f"overdue (its 80 % interval ended {relative(hi, now)})"
+        if pending and t < now - 1:
+            stale = True
+            return f"due {relative(t, now)} (80 %: by {relative(hi, now)})"
+        if pending and lo < now:
+            stale = stale or lo < now - 1
+            lo = now
         return f"{relative(t, now)} ({relative(lo, now)} – {relative(hi, now)})"
 
-    return (
-        f"start {span(forecast.start, *forecast.start_interval)}, "
-        f"finish {span(forecast.finish, *forecast.finish_interval)}"
-    )
+    start = span(forecast.start, *forecast.start_interval, pending=started is False)
+    finish = span(forecast.finish, *forecast.finish_interval, pending=started is not None)
+    said = f"start {start}, finish {finish}"
+    return f"{said}; forecast made {relative(forecast.computed_at, now)}" if stale else said

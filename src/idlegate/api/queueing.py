@@ -30,11 +30,18 @@ from idlegate.api.labels import LABEL_QUEUE
 from idlegate.api.routing import NoPlaceError, Routing
 from idlegate.errors import IdlegateError
 from idlegate.sim.queues import QueueSpec, check_cohort, queue_of, queues_from, read_queues
-from idlegate.sim.resources import MILLI, ResourceVector, format_quantities
+from idlegate.sim.resources import (
+    MILLI,
+    ResourceVector,
+    binary_units,
+    format_quantities,
+    format_quantity,
+)
 
 if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
     from idlegate.sim.admission_result import AdmissionResult
+    from idlegate.sim.cluster import Cluster
     from idlegate.sim.protocol import Job
 
 QUEUE_NOT_FOUND = "QueueNotFound"
@@ -167,6 +174,43 @@ def status_rows(
         }
         for q, r in enumerate(result.queues)
     ]
+
+
+def pool_use(cluster: Cluster) -> dict[str, Any]:
+    """What a pool uses of each resource it counts, beside its capacity, and each queue's
+    use beside its nominal quota, with what it borrows and lends: the visibility API's
+    ``use`` (`idlegate.api.visibility.pool_entry`), for every pool, the default one too,
+    whose queues (``--queues``) have no ExecutorPool status to say it.
+
+    ``resources``: what the pool counts, pods (its executors) first, then CPU, memory,
+    GPUs as its capacity or nodes have them; every amount is a Kubernetes quantity
+    (``9500m``, ``40Gi``) of each of them, 0 included. A queue's ``nominal`` names only
+    the resources its quota names; a pool without queues has one, ``""``, with no quota:
+    the pool is its bound."""
+    dims = ("pods", *cluster.resource_names)
+    used = {"pods": cluster.busy * MILLI, **cluster.used_resources}
+
+    def amounts(values: Mapping[str, float], only: Sequence[str] = dims) -> dict[str, str]:
+        return {d: format_quantity(int(values.get(d, 0)), binary=binary_units(d)) for d in only}
+
+    out = {"resources": list(dims), "capacity": amounts(cluster.capacity), "used": amounts(used)}
+    result, admission = cluster.admission_result(), cluster.admission
+    if result is None or admission is None:
+        whole = {"name": "", "nominal": {}, "used": out["used"], "borrowed": {}, "lent": {}}
+        return {**out, "queues": [whole]}
+    queues = []
+    for q, r in enumerate(result.queues):
+        quota = {d: n for d, n in zip(result.dims, admission.nominal[q], strict=True) if n != inf}
+        queues.append(
+            {
+                "name": r.name,
+                "nominal": amounts(quota, list(quota)),
+                "used": amounts(dict(zip(result.dims, r.used, strict=True))),
+                "borrowed": amounts(dict(zip(result.dims, r.borrowed, strict=True)), list(quota)),
+                "lent": amounts(dict(zip(result.dims, r.lent, strict=True)), list(quota)),
+            }
+        )
+    return {**out, "queues": queues}
 
 
 def queues_summary(status: Sequence[dict[str, Any]]) -> str:

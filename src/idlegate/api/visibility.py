@@ -10,7 +10,11 @@ narrows it; :func:`narrow`), as JSON::
         {"position": 1, "namespace": "team-a", "name": "etl-7", "kind": "DagWorkflow",
          "priority": 100, "started": false, "waitingSeconds": 42.0,
          "reason": "queue a: pods 2/2 used, borrowing limit reached",
-         "forecast": null}]}]}],
+         "forecast": null}]}],
+       "use": {"resources": ["pods", "cpu"], "capacity": {"pods": "330", "cpu": "24"},
+               "used": {"pods": "15", "cpu": "9500m"},
+               "queues": [{"name": "a", "nominal": {"cpu": "10"}, "used": {"pods": "9",
+                           "cpu": "9500m"}, "borrowed": {"cpu": "0"}, "lent": {"cpu": "0"}}]}}],
      "unpooled": [{"namespace": ..., "name": ..., "kind": ..., "pool": "big",
                    "reason": "PoolNotFound"}]}
 
@@ -38,10 +42,12 @@ from idlegate.api import notices
 from idlegate.api.forecast_status import (
     Forecast,
     Unavailable,
+    describe,
     dump_forecast,
     parse_forecast,
     relative,
 )
+from idlegate.api.queueing import pool_use
 from idlegate.errors import IdlegateError
 
 API_VERSION = "visibility.idlegate.io/v1alpha1"
@@ -145,7 +151,9 @@ def _since(admission: Any, job: Any) -> float:
 
 
 def pool_entry(name: str, core: Any) -> dict[str, Any]:
-    """One pool's entry of the document, from its core (``cluster``, ``at``)."""
+    """One pool's entry of the document, from its core (``cluster``, ``at``): its queues'
+    waiting workflows, and what it and each queue use of its resources beside its capacity
+    and their quotas (``use``: `idlegate.api.queueing.pool_use`)."""
     cluster, now = core.cluster, float(core.at)
     queues = []
     for queue, entries in waiting_in_order(core):
@@ -172,7 +180,7 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
                 }
             )
         queues.append({"name": queue, "waiting": waiting})
-    return {"name": name, "queues": queues}
+    return {"name": name, "queues": queues, "use": pool_use(cluster)}
 
 
 def pending(pools: Any) -> dict[str, Any]:
@@ -201,7 +209,14 @@ def narrow(doc: Mapping[str, Any], pool: str | None, queue: str | None) -> dict[
         if pool is not None and p["name"] != pool:
             continue
         queues = [q for q in p["queues"] if queue is None or q["name"] == queue]
-        pools.append({**p, "queues": queues})
+        narrowed = {**p, "queues": queues}
+        if "use" in p:
+            use = p["use"]
+            narrowed["use"] = {
+                **use,
+                "queues": [q for q in use["queues"] if q["name"] in {w["name"] for w in queues}],
+            }
+        pools.append(narrowed)
     unpooled = [u for u in doc.get("unpooled", []) if pool is None or u["pool"] == pool]
     return {**doc, "pools": pools, "unpooled": unpooled if queue is None else []}
 
@@ -277,16 +292,10 @@ def _forecast_cells(found: Any, now: float, started: bool = False) -> tuple[str,
     if isinstance(forecast, Unavailable):
         return "unavailable", "unavailable", f"no forecast: {forecast.reason}"
 
-    def span(lo: float, hi: float) -> str:
-        return f"{relative(lo, now)} – {relative(hi, now)}"
-
-    said = (
-        f"80 % interval: finish {span(*forecast.finish_interval)}"
-        if started
-        else f"80 % intervals: start {span(*forecast.start_interval)}, finish "
-        f"{span(*forecast.finish_interval)}"
-    )
-    return relative(forecast.start, now), relative(forecast.finish, now), said
+    # (`describe` says an old forecast's past times as due, never as past of what waits)
+    start = "due" if not started and forecast.start < now else relative(forecast.start, now)
+    finish = "due" if forecast.finish < now else relative(forecast.finish, now)
+    return start, finish, describe(forecast, now, started=bool(started))
 
 
 def table(doc: Mapping[str, Any], now: float, width: int = WIDTH) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import ssl
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -46,6 +48,44 @@ class Reader:
         self.allowed: list[str] = []
         """Else the namespaces whose workflows it could list (the others are not shown)."""
 
+    @property
+    def host(self) -> str:
+        """The API server's address, as the kubeconfig gives it."""
+        return str(self.client.configuration.host)
+
+    def unreachable(self, exc: BaseException) -> str:
+        """What the user reads of a request that got no answer (`exc`, urllib3's
+        MaxRetryError around the socket's error): what cannot be reached and what to check,
+        in one sentence (never the exception's class name)."""
+        chain: list[BaseException] = []
+        found: BaseException | None = exc
+        while found is not None and found not in chain:
+            chain.append(found)
+            reason = getattr(found, "reason", None)
+            found = reason if isinstance(reason, BaseException) else found.__cause__
+            found = found or chain[-1].__context__
+        if any(
+            isinstance(e, socket.gaierror) or "NameResolution" in type(e).__name__ for e in chain
+        ):
+            what = "has a name that does not resolve"
+        elif any(isinstance(e, ConnectionRefusedError) for e in chain):
+            what = "refuses connections"
+        elif any(isinstance(e, ssl.SSLError) for e in chain):
+            what = (
+                "fails the TLS handshake (check the kubeconfig's certificate-authority "
+                "and the server's certificate)"
+            )
+        elif any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
+            what = f"does not answer within {self.timeout:g} s"
+        elif any(isinstance(e, ConnectionError) or "Protocol" in type(e).__name__ for e in chain):
+            what = "drops the connection"
+        else:
+            what = f"cannot be reached ({chain[-1]})"
+        return (
+            f"The Kubernetes API server at {self.host} {what}: check that the cluster runs "
+            "and that your kubeconfig's server address reaches it (kubectl cluster-info)."
+        )
+
     @classmethod
     def from_kubeconfig(cls, kubeconfig: Path | None) -> Reader:
         """The user's credentials: `kubeconfig`, else $KUBECONFIG or ~/.kube/config, else
@@ -70,11 +110,14 @@ class Reader:
             response = self.client.call_api(*prepared, _request_timeout=self.timeout)
             data = response.read()
         except Exception as exc:  # no answer at all: refused, reset, timed out
-            raise Outage(f"the API server does not answer ({type(exc).__name__})") from None
+            raise Outage(self.unreachable(exc)) from None
         if response.status in (401, 403, 404):
             raise Forbidden(f"GET {path}: {response.status}")
         if not 200 <= response.status < 300:
-            raise Outage(f"the API server answers {response.status} to GET {path}")
+            raise Outage(
+                f"The Kubernetes API server at {self.host} answers {response.status} to GET "
+                f"{path}: it runs but fails; check its health (kubectl get --raw /readyz)."
+            )
         return json.loads(data) if data else None
 
     async def get(self, path: str, **query: str) -> Any:

@@ -17,7 +17,7 @@ from idlegate.api.forecast_status import describe, parse_forecast
 from idlegate.api.labels import LABEL_STAGE
 from idlegate.api.visibility import only_namespaces
 from idlegate.errors import IdlegateError
-from idlegate.sim.resources import parse_quantity
+from idlegate.sim.resources import MILLI, binary_units, parse_quantity
 
 HOUR = 3600.0
 
@@ -33,102 +33,229 @@ def timestamp(value: Any) -> float | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
-def pods_of(amounts: Mapping[str, Any] | None) -> float:
-    """The pods of a quota or use mapping (``{"pods": "2", "cpu": "500m"}``), 0 if none."""
-    value = (amounts or {}).get("pods")
+def milli(value: Any) -> int:
+    """A quantity (``"500m"``, ``2``, ``"4Gi"``) in milli-units; 0 if absent or unreadable."""
     if value is None:
-        return 0.0
+        return 0
     try:
-        return parse_quantity(value) / 1000
+        return parse_quantity(value)
     except IdlegateError:
-        return 0.0
+        return 0
 
 
-def forecast_text(status: Mapping[str, Any] | None, now: float) -> tuple[str, str]:
-    """(the line shown, its state: ``none``, ``unavailable``, ``ok`` or ``bad``)."""
+def amount(resource: str, values: Sequence[int]) -> list[str]:
+    """Amounts of `resource` (milli-units) in one unit for people: CPU and counts as
+    decimals (``9.5``, not ``9500m``), memory in the largest binary unit of the largest
+    (``39.1Gi``)."""
+    if binary_units(resource):
+        top = max(values, default=0) / MILLI
+        suffix, size = next(
+            (
+                (s, 1024.0**p)
+                for s, p in (("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1))
+                if top >= 1024**p
+            ),
+            ("", 1.0),
+        )
+        return [f"{v / MILLI / size:.1f}".removesuffix(".0") + suffix for v in values]
+    return [f"{v / MILLI:.2f}".rstrip("0").rstrip(".") for v in values]
+
+
+def forecast_text(
+    status: Mapping[str, Any] | None, now: float, started: bool | None = None
+) -> tuple[str, str]:
+    """(the line shown, its state: ``none``, ``unavailable``, ``ok`` or ``bad``); `started`
+    as `idlegate.api.forecast_status.describe` takes it (times past `now` said honestly)."""
     try:
         found = parse_forecast(status)
     except IdlegateError as exc:
         return f"forecast unreadable: {exc}", "bad"
     state = "none" if found is None else "ok" if hasattr(found, "start") else "unavailable"
-    return describe(found, now), state
+    return describe(found, now, started), state
+
+
+def started_of(phase: Any) -> bool | None:
+    """Whether a workflow of `phase` has started (None: it ended)."""
+    return {"Pending": False, None: False, "Running": True}.get(phase)
 
 
 class Samples:
-    """Each queue's pods used, sampled at every refresh, for the last hour's chart (kept in
-    memory while the dashboard runs)."""
+    """Each queue's use, sampled at every refresh for the last hour's chart (kept in memory
+    while the dashboard runs): per resource charted, its share of the queue's bound."""
 
     def __init__(self, window: float = HOUR) -> None:
         self.window = window
-        self.series: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self.series: dict[tuple[str, str], deque[tuple[float, dict[str, float]]]] = {}
 
     def add(self, now: float, pools: Iterable[Mapping[str, Any]]) -> None:
         for pool in pools:
             for q in pool["queues"]:
                 found = self.series.setdefault((pool["name"], q["name"]), deque())
-                found.append((now, q["usedPods"]))
+                found.append((now, dict(q["shares"])))
                 while found and now - found[0][0] > self.window:
                     found.popleft()
 
-    def of(self, pool: str, queue: str) -> list[tuple[float, float]]:
+    def of(self, pool: str, queue: str) -> list[tuple[float, dict[str, float]]]:
         return list(self.series.get((pool, queue), ()))
+
+
+# -- a pool's use, in its own resources ------------------------------------------------------
+
+_AMOUNTS = ("nominal", "used", "borrowed", "lent")
+"""What the visibility API's ``use`` says of each queue, in the pool's resources."""
+
+
+def use_of_visibility(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A pool's use as the visibility API gives it (``use``: `idlegate.api.queueing.pool_use`),
+    in milli-units: ``resources``, ``capacity``, ``used`` and ``queues`` (each ``name``,
+    ``nominal``, ``used``, ``borrowed``, ``lent``); None from an operator that lacks it."""
+    use = entry.get("use")
+    if not isinstance(use, Mapping):
+        return None
+
+    def of(m: Any) -> dict[str, int]:
+        return {str(k): milli(v) for k, v in (m or {}).items()}
+
+    queues = [
+        {"name": str(q.get("name", "")), **{k: of(q.get(k)) for k in _AMOUNTS}}
+        for q in use.get("queues") or ()
+    ]
+    resources = [str(r) for r in use.get("resources") or ()]
+    return {
+        "resources": resources,
+        "capacity": of(use.get("capacity")),
+        "used": of(use.get("used")),
+        "queues": queues,
+    }
+
+
+def use_of_status(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A pool's use as its ExecutorPool says it (`use_of_visibility`'s shape): its status's
+    size, busy executors, capacity and use of its other resources, each queue's row of
+    ``status.queues`` (one ``""`` of the whole pool without queues) and its nominal quota
+    from the spec; None before the operator wrote a status."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if status.get("size") is None:
+        return None
+    capacity = {"pods": int(status["size"]) * MILLI} | {
+        str(k): milli(v) for k, v in (status.get("capacity") or {}).items()
+    }
+    used = {"pods": int(status.get("busy") or 0) * MILLI} | {
+        str(k): milli(v) for k, v in (status.get("used") or {}).items()
+    }
+    quotas = {
+        str(q.get("name")): {str(k): milli(v) for k, v in (q.get("nominal") or {}).items()}
+        for q in spec.get("queues") or ()
+    }
+    queues = []
+    for q in status.get("queues") or ():
+        name = str(q.get("name", ""))
+        nominal = quotas.get(name, {})
+        row = {k: {str(r): milli(v) for r, v in (q.get(k) or {}).items()} for k in _AMOUNTS[1:]}
+        row["borrowed"] = {r: row["borrowed"].get(r, 0) for r in nominal}
+        row["lent"] = {r: row["lent"].get(r, 0) for r in nominal}
+        queues.append({"name": name, "nominal": nominal, **row})
+    if not queues:
+        queues = [{"name": "", "nominal": {}, "used": used, "borrowed": {}, "lent": {}}]
+    return {"resources": list(capacity), "capacity": capacity, "used": used, "queues": queues}
+
+
+def _charted(use: Mapping[str, Any], queue: Mapping[str, Any]) -> dict[str, int]:
+    """What a queue's chart draws, each with its bound: the resources its quota names
+    (above 0), else the pool's capacity of those it counts beyond pods, else pods."""
+    named = {r: n for r, n in queue["nominal"].items() if n > 0}
+    if named:
+        return named
+    capacity = use["capacity"]
+    beyond = {r: capacity.get(r, 0) for r in use["resources"] if r != "pods"}
+    return beyond or {"pods": capacity.get("pods", 0)}
+
+
+def queue_row(use: Mapping[str, Any], queue: Mapping[str, Any], waiting: int) -> dict[str, Any]:
+    """A queue's row: its use of each resource the pool counts beside its quota (the
+    pool's capacity for the one queue of a pool without queues), what it borrows and
+    lends, its waiting workflows and each charted resource's share of its bound."""
+    whole = queue["name"] == "" and not queue["nominal"]
+    bounds = use["capacity"] if whole else queue["nominal"]
+    parts = []
+    for r in use["resources"]:
+        got, bound = queue["used"].get(r, 0), bounds.get(r)
+        if bound is None:
+            parts.append(f"{r} {amount(r, [got])[0]}")
+        else:
+            parts.append(f"{r} {' / '.join(amount(r, [got, bound]))}")
+
+    def said(m: Mapping[str, int]) -> str:
+        if whole:
+            return "no other queue"
+        if not queue["nominal"]:
+            return "no quota"
+        return ", ".join(f"{r} {amount(r, [v])[0]}" for r, v in m.items())
+
+    shares = {
+        r: queue["used"].get(r, 0) / bound for r, bound in _charted(use, queue).items() if bound > 0
+    }
+    return {
+        "name": queue["name"],
+        "used": ", ".join(parts),
+        "borrowed": said(queue["borrowed"]),
+        "lent": said(queue["lent"]),
+        "waiting": waiting,
+        "shares": shares,
+    }
+
+
+def use_line(use: Mapping[str, Any]) -> str:
+    """A pool's use of each resource it counts beside its capacity, CPU and the others
+    first: ``cpu 9.5 / 24, memory 39.1Gi / 96Gi, pods 15 / 330 in use``."""
+    order = [r for r in use["resources"] if r != "pods"] + ["pods"]
+    parts = [
+        f"{r} {' / '.join(amount(r, [use['used'].get(r, 0), use['capacity'].get(r, 0)]))}"
+        for r in order
+        if r in use["capacity"]
+    ]
+    return ", ".join(parts) + " in use"
 
 
 def pool_views(
     objects: Sequence[Mapping[str, Any]], visibility: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """Each ExecutorPool (and each pool the visibility API names without one: the operator's
-    default pool): its size, use, policy, what it follows and its queues (quota vs use)."""
+    """Each ExecutorPool, and each pool the visibility API names without one (the
+    operator's default pool, its queues those of ``--queues``): its use of its own
+    resources beside its capacity, its policy, what it follows, and each queue's use
+    beside its quota. The use is the visibility API's (the operator's memory, every pool)
+    when it can be read, else the ExecutorPool's status."""
+    seen = {p["name"]: p for p in (visibility or {}).get("pools", ())}
     out = []
-    for obj in objects:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        nominal = {q.get("name"): q.get("nominal") or {} for q in spec.get("queues") or ()}
-        queues = []
-        for q in status.get("queues") or ():
-            name = str(q.get("name", ""))
-            queues.append(
-                {
-                    "name": name,
-                    "nominal": nominal.get(name, {}),
-                    "nominalPods": pods_of(nominal.get(name)) or None,
-                    "used": q.get("used") or {},
-                    "usedPods": pods_of(q.get("used")),
-                    "borrowed": q.get("borrowed") or {},
-                    "lent": q.get("lent") or {},
-                    "waiting": q.get("waiting", 0),
-                    "oldestWait": q.get("oldestWait", 0),
-                }
-            )
+    named: list[tuple[str, Mapping[str, Any] | None]] = [
+        (str((o.get("metadata") or {}).get("name", "")), o) for o in objects
+    ]
+    named += [(name, None) for name in seen if name not in {n for n, _ in named}]
+    for name, obj in named:
+        entry = seen.get(name)
+        status = (obj or {}).get("status") or {}
+        use = use_of_visibility(entry) if entry is not None else None
+        use = use or (use_of_status(obj) if obj is not None else None)
+        counts = {str(q.get("name", "")): q.get("waiting", 0) for q in status.get("queues") or ()}
+        if entry is not None:
+            counts = {q["name"]: len(q["waiting"]) for q in entry["queues"]}
+        if use is not None:
+            queues = [queue_row(use, q, counts.get(q["name"], 0)) for q in use["queues"]]
+        else:  # (an operator older than the visibility API's use: the waiting, no use)
+            unknown = {"used": "not reported", "borrowed": "", "lent": "", "shares": {}}
+            queues = [{"name": q, **unknown, "waiting": n} for q, n in counts.items()]
+        pending = status.get("pending")
+        pending = f"{pending} workflow{'s' if pending != 1 else ''}" if pending else None
+        line = use_line(use) if use is not None else "use not reported yet"
         out.append(
             {
-                "name": str((obj.get("metadata") or {}).get("name", "")),
-                "size": status.get("size", spec.get("size")),
-                "busy": status.get("busy", 0),
-                "pending": status.get("pending", 0),
+                "name": name,
+                "use": line + (f", {pending} not finished" if pending else ""),
                 "policy": status.get("policy", ""),
                 "following": status.get("following") or "",
                 "queues": queues,
             }
         )
-    known = {p["name"] for p in out}
-    for p in (visibility or {}).get("pools", ()):
-        if p["name"] not in known:
-            queues = [
-                {  # (no ExecutorPool, no status: its use is not known, None)
-                    "name": q["name"],
-                    "nominal": None,
-                    "nominalPods": None,
-                    "used": None,
-                    "usedPods": 0.0,
-                    "borrowed": None,
-                    "lent": None,
-                    "waiting": len(q["waiting"]),
-                    "oldestWait": 0,
-                }
-                for q in p["queues"]
-            ]
-            row = {"name": p["name"], "size": None, "busy": None, "pending": None}
-            out.append({**row, "policy": "", "following": "", "queues": queues})
     return out
 
 
@@ -155,7 +282,7 @@ def waiting_views(
                     status = (body or {}).get("status") or {}
                     if "forecast" not in status and w.get("forecast") is not None:
                         status = {"forecast": w["forecast"]}
-                    text, state = forecast_text(status, now)
+                    text, state = forecast_text(status, now, bool(w["started"]))
                     out.append(
                         {
                             **{k: w[k] for k in ("namespace", "name", "kind", "priority")},
@@ -187,7 +314,7 @@ def waiting_views(
             for c in status.get("conditions") or ()
             if c.get("status") == "False" and c.get("message")
         ]
-        text, state = forecast_text(status, now)
+        text, state = forecast_text(status, now, started=False)
         out.append(
             {
                 **{"namespace": namespace, "name": name, "kind": "DagWorkflow", "priority": 0},
@@ -204,23 +331,40 @@ def waiting_views(
     return out
 
 
-def workflow_rows(workflows: Sequence[Mapping[str, Any]], now: float) -> list[dict[str, Any]]:
-    """Every workflow the user may list, newest first: phase, stages done, JCT, age."""
-    out = []
+ENDED = ("Succeeded", "Failed")
+
+
+def workflow_rows(
+    workflows: Sequence[Mapping[str, Any]],
+    waiting: Sequence[Mapping[str, Any]],
+    now: float,
+) -> list[dict[str, Any]]:
+    """Every workflow the user may list, in the order of what happens next: those that
+    wait to start in the order of `waiting` (the waiting list: by pool, queue and
+    position), then the others not started, oldest first; then those that run, the
+    longest running first; then those that ended, the last to end first. Each with its
+    phase, stages done, JCT and age."""
+    order = {(w["namespace"], w["name"]): i for i, w in enumerate(waiting)}
+    rows = []
     for w in workflows:
         meta, status = w.get("metadata") or {}, w.get("status") or {}
         created = timestamp(meta.get("creationTimestamp"))
-        out.append(
-            {
-                "namespace": meta.get("namespace", ""),
-                "name": meta.get("name", ""),
-                "phase": status.get("phase") or "Pending",
-                "stages": status.get("stagesSummary") or "",
-                "jct": status.get("jctSeconds"),
-                "age": now - created if created is not None else None,
-            }
-        )
-    return sorted(out, key=lambda r: (r["age"] is None, r["age"] or 0.0))
+        phase = status.get("phase") or "Pending"
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        began = timestamp(status.get("startTime")) or created or 0.0
+        if phase in ENDED:
+            ended = timestamp(status.get("completionTime")) or began
+            rank: tuple[float, ...] = (3, -ended)
+        elif phase == "Running":
+            rank = (2, began)
+        elif key in order:
+            rank = (0, order[key])
+        else:
+            rank = (1, created or 0.0)
+        row = {"namespace": key[0], "name": key[1], "phase": phase}
+        row |= {"stages": status.get("stagesSummary") or "", "jct": status.get("jctSeconds")}
+        rows.append((rank, key, row | {"age": now - created if created is not None else None}))
+    return [row for _, _, row in sorted(rows, key=lambda r: (r[0], r[1]))]
 
 
 def stage_views(body: Mapping[str, Any]) -> list[dict[str, Any]]:

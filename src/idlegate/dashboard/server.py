@@ -87,9 +87,8 @@ class Dashboard:
                 events = await self.reader.events("default", name)
                 said = [e for e in events if e.get("reason") == "PolicyFollowed"]
                 followed[name] = model.event_rows(said)[:5]
-        except Outage as exc:
-            kept = "what it said last" if self.state["refreshedAt"] else "nothing read yet"
-            self.state["outage"] = f"{exc}; showing {kept}"
+        except Outage as exc:  # (the page says since when what it shows was read)
+            self.state["outage"] = str(exc)
             self.refreshed.set()
             return
         doc, note = await self._visibility()
@@ -100,11 +99,12 @@ class Dashboard:
             view["sentences"] = followed.get(view["name"], [])
             for q in view["queues"]:
                 series = self.samples.of(view["name"], q["name"])
-                q["chart"] = svg.spark_svg(series, q["nominalPods"], now)
+                q["chart"] = svg.spark_svg(series, now)
+        waiting = model.waiting_views(workflows, doc, allowed, now)
         self.state = {
             "pools": views,
-            "waiting": model.waiting_views(workflows, doc, allowed, now),
-            "workflows": model.workflow_rows(workflows, now)[:200],
+            "waiting": waiting,
+            "workflows": model.workflow_rows(workflows, waiting, now)[:200],
             "outage": None,
             "refreshedAt": now,
             "notes": [note] if note else [],
@@ -133,7 +133,8 @@ class Dashboard:
         stages = model.stage_views(body)
         bars = model.pod_bars(pods, now)
         status = body.get("status") or {}
-        forecast, state = model.forecast_text(status, now)
+        started = model.started_of(status.get("phase") or "Pending")
+        forecast, state = model.forecast_text(status, now, started)
         return {
             "found": True,
             "outage": None,

@@ -99,30 +99,40 @@ def gantt_svg(bars: Sequence[Mapping[str, Any]], now: float, width: int = 720) -
 
 
 def spark_svg(
-    series: Sequence[tuple[float, float]], limit: float | None, now: float, window: float = 3600
+    series: Sequence[tuple[float, Mapping[str, float]]], now: float, window: float = 3600
 ) -> str:
-    """A queue's use over the last `window` seconds (`series`: (time, pods used)), with its
-    nominal quota `limit` as a dashed line when it has one. The time axis spans what was
-    sampled (at least a minute, at most `window`: a dashboard started a minute ago draws
-    that minute across the chart, and says so)."""
-    w, h = 220, 44
+    """A queue's use over the last `window` seconds (`series`: (time, each charted
+    resource's share of the queue's bound: its nominal quota, or the pool's capacity)), one
+    line per resource, with the bound as a dashed line at 100 %. The time axis spans what
+    was sampled (at least a minute, at most `window`: a dashboard started a minute ago
+    draws that minute across the chart, and says so)."""
+    w, h, side = 220, 44, 70  # (the plot, then a column for its legend: never over a line)
     shown = [(t, v) for t, v in series if now - t <= window]
     if shown:  # (the last sample holds until now: a line from the first reading on)
         shown.append((now, shown[-1][1]))
     span = min(window, max(60.0, now - shown[0][0])) if shown else window
-    top = 1.25 * max([v for _, v in shown] + [limit or 0, 1])
+    names = list(dict.fromkeys(r for _, v in shown for r in v))
+    top = 1.25 * max([v for _, m in shown for v in m.values()] + [1.0])
 
-    def xy(t: float, v: float) -> str:
-        return f"{w * (1 - (now - t) / span):.1f},{h - 2 - (h - 4) * v / top:.1f}"
+    def y(v: float) -> float:
+        return h - 2 - (h - 4) * v / top
 
-    points = " ".join(xy(t, v) for t, v in shown)
-    quota = ""
-    if limit is not None:
-        y = h - 2 - (h - 4) * limit / top
-        quota = f'<line class="quota" x1="0" x2="{w}" y1="{y:.1f}" y2="{y:.1f}"/>'
+    lines = []
+    for i, name in enumerate(names):
+        points = " ".join(
+            f"{w * (1 - (now - t) / span):.1f},{y(m[name]):.1f}" for t, m in shown if name in m
+        )
+        label = escape(name)
+        lines.append(
+            f'<polyline class="use r{i % 4}" data-resource="{label}" points="{points}">'
+            f"<title>{label}, share of its quota</title></polyline>"
+            f'<text class="small r{i % 4}" x="{w + 4}" y="{10 + 10 * i}">{label}</text>'
+        )
+    quota = f'<line class="quota" x1="0" x2="{w}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}"/>'
     label = f"last {span / 60:.0f} min"
     return (
-        f'<svg class="spark" width="{w}" height="{h}" role="img" aria-label="use, {label}">'
-        f'{quota}<polyline class="use" points="{points}"/>'
-        f'<text class="small" x="{w - 4}" y="10" text-anchor="end">{label}</text></svg>'
+        f'<svg class="spark" width="{w + side}" height="{h}" role="img" '
+        f'aria-label="use beside quota, {label}">'
+        f'<rect class="plot" width="{w}" height="{h}"/>{quota}{"".join(lines)}'
+        f'<text class="small" x="{w + 4}" y="{h - 4}">{label}</text></svg>'
     )
