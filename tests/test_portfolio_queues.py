@@ -48,9 +48,9 @@ def test_a_round_in_a_queued_pool_replays_under_its_queues():
     requests: list[ReplayRequest] = []
     replay = brain._replay
 
-    def seen(request: ReplayRequest, specs):  # type: ignore[no-untyped-def]
+    def seen(request: ReplayRequest, specs, check=None):  # type: ignore[no-untyped-def]
         requests.append(request)
-        return replay(request, specs)
+        return replay(request, specs, check)
 
     brain._replay = seen  # type: ignore[method-assign]
     result = simulate(workload, brain, seed=0)
