@@ -1,0 +1,94 @@
+"""What a portfolio's round may cost (`PortfolioConfig.budget`, `hourly`): the window's
+running workflows trimmed to a modelled budget (`replay.trim`), and a credit per hour of
+the scheduler's clock (`state.Credit`), with known answers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from idlegate.policy import make_scheduler
+from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.policy.portfolio.replay import (
+    EVENT_SECONDS,
+    HEAVIEST_KEPT,
+    ReplayRequest,
+    projected_seconds,
+    trim,
+)
+from idlegate.policy.portfolio.state import Credit
+from idlegate.sim.engine import JobArrival, simulate
+from idlegate.sim.workloads import build_workload
+from tests.helpers import dag
+
+
+def arrival(name: str, tasks: int, t: float = 0.0) -> JobArrival:
+    return JobArrival(t, name, dag(("a", tasks, 1.0, [])))
+
+
+def request(finished: list[JobArrival], running: list[JobArrival], heavy: int = 0) -> ReplayRequest:
+    return ReplayRequest(
+        window=(*finished, *running),
+        num_executors=4,
+        moving_delay=0.0,
+        following="fifo",
+        seed=0,
+        at=0.0,
+        running=len(running),
+        heavy=heavy,
+        new=len(finished),
+    )
+
+
+def test_a_replay_is_projected_at_one_event_a_task_and_one_a_workflow():
+    window = [arrival("a", 9), arrival("b", 19)]
+    assert projected_seconds(window, 3) == pytest.approx(3 * 30 * EVENT_SECONDS)
+
+
+def test_trim_leaves_the_finished_and_drops_the_running_waiting_least_first():
+    finished = [arrival(f"f{i}", 99) for i in range(3)]
+    running = [arrival(f"r{i}", 99) for i in range(5)]  # (in the order they have waited)
+    one = projected_seconds([running[0]], 2)
+    trimmed = trim(request(finished, running), 2, 2.5 * one)
+    assert [a.name for a in trimmed.window] == ["f0", "f1", "f2", "r0", "r1"]
+    assert (trimmed.running, trimmed.trimmed, trimmed.new) == (2, 3, 3)
+    assert trim(request(finished, running), 2, 5 * one) == request(finished, running)
+    assert trim(request(finished, running), 2, None) == request(finished, running)
+
+
+def test_trim_drops_the_heavy_last_the_lightest_first_and_keeps_the_heaviest():
+    plain = [arrival("p", 9)]
+    heavy = [arrival(f"h{n}", n) for n in (50, 10, 40, 20, 30, 60)]
+    trimmed = trim(request([], [*plain, *heavy], heavy=6), 1, 0.0)
+    kept = [a.name for a in trimmed.window]
+    assert len(kept) == HEAVIEST_KEPT and set(kept) == {"h60", "h50", "h40", "h30"}
+    assert (trimmed.running, trimmed.heavy, trimmed.trimmed) == (4, 4, 3)
+
+
+def test_the_credit_refills_with_the_clock_up_to_its_cap_and_waits_for_the_last_cost():
+    credit = Credit(hourly=8.0, cap=2.0)
+    assert credit.held(0.0) == 2.0 and credit.covers(0.0)
+    credit.spend(3.0, 100.0)  # (a round above the credit: it goes below zero)
+    assert credit.held(100.0) == pytest.approx(-1.0)
+    assert not credit.covers(100.0 + 3600 * 2.9 / 8)  # (1.9 held; the cap, 2, is owed)
+    assert credit.covers(100.0 + 3600 * 3.0 / 8)
+    assert credit.held(1e6) == 2.0
+    assert Credit(hourly=None, cap=0.0).held(5.0) == math.inf
+
+
+def test_a_flood_of_large_workflows_is_replayed_within_the_budget():
+    # teams: team a's 300 workflows arrive at once; the first round replays them running
+    workload = build_workload("teams", 1, num_jobs=60)
+    workload = replace(workload, jobs=workload.jobs[:60])
+    rounds = {}
+    for budget in ("none", "0.2"):
+        brain = make_scheduler(f"portfolio?budget={budget}&prior=false&start=srpt")
+        assert isinstance(brain, PortfolioScheduler)
+        simulate(workload, brain, seed=1)
+        rounds[budget] = [c for c in brain.rounds if c.workflows]
+    first, trimmed = rounds["none"][0], rounds["0.2"][0]
+    assert first.trimmed == 0 and trimmed.trimmed > 0
+    assert trimmed.workflows == first.workflows - trimmed.trimmed
+    assert trimmed.modelled_seconds < first.modelled_seconds
