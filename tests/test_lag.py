@@ -58,19 +58,31 @@ def test_a_change_is_the_newest_time_the_server_wrote_at_the_middle_of_its_secon
     assert changed_at({"metadata": {}}) is None
 
 
-def test_a_change_is_measured_once_and_only_one_that_moved_its_time():
+def test_a_change_is_measured_once_by_the_newest_time_it_added():
     stamps = Stamps()
-    assert stamps.lag(pod(), T0 + 3.0) == 2.5
-    assert stamps.lag(pod(), T0 + 9.0) is None  # (a label, the operator's own patch)
-    assert stamps.lag(pod(**ended("2023-11-14T22:13:30Z")), T0 + 12.0) == 1.5
-    assert stamps.lag(pod("u2"), T0, to_clock=lambda t: t - 5) == 4.5  # (a scaled clock)
-    assert stamps.lag(pod("u2"), T0, to_clock=lambda t: t - 5, deleted=True) is None
-    assert stamps.lag(pod("u2"), T0 + 1.0) == 0.5  # (forgotten at its deletion)
-    assert stamps.lag(pod("u3"), T0 - 10) == 0.0  # (never below 0)
-    small = Stamps(size=1)
-    small.lag(pod("a"), T0 + 1)
-    small.lag(pod("b"), T0 + 1)
-    assert small.lag(pod("a"), T0 + 1) == 0.5  # (the least recent was forgotten)
+    assert stamps.lag(pod(), T0 + 3.0, "ADDED") == 2.5
+    assert stamps.lag(pod(), T0 + 9.0, "MODIFIED") is None  # (a label, the operator's patch)
+    # started and ended within the second it was made: each change added a time
+    scheduled = {
+        "conditions": [{"type": "PodScheduled", "lastTransitionTime": "2023-11-14T22:13:20Z"}]
+    }
+    assert stamps.lag(pod(**scheduled), T0 + 1.0, "MODIFIED") == 0.5
+    done = {**scheduled, **ended("2023-11-14T22:13:20Z")}
+    assert stamps.lag(pod(**done), T0 + 2.0, "MODIFIED") == 1.5
+    assert stamps.lag(pod(**done), T0 + 2.0, "MODIFIED") is None
+    assert stamps.lag(pod("u2"), T0, "ADDED", to_clock=lambda t: t - 5) == 4.5  # (scaled)
+    assert stamps.lag(pod("u2"), T0, "DELETED", to_clock=lambda t: t - 5) is None
+    assert stamps.lag(pod("u2"), T0 + 1.0, "ADDED") == 0.5  # (forgotten at its deletion)
+    assert stamps.lag(pod("u3"), T0 - 10, "ADDED") == 0.0  # (never below 0)
+
+
+def test_an_object_first_seen_by_a_list_or_forgotten_is_not_measured_until_it_changes():
+    stamps = Stamps(size=1)
+    assert stamps.lag(pod("a"), T0 + 3600, None) is None  # (kopf's list at a start: its age)
+    assert stamps.lag(pod("a", **ended("2023-11-14T22:13:30Z")), T0 + 11, "MODIFIED") == 0.5
+    stamps.lag(pod("b"), T0 + 1, "ADDED")  # ("a" forgotten: one object remembered)
+    assert stamps.lag(pod("a", **ended("2023-11-14T22:13:30Z")), T0 + 60, "MODIFIED") is None
+    assert stamps.lag(pod("a", **ended("2023-11-14T22:13:40Z")), T0 + 21, "MODIFIED") == 0.5
 
 
 def test_quantile_by_nearest_rank():
@@ -219,10 +231,10 @@ async def test_the_watch_lag_is_read_on_the_operators_clock_by_kind():
     lag = Lag(CollectorRegistry())
     clock = FakeClock(T0 + 1.5)
     lag.configure(Settings(pool_size=1, clock=clock), lambda notice: None)
-    lag.seen("pod", pod())
-    lag.seen("pod", pod())  # (the same change again: not measured)
+    lag.seen("pod", pod(), "ADDED")
+    lag.seen("pod", pod(), "MODIFIED")  # (no time added: not measured)
     clock.advance(2)
-    lag.seen("dagworkflow", pod("w1"))
+    lag.seen("dagworkflow", pod("w1"), "ADDED")
     assert lag.watch.labels("pod")._sum.get() == 1.0
     assert lag.watch.labels("dagworkflow")._sum.get() == 3.0
     assert lag.bound.readings["watch"][-1][1] == 3.0

@@ -10,11 +10,11 @@ Three lags, each a histogram (`Lag`, declared in the operator's registry):
   each field manager; the test API server in tests/k8s does not), ``creationTimestamp``,
   ``status.conditions[].lastTransitionTime`` (a pod bound, ready, ended), a container's
   ``startedAt`` and ``finishedAt`` and ``status.startTime``. ``deletionTimestamp`` is not
-  one: the server sets it a grace period ahead. Only a change that moved that newest time
-  is measured (`Stamps`), so a later change that carries no time of its own (a label, the
-  operator's own gate removal) is never read as a long lag. These times are whole seconds
-  on both servers: the change is taken at the middle of its second, so one reading is
-  within half a second either way, and so are the quantiles.
+  one: the server sets it a grace period ahead. A change is measured by the newest time
+  it added to the object (`Stamps`), so a change that adds none (a label, the operator's
+  own gate removal) is never read as a long lag. These times are whole seconds on both
+  servers: the change is taken at the middle of its second, so one reading is within half
+  a second either way, and so are the quantiles.
 * ``idlegate_write_lag_seconds{write}``: from a decision (or change) being made to the API
   write carrying it having completed: ``release`` (a pod released to run: its gate
   removed, or created released), ``pod`` (another pod write), ``status`` (from the first
@@ -68,7 +68,8 @@ MAX_READINGS = 2048
 """Readings of one source the bound keeps (the latest): its p90 costs a sort of as many
 a second, however busy the watch."""
 MAX_OBJECTS = 65_536
-"""Objects whose last measured change is remembered (the least recent are forgotten)."""
+"""Objects whose times are remembered (the least recent are forgotten: a change of one
+forgotten is not measured); a few hundred bytes each."""
 LAGGING = "Lagging"
 """The ExecutorPool's condition (True while the operator lags) and its Warning's reason."""
 RECOVERED = "LagRecovered"
@@ -80,26 +81,39 @@ WHAT = {"watch": "watch lag", "write": "release and Event write lag", "loop": "e
 """What each of the bound's sources is called in its sentences."""
 
 
-def changed_at(body: Mapping[str, Any]) -> float | None:
-    """Epoch seconds of `body`'s latest change as the API server dated it (the module's
-    docstring says which times), at the middle of its second for a whole-second time;
-    None if it carries none."""
+def server_times(body: Mapping[str, Any]) -> dict[str, float]:
+    """Each time the API server (or a controller writing through it) put on `body`, by
+    where it is (the module's docstring says which), in epoch seconds: at the middle of its
+    second for a whole-second time."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
-    times: list[Any] = [meta.get("creationTimestamp"), status.get("startTime")]
-    times += [f.get("time") for f in meta.get("managedFields") or () if isinstance(f, dict)]
-    times += [c.get("lastTransitionTime") for c in _dicts(status.get("conditions"))]
+    found: dict[str, Any] = {
+        "created": meta.get("creationTimestamp"),
+        "started": status.get("startTime"),
+    }
+    for f in _dicts(meta.get("managedFields")):
+        found[f"managed/{f.get('manager')}/{f.get('operation')}/{f.get('subresource')}"] = f.get(
+            "time"
+        )
+    for c in _dicts(status.get("conditions")):
+        found[f"condition/{c.get('type')}"] = c.get("lastTransitionTime")
     for key in ("initContainerStatuses", "containerStatuses"):
         for container in _dicts(status.get(key)):
-            for state in (container.get("state") or {}).values():
-                if isinstance(state, dict):
-                    times += [state.get("startedAt"), state.get("finishedAt")]
-    newest: tuple[float, float] | None = None
-    for value in times:
+            for name, state in (container.get("state") or {}).items():
+                for field in ("startedAt", "finishedAt") if isinstance(state, dict) else ():
+                    found[f"{key}/{container.get('name')}/{name}/{field}"] = state.get(field)
+    times = {}
+    for where, value in found.items():
         t = parse_time(value)
-        if t is not None and (newest is None or t > newest[0]):
-            newest = (t, timestamp_precision(value) if isinstance(value, str) else 0.0)
-    return None if newest is None else newest[0] + newest[1] / 2
+        if t is not None:
+            times[where] = t + (timestamp_precision(value) if isinstance(value, str) else 0) / 2
+    return times
+
+
+def changed_at(body: Mapping[str, Any]) -> float | None:
+    """Epoch seconds of `body`'s latest change as the API server dated it (`server_times`'
+    newest); None if it carries no time."""
+    return max(server_times(body).values(), default=None)
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -107,34 +121,37 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
 
 
 class Stamps:
-    """The last change time measured of each object (by uid): a change is measured once,
-    and only one that moved it (the module's docstring)."""
+    """The server's times each object carried when last seen (by uid): a change is
+    measured by the newest time it added, once; a change that added none (a label, the
+    operator's own gate removal) is not measured, nor is the first sight of an object
+    but by a watch's ADDED (the list at a start would read its age as lag)."""
 
     def __init__(self, size: int = MAX_OBJECTS) -> None:
         self.size = size
-        self._last: OrderedDict[str, float] = OrderedDict()
+        self._seen: OrderedDict[str, frozenset[int]] = OrderedDict()
 
     def lag(
         self,
         body: Mapping[str, Any],
         now: float,
-        deleted: bool = False,
+        event: str | None = "ADDED",
         to_clock: Callable[[float], float] = float,
     ) -> float | None:
         """Seconds from `body`'s change to `now` (the operator clock's epoch seconds, onto
-        which `to_clock` maps the API's; never below 0), if the change moved its time since
-        the last one measured; a `deleted` object is forgotten after."""
+        which `to_clock` maps the API's; never below 0), or None if it is not measured.
+        `event`: the watch event's type (None: a list); a DELETED object is forgotten."""
         uid = str((body.get("metadata") or {}).get("uid") or "")
-        at = changed_at(body)
-        at = None if at is None else to_clock(at)
-        last = self._last.pop(uid, None)
-        moved = at is not None and (last is None or at > last)
-        newest = at if moved else last
-        if uid and not deleted and newest is not None:
-            self._last[uid] = newest
-            while len(self._last) > self.size:
-                self._last.popitem(last=False)
-        return max(0.0, now - at) if moved and uid and at is not None else None
+        times = {where: to_clock(t) for where, t in server_times(body).items()}
+        seen = frozenset(hash(item) for item in times.items())
+        before = self._seen.pop(uid, None)
+        if uid and event != "DELETED":
+            self._seen[uid] = seen
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+        if before is None and event != "ADDED":
+            return None
+        new = [t for where, t in times.items() if hash((where, t)) not in (before or ())]
+        return max(0.0, now - max(new)) if uid and new else None
 
 
 def quantile(values: Iterable[float], q: float) -> float | None:
@@ -264,9 +281,10 @@ class Lag:
     def lagging(self) -> str | None:
         return self.bound.lagging
 
-    def seen(self, kind: str, body: Mapping[str, Any], deleted: bool = False) -> None:
-        """The operator handles `body`, of `kind`, now (a watch event)."""
-        lag = self.stamps.lag(body, self.now(), deleted, self.from_wall)
+    def seen(self, kind: str, body: Mapping[str, Any], event: str | None) -> None:
+        """The operator handles `body`, of `kind`, now: a watch `event` (its type; None:
+        kopf's list)."""
+        lag = self.stamps.lag(body, self.now(), event, self.from_wall)
         if lag is not None:
             self.watch.labels(kind).observe(lag)
             self.bound.observe("watch", lag, _loop_time())

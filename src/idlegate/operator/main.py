@@ -530,7 +530,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-        operator.lag.seen("node", event["object"], event["type"] == "DELETED")
+        operator.lag.seen("node", event["object"], event["type"])
         indexes_filled()
         if operator._pools is not None:  # (each event, ready or not: the ledger's)
             operator.pools.watch.seen(event, node=True)
@@ -541,7 +541,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pod_event(
         type: str | None, event: kopf.RawEvent, labels: kopf.Labels, **_: Any
     ) -> None:
-        operator.lag.seen("pod", event["object"], type == "DELETED")
+        operator.lag.seen("pod", event["object"], type)
         indexes_filled()
         try:  # (the room's, then the workflow's: whatever the room's part raises)
             if operator._pools is not None:
@@ -589,7 +589,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         status: kopf.Status,
         **_: Any,
     ) -> None:
-        operator.lag.seen("dagworkflow", body, type == "DELETED")
+        operator.lag.seen("dagworkflow", body, type)
         operator.filled.set()
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
