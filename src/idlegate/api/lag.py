@@ -6,13 +6,14 @@ Three lags, each a histogram (`Lag`, declared in the operator's registry):
 * ``idlegate_watch_lag_seconds{kind}``: from an object's change, as the API server dated
   it, to the operator's handling of it (its kopf handler starting). The change's time is
   the newest time the server (or a controller writing through it) put on the object
-  (`changed_at`): ``metadata.managedFields[].time`` (real Kubernetes stamps each write of
+  (`server_times`): ``metadata.managedFields[].time`` (real Kubernetes stamps each write of
   each field manager; the test API server in tests/k8s does not), ``creationTimestamp``,
   ``status.conditions[].lastTransitionTime`` (a pod bound, ready, ended), a container's
   ``startedAt`` and ``finishedAt`` and ``status.startTime``. ``deletionTimestamp`` is not
   one: the server sets it a grace period ahead. A change is measured by the newest time
   it added to the object (`Stamps`), so a change that adds none (a label, the operator's
-  own gate removal) is never read as a long lag. These times are whole seconds on both
+  own gate removal) is never read as a long lag, nor is kopf's list of every object at a
+  start (their age). These times are whole seconds on both
   servers: the change is taken at the middle of its second, so one reading is within half
   a second either way, and so are the quantiles.
 * ``idlegate_write_lag_seconds{write}``: from a decision (or change) being made to the API
@@ -27,9 +28,10 @@ Three lags, each a histogram (`Lag`, declared in the operator's registry):
 `LagBound` decides when lag *stays* above ``--lag-bound``: the p90 of a lag's readings over
 the last `WINDOW` seconds above the bound at every heartbeat for `HOLD` seconds; it clears
 once every lag was within the bound for `HOLD` seconds. The lags it reads: the watch lag,
-the write lag of releases and Events (`BOUNDED`), the loop's stalls. The operator then says so (docs/operations.md,
-"When the operator lags"): a Warning ``Lagging`` on each ExecutorPool, its condition
-``Lagging``, ``idlegate_lagging`` 1 and a log line; ``LagRecovered`` when it clears.
+the write lag of releases and Events (`BOUNDED`), the loop's stalls. The operator then
+says so (docs/operations.md, "When the operator lags"): a Warning ``Lagging`` on each
+ExecutorPool and its own Pod, the pools' condition ``Lagging``, ``idlegate_lagging`` 1 and
+a log line; ``LagRecovered`` when it clears.
 """
 
 from __future__ import annotations
@@ -290,7 +292,10 @@ class Lag:
             self.bound.observe("watch", lag, _loop_time())
 
     def written(self, write: str, since: float) -> None:
-        """A write of kind `write` completed; `since`: the loop time it was decided at."""
+        """A write of kind `write` ("": one not measured) completed; `since`: the loop time
+        it was decided at."""
+        if not write:
+            return
         at = _loop_time()
         self.write.labels(write).observe(max(0.0, at - since))
         if write in BOUNDED:

@@ -242,7 +242,7 @@ class Settings(Config):
 
     max_events_per_workflow: int = Field(30, ge=1)
     """Distinct Events one workflow gets; after them, only the first Event of each new type
-    and reason. An Event equal to one posted before is not posted again."""
+    and reason. An Event equal to one posted before adds to its count (a PATCH in 30 s)."""
 
     plan_budget_ms: float = Field(200.0, gt=0)
     """Wall milliseconds one plan of a lookahead planner (--scheduler lookahead:...) may

@@ -170,10 +170,8 @@ class Op:
     """Not started before these are set: other lanes' writes, to keep an order across
     lanes; each is set however its write ends."""
     write: str = ""
-    """What its success tells `Lanes.written` (``idlegate_write_lag_seconds``' label; "":
-    nothing)."""
+    """Its success's label in `Lanes.written`, its lag read from `since` (made, by default)."""
     since: float = field(default_factory=lambda: asyncio.get_running_loop().time())
-    """Loop time of the decision or change it writes (by default: when it was made)."""
 
 
 LaneKey = tuple[Hashable, Hashable]
@@ -207,7 +205,7 @@ class Lanes:
         """Whether this replica may write now (leader election): an op that comes to its
         turn when it may not is dropped, unsent."""
         self.written: Callable[[str, float], None] = lambda write, since: None
-        """Told of each op with a `Op.write` that succeeded (`Lag.written`)."""
+        """Told of each op that succeeded (`Lag.written`: ``idlegate_write_lag_seconds``)."""
 
     def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
         """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
@@ -283,8 +281,7 @@ class Lanes:
                         log.info("Not written, this replica is not the leader: %s.", op.what)
                         return
                     await op.run(self.kube)
-                if op.write:
-                    self.written(op.write, op.since)
+                self.written(op.write, op.since)
                 return
             except Retry as exc:
                 log.info("Again in %.1f s: %s: %s", self.wait, op.what, exc)
@@ -640,7 +637,7 @@ class _StatusLane:
         self.waiting: PatchStatus | None = None
         self.queued: Op | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.pace, self.since = Pace(applier.status_interval), 0.0
+        self.pace = Pace(applier.status_interval)
         self.landed = asyncio.Event()
         self.landed.set()
 
@@ -678,9 +675,10 @@ class _StatusLane:
             self.timer = None
         if self.queued is not None or self.waiting is None:
             return
-        self.since = self.pace.sent(asyncio.get_running_loop().time())
+        since = self.pace.sent(asyncio.get_running_loop().time())  # (its lag's start)
         priority = Priority.STATUS if self.waiting.urgent else Priority.COUNTS
-        self.queued = Op(f"status of {self.owner.name}", self._send, priority=priority)
+        what = f"status of {self.owner.name}"
+        self.queued = Op(what, self._send, priority=priority, write="status", since=since)
         self.applier.lanes.submit(_key(self.owner), self.queued, lane=_STATUS)
 
     def dropped(self) -> None:
@@ -700,7 +698,6 @@ class _StatusLane:
             patches = {CRON_KIND: kube.patch_cron_status, POOL_KIND: kube.patch_pool_status}
             patch = patches.get(self.owner.kind, kube.patch_workflow_status)
             await patch(self.owner.namespace, self.owner.name, sent)
-            self.applier.lanes.written("status", self.since)
             outcome = Confirmed(intent, sent)
         except ApiError as exc:  # (404: deleted meanwhile)
             outcome = Confirmed(intent) if exc.status == 404 else _refused(intent, exc)
