@@ -140,6 +140,7 @@ def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
     assert op.metrics.value("idlegate_watch_lag_seconds_count", kind="pod") >= 5 * 3
     assert op.metrics.value("idlegate_watch_lag_seconds_count", kind="dagworkflow") >= 1
     assert op.metrics.value("idlegate_write_lag_seconds_count", write="release") == 5
+    assert op.metrics.value("idlegate_loop_stall_seconds_count") >= 1  # (its 40 s: 2 s wall)
     api.assert_no_internal_errors()
 
 
