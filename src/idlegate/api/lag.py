@@ -268,12 +268,14 @@ class Lag:
         self.now: Callable[[], float] = time.time
         """The operator's clock (epoch seconds), against which the API's times are read."""
         self.from_wall: Callable[[float], float] = float
+        """The clock's time at a wall-clock epoch time (an API timestamp)."""
         self.on_change: Callable[[Notice], None] = lambda notice: None
-        """Told the Event that says the lag's start (a Warning) or end (`LAGGING`)."""
+        """Told the Event that says the lag's start (`LAGGING`) or end (`RECOVERED`)."""
 
     def configure(self, settings: Any, on_change: Callable[[Notice], None]) -> Lag:
-        """The operator's bound (``--lag-bound``; 0: it never lags), its clock, and what
-        says the lag's start and end (the Event)."""
+        """From the operator's `settings` (`idlegate.operator.settings.Settings`): its
+        bound (``--lag-bound``; 0: it never lags) and its clock; and what says the lag's
+        start and end (`on_change`). Returns itself."""
         bound, clock = settings.lag_bound, settings.clock
         self.bound = LagBound(bound if bound > 0 else math.inf)
         self.now, self.from_wall, self.on_change = clock.now, clock.from_wall, on_change

@@ -10,12 +10,13 @@
 * `EventBook`: the Events of each object, as the API server's own series (client-go's
   recorder): an Event equal to one said before on the same object (type, reason and
   message) is no new Event, it adds to that one's ``count`` and moves its
-  ``lastTimestamp`` (`Series`), written by one PATCH at most every `SERIES_SECONDS`; and an
-  object gets at most `per_object` distinct Events, after which only the first of each new
-  type and reason is posted. The operator's messages repeat equal
-  (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful of Events.
-  An Event is named after what makes it equal (`event_name`), so the API server itself
-  refuses an equal one (409) that a restarted operator posts again with its book empty.
+  ``lastTimestamp`` (`Series`), written by one PATCH at its first repeat and then at most
+  every `SERIES_SECONDS`; and an object gets at most `per_object` distinct Events, after
+  which only the first of each new type and reason is posted. The operator's messages
+  repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
+  of Events. An Event is named after what makes it equal (`event_name`), so the API server
+  itself refuses an equal one (409) that a restarted operator posts again with its book
+  empty (the count it writes later is the one it saw since its start).
 """
 
 from __future__ import annotations
