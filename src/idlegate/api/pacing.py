@@ -10,8 +10,8 @@
 * `EventBook`: the Events of each object, as the API server's own series (client-go's
   recorder): an Event equal to one said before on the same object (type, reason and
   message) is no new Event, it adds to that one's ``count`` and moves its
-  ``lastTimestamp`` (`Series`), written by one PATCH at its first repeat and then at most
-  every `SERIES_SECONDS`; and an object gets at most `per_object` distinct Events, after
+  ``lastTimestamp`` (`Series`), written by one PATCH at most every `SERIES_SECONDS` from
+  its post (a burst's repeats are one write, after the burst); and an object gets at most `per_object` distinct Events, after
   which only the first of each new type and reason is posted. The operator's messages
   repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
   of Events. An Event is named after what makes it equal (`event_name`), so the API server
@@ -31,9 +31,9 @@ from idlegate.api.task_pods import Owner
 from idlegate.sim.timestamps import stamp
 
 SERIES_SECONDS = 30.0
-"""Least seconds between two writes of one Event's count (client-go's series write the
-second occurrence at once and later ones every 30 minutes; the count here is current to
-half a minute)."""
+"""Least seconds from an Event's post to the first write of its count, and between two
+(client-go's series write the second occurrence at once and later ones every 30 minutes;
+the count here is current to half a minute, and repeats in a burst cost one write)."""
 MAX_BOOKS = 4096
 """Objects whose Events are remembered (the least recent are forgotten)."""
 
@@ -88,7 +88,7 @@ class Series:
     last: str = ""
     """When it was last said (the API's time format)."""
     patched: float = -math.inf
-    """Loop time the last write of its count started."""
+    """Loop time it was posted, then the last write of its count started."""
     pending: bool = False
     """A write of its count is armed or queued."""
 
@@ -114,9 +114,11 @@ class EventBook:
         self.component, self.instance = component, instance
         self._books: OrderedDict[str, _Book] = OrderedDict()
 
-    def record(self, owner: Owner, said: tuple[str, str, str], wall: float) -> Series | None:
-        """The Event `said` (type, reason, message) of `owner` at epoch second `wall`: its
-        series (``count`` 1: a new Event to post; more: one said before, its count to
+    def record(
+        self, owner: Owner, said: tuple[str, str, str], wall: float, at: float
+    ) -> Series | None:
+        """The Event `said` (type, reason, message) of `owner` at epoch second `wall`
+        (loop time `at`): its series (``count`` 1: a new Event to post; more: one said before, its count to
         write), or None if it is not posted (the object had `per_object` distinct Events,
         and one of this type and reason)."""
         key = owner.uid or f"{owner.namespace}/{owner.name}"
@@ -133,7 +135,7 @@ class EventBook:
             return None
         name = event_name(owner.name, key, *said)
         body = event_body(owner, name, said, stamp(wall), (self.component, self.instance))
-        series = book.said[said] = Series(name, body, last=stamp(wall))
+        series = book.said[said] = Series(name, body, last=stamp(wall), patched=at)
         book.reasons.add((said[0], said[1]))
         return series
 

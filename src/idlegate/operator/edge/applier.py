@@ -342,12 +342,12 @@ class EventRecorder:
         """An Event on `owner`: posted, or counted if an equal one was (`EventBook`)."""
         message = clip(message)
         log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
-        series = self._book.record(owner, (type_, reason, message), time.time())
+        loop = asyncio.get_running_loop()
+        series = self._book.record(owner, (type_, reason, message), time.time(), loop.time())
         if series is not None and series.count == 1:
             self._submit(owner, series, True)
         elif series is not None and not series.pending:  # (its count, once in SERIES_SECONDS)
-            series.pending, loop = True, asyncio.get_running_loop()
-            at = max(loop.time(), series.patched + SERIES_SECONDS)
+            series.pending, at = True, series.patched + SERIES_SECONDS
             loop.call_at(at, self._submit, owner, series, False)
 
     def _submit(self, owner: Owner, series: Series, post: bool) -> None:
