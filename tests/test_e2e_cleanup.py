@@ -126,6 +126,8 @@ def test_suspend_and_resume(api, ns, kubelet, monitor):
         assert pods_of(api, ns, "held") == []
         api.patch(DWF, ns, "mid", {"spec": {"suspend": True}})
         wait(lambda: not monitor.running(), 10, "mid's running pods to be evicted")
+        # (its status follows within a second: one status write a second, issue 79)
+        wait(lambda: condition(api, ns, "mid", "Suspended"), 10, "mid's Suspended condition")
         suspended = condition(api, ns, "mid", "Suspended")
         assert suspended is not None and suspended["status"] == "True"
         api.patch(DWF, ns, "held", {"spec": {"suspend": False}})

@@ -135,6 +135,12 @@ def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
         op.metrics.value("idlegate_workflow_completion_time_seconds_count", result="succeeded") == 1
     )
     assert op.metrics.value("idlegate_gate_removals_total") == 5
+    # how late it handled what the API server told it (issue 79): each pod's changes (made,
+    # bound, running, ended) and the workflow's, by the times the server put on them
+    assert op.metrics.value("idlegate_watch_lag_seconds_count", kind="pod") >= 5 * 3
+    assert op.metrics.value("idlegate_watch_lag_seconds_count", kind="dagworkflow") >= 1
+    assert op.metrics.value("idlegate_write_lag_seconds_count", write="release") == 5
+    assert op.metrics.value("idlegate_loop_stall_seconds_count") >= 1  # (its 40 s: 2 s wall)
     api.assert_no_internal_errors()
 
 

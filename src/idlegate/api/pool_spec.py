@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from idlegate.api.labels import label_problem
+from idlegate.api.lag import LAGGING
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
@@ -517,18 +518,23 @@ def pool_conditions(
     now: float,
     body: Mapping[str, Any],
     arrivals: str | None = None,
+    lagging: str | None = None,
 ) -> list[dict[str, Any]]:
     """ExecutorPool `body`'s conditions with Ready set at `now` (the operator's clock, as
-    every time it writes), and `ARRIVALS_FALLBACK` True, reason ``NoQueues``, while its
-    forecasts fall back (`arrivals`, `pool_arrivals`' sentence; None: the condition goes);
-    a condition that keeps its status keeps its transition time (`Conditions`)."""
+    every time it writes), `ARRIVALS_FALLBACK` True, reason ``NoQueues``, while its
+    forecasts fall back (`arrivals`, `pool_arrivals`' sentence), and ``Lagging`` True,
+    reason ``LagAboveBound``, while the operator lags (`lagging`, `api.lag`'s sentence);
+    None: the condition goes. A condition that keeps its status keeps its transition time
+    (`Conditions`)."""
     conditions = Conditions((body.get("status") or {}).get("conditions"))
     generation = generation_of(body)
     conditions.set("Ready", ok, reason, message, generation, now)
-    if arrivals is None:
-        conditions.remove(ARRIVALS_FALLBACK)
-    else:
-        conditions.set(ARRIVALS_FALLBACK, True, "NoQueues", arrivals, generation, now)
+    held = ((ARRIVALS_FALLBACK, "NoQueues", arrivals), (LAGGING, "LagAboveBound", lagging))
+    for type_, why, said in held:
+        if said is None:
+            conditions.remove(type_)
+        else:
+            conditions.set(type_, True, why, said, generation, now)
     return [
         c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in conditions.models()
     ]

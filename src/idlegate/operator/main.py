@@ -97,6 +97,7 @@ class Operator:
         self.settings = settings
         self.scheduler = settings.scheduler or load_scheduler(settings.policy)
         self.metrics = Metrics(settings.pool_size, self.scheduler.name)
+        self.lag = self.metrics.families.lag.configure(settings, lambda n: self.pools.say(n))
         self.shadow = make_shadow(settings, self.metrics)
         """The shadow policy (--shadow), compared beside the policy, or None."""
         self.reloads = Reloads(
@@ -229,6 +230,7 @@ class Operator:
             self._tasks = [
                 asyncio.create_task(self._admit_later(RETRY_DELAY)),
                 asyncio.create_task(self._serve(self.watchdog)),
+                asyncio.create_task(self.lag.heartbeat()),
             ]
             if s.namespaces:  # (kopf's index of pods holds only theirs)
                 every = s.clock.wall_delay(SWEEP_SECONDS)
@@ -530,6 +532,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
+        operator.lag.seen("node", event["object"], event["type"])
         indexes_filled()
         if operator._pools is not None:  # (each event, ready or not: the ledger's)
             operator.pools.watch.seen(event, node=True)
@@ -540,6 +543,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def pod_event(
         type: str | None, event: kopf.RawEvent, labels: kopf.Labels, **_: Any
     ) -> None:
+        operator.lag.seen("pod", event["object"], type)
         indexes_filled()
         try:  # (the room's, then the workflow's: whatever the room's part raises)
             if operator._pools is not None:
@@ -587,6 +591,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         status: kopf.Status,
         **_: Any,
     ) -> None:
+        operator.lag.seen("dagworkflow", body, type)
         operator.filled.set()
         if operator.standby:  # (its election's rebuild reads every workflow as it is then)
             return
@@ -659,15 +664,15 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
 
     def running(name: str, body: kopf.Body) -> list[dict[str, Any]]:
         """Ready for a pool that runs: False, NoNodes, while it has no node to release onto;
-        and ForecastArrivalsFallback while its forecasts invent other arrivals than it
-        inherits (`Pools.arrivals_fallback`)."""
+        ForecastArrivalsFallback while its forecasts invent other arrivals than it
+        inherits (`Pools.arrivals_fallback`); Lagging while the operator lags (`api.lag`)."""
         pools = operator.pools
         why, now = pools.bridges[name].no_room, clock.now()
-        arrivals = pools.arrivals_fallback.get(name)  # (what its forecasts invent instead)
+        held = pools.arrivals_fallback.get(name), operator.lag.lagging  # (what they say)
         if why is not None:
-            return pool_conditions(False, "NoNodes", why, now, body, arrivals)
+            return pool_conditions(False, "NoNodes", why, now, body, *held)
         message = "The pool runs its workflows."
-        return pool_conditions(True, "Running", message, now, body, arrivals)
+        return pool_conditions(True, "Running", message, now, body, *held)
 
     every = clock.wall_delay(POOL_STATUS_SECONDS)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from idlegate.api.lag import Lag
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
 from idlegate.sim.resources import MILLI
@@ -355,6 +356,7 @@ class MetricFamilies:
             "reason (unreadable, malformed, no arrival; each kind logged once).",
             "reason",
         )
+        self.lag = Lag(self.registry)  # (the lags' series and bound: idlegate.api.lag)
 
     def _series(
         self, kind: type[M], name: str, doc: str, *labels: str, pool: bool, **options: Any

@@ -232,12 +232,17 @@ class Settings(Config):
     writes included) before it exits."""
 
     status_interval: float = Field(1.0, ge=0)
-    """Wall-clock seconds over which changes of a workflow's task counts are batched into
-    one status write; phase changes and idle slots are written at once. 0: every change."""
+    """Least wall-clock seconds between two status writes of an object (coalesced), and over
+    which changes of its counts are batched; a phase or idle slot is written as soon as that
+    allows. 0: every change at once."""
+
+    lag_bound: float = Field(2.0, ge=0)
+    """Seconds of lag (watch, releases' and Events' writes, event-loop stalls; p90) that,
+    held 30 s, say Lagging on each ExecutorPool (docs/operations.md). 0: never said."""
 
     max_events_per_workflow: int = Field(30, ge=1)
     """Distinct Events one workflow gets; after them, only the first Event of each new type
-    and reason. An Event equal to one posted before is not posted again."""
+    and reason. An Event equal to one posted before adds to its count (a PATCH in 30 s)."""
 
     plan_budget_ms: float = Field(200.0, gt=0)
     """Wall milliseconds one plan of a lookahead planner (--scheduler lookahead:...) may

@@ -16,21 +16,14 @@ Pod creations and gate removals (`idlegate_pods_created_total`,
 `idlegate_gate_removals_total`) are counted once each, when confirmed: by their success,
 or, when an earlier try got no answer (`ApiError.lost`: it may have been carried out), by
 the read after the refusal that followed (a 409, a refused guard) showing the write's
-effect. A pod found on a first try's 409 is not the operator's creation. A workflow's
-status writes are coalesced (:class:`_StatusLane`).
+effect. A pod found on a first try's 409 is not the operator's creation. An object's
+status writes are coalesced and paced (:class:`_StatusLane`).
 
 Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
 workflow's lane of Events; one that cannot be posted is logged and dropped, it never
-fails a workflow. Only a tiny dedup: an Event equal to one posted on the same object
-before (type, reason, message) is not posted again, and an object gets at most
-`per_workflow` distinct Events, after which only the first of each new type and reason
-is posted (a workflow's Failed or Succeeded always is). The operator's messages repeat
-equal (:mod:`~idlegate.operator.core.intents`), so a stage of 100,000 tasks leaves a
-handful of Events, not 100,000. An Event is named after what makes it equal
-(its object, type, reason and message), so the API server itself refuses an equal one
-(409) that a restarted operator posts again with its books empty (an Argo Workflow's
-Accepted and Estimated as it is admitted again): the dedup holds across restarts for as
-long as the API keeps the Event.
+fails a workflow. An Event said again adds to its count, and an object's distinct Events
+are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
+``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
 
 The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
 as they are built, so none needs rewiring when :func:`idlegate.operator.edge.leader.elect`
@@ -43,20 +36,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import heapq
 import itertools
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
+from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Series
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
 from idlegate.operator.core.intents import (
@@ -177,6 +169,9 @@ class Op:
     after: tuple[asyncio.Event, ...] = ()
     """Not started before these are set: other lanes' writes, to keep an order across
     lanes; each is set however its write ends."""
+    write: str = ""
+    """Its success's label in `Lanes.written`, its lag read from `since` (made, by default)."""
+    since: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
 
 LaneKey = tuple[Hashable, Hashable]
@@ -209,6 +204,8 @@ class Lanes:
         self.gate = gate if gate is not None else WriteGate()
         """Whether this replica may write now (leader election): an op that comes to its
         turn when it may not is dropped, unsent."""
+        self.written: Callable[[str, float], None] = lambda write, since: None
+        """Told of each op that succeeded (`Lag.written`: ``idlegate_write_lag_seconds``)."""
 
     def submit(self, key: Hashable, op: Op, *, lane: Hashable) -> None:
         """Queue `op` behind the other ops of lane `lane` of workflow `key`."""
@@ -284,6 +281,7 @@ class Lanes:
                         log.info("Not written, this replica is not the leader: %s.", op.what)
                         return
                     await op.run(self.kube)
+                self.written(op.write, op.since)
                 return
             except Retry as exc:
                 log.info("Again in %.1f s: %s: %s", self.wait, op.what, exc)
@@ -298,23 +296,18 @@ class Lanes:
                 return
 
 
-MAX_BOOKS = 4096
-"""Objects whose posted Events are remembered (the least recent are forgotten)."""
-
-
 class EventRecorder:
     """Posts the Events of the operator (one instance per operator)."""
 
     def __init__(self, lanes: Lanes, settings: Settings) -> None:
         self.lanes = lanes
-        self.component = settings.component
-        self.instance = identity()
-        """The Events' reporting instance: this replica (two under one Pod name differ)."""
-        self.per_workflow = settings.max_events_per_workflow
-        self._books: OrderedDict[str, set[tuple[str, str, str | None]]] = OrderedDict()
+        self.component, self.instance = settings.component, identity()
+        """The Events' component, and reporting instance: this replica (two under one Pod
+        name differ)."""
+        self._book = EventBook(settings.max_events_per_workflow, self.component, self.instance)
         self._there: set[str] = set()
         """Names of the component's Events the API server had when `recall` read them."""
-        self._held: list[tuple[Owner, dict[str, Any]]] | None = None
+        self._held: list[tuple[Owner, Series, bool]] | None = None
         """Events recorded while `recall` reads (None: it does not)."""
         self._reading: asyncio.Task[None] | None = None
 
@@ -340,67 +333,44 @@ class EventRecorder:
                 )
             finally:  # (whatever the read met, the Events held go)
                 held, self._held = self._held or [], None
-                for owner, body in held:
-                    self._submit(owner, body)
+                for item in held:
+                    self._submit(*item)
 
         self._reading = asyncio.ensure_future(read())
 
     def record(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        """An Event on `owner`: posted, unless an equal one was (see the module docstring)."""
+        """An Event on `owner`: posted, or counted if an equal one was (`EventBook`)."""
         message = clip(message)
         log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
-        key = owner.uid or f"{owner.namespace}/{owner.name}"
-        book = self._books.pop(key, set())
-        self._books[key] = book
-        while len(self._books) > MAX_BOOKS:
-            self._books.popitem(last=False)
-        posted = sum(m is not None for _, _, m in book)
-        if (type_, reason, message) in book or (
-            posted >= self.per_workflow and (type_, reason, None) in book
-        ):
-            return
-        book |= {(type_, reason, message), (type_, reason, None)}
-        self._submit(owner, self._body(owner, key, type_, reason, message))
+        loop = asyncio.get_running_loop()
+        series = self._book.record(owner, (type_, reason, message), time.time(), loop.time())
+        if series is not None and series.count == 1:
+            self._submit(owner, series, True)
+        elif series is not None and not series.pending:  # (its count, once in SERIES_SECONDS)
+            series.pending, at = True, series.patched + SERIES_SECONDS
+            loop.call_at(at, self._submit, owner, series, False)
 
-    def _body(
-        self, owner: Owner, key: str, type_: str, reason: str, message: str
-    ) -> dict[str, Any]:
-        # <object>.<16 hex digits>, as client-go's names; the digits are those of the book's
-        # key (the module docstring), not the time: an equal Event gets the same name
-        equal = "\0".join((key, type_, reason, message)).encode()
-        name = f"{owner.name}.{hashlib.sha256(equal).hexdigest()[:16]}"
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": owner.namespace},
-            "involvedObject": owner.object_reference(),
-            "type": type_,
-            "reason": reason,
-            "message": message,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "reportingInstance": self.instance,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-
-    def _submit(self, owner: Owner, body: dict[str, Any]) -> None:
+    def _submit(self, owner: Owner, series: Series, post: bool) -> None:
+        """Post `series`' Event in `owner`'s lane of Events (`post`), or write its count."""
         if self._held is not None:
-            self._held.append((owner, body))
+            self._held.append((owner, series, post))
             return
-        if body["metadata"]["name"] in self._there:
+        if post and series.name in self._there:
             return
 
         async def run(kube: KubeApi) -> None:
             try:
-                await kube.create_event(owner.namespace, body)
+                if post:
+                    await kube.create_event(owner.namespace, series.body)
+                    return
+                series.pending, series.patched = False, asyncio.get_running_loop().time()
+                await kube.patch_event(owner.namespace, series.name, series.patch())
             except ApiError as exc:
                 if exc.status != 409:  # (409: an equal one is there: posted before)
-                    log.warning("Event %s on %s not posted: %s", body["reason"], owner.name, exc)
+                    log.warning("Event %s on %s not written: %s", series.name, owner.name, exc)
 
-        op = Op(f"event {body['reason']} on {owner.name}", run, priority=Priority.EVENT)
+        what, write = f"event {series.name}", "event" if post else ""
+        op = Op(what, run, priority=Priority.EVENT, write=write)
         self.lanes.submit((owner.namespace, owner.name), op, lane="events")
 
 
@@ -418,12 +388,14 @@ class Applier:
         now: Callable[[], float] = time.time,
     ) -> None:
         self.lanes, self.events, self.metrics = lanes, events, metrics
+        lanes.written = metrics.families.lag.written
         self.now = now
         """The operator's clock (a status's condition times)."""
         self.on_outcome = on_outcome
         """Where outcomes go (the core, or the pools that route them to theirs)."""
         self.status_interval = status_interval
-        """Seconds a PatchStatus that is not urgent waits, to be sent with later ones."""
+        """Least seconds between two status writes of one object, and how long a PatchStatus
+        that is not urgent waits to be sent with later ones (`Pace`)."""
         self._status: dict[tuple[str, str], _StatusLane] = {}
         self._freeing: dict[tuple[str, str], set[asyncio.Event]] = {}
         """Per workflow, the deletions not ended yet of pods whose executors were given back."""
@@ -514,7 +486,8 @@ class Applier:
             self.on_outcome(_refused(intent, exc))
 
         what = f"{type(intent).__name__} {'/'.join(intent.lane)}"
-        op = Op(what, attempt, on_error=refused, priority=priority, after=after)
+        write = {Priority.RUN: "release", Priority.POD: "pod"}.get(priority, "workflow")
+        op = Op(what, attempt, on_error=refused, priority=priority, after=after, write=write)
         self.lanes.submit(_key(intent.owner), op, lane=intent.lane)
 
     async def _create(self, kube: KubeApi, intent: CreatePod) -> Mapping[str, Any] | None:
@@ -648,19 +621,23 @@ class Applier:
 
     def _after(self, owner: Owner, wanted: bool) -> tuple[asyncio.Event, ...]:
         lane = self._status.get(_key(owner)) if wanted else None
+        if lane is not None:  # (a release waits for it: not held by the pace)
+            lane.flush()
         return (lane.landed,) if lane is not None else ()
 
 
 class _StatusLane:
-    """One workflow's status writes: one at a time, coalesced (a PatchStatus not sent yet
-    is replaced by the next one), batched when not urgent; `landed` is set once the latest
-    has ended. It forgets itself once idle."""
+    """One object's status writes: one at a time, coalesced (a PatchStatus not sent yet is
+    replaced by the next one) and paced (`Pace`: one per status interval at most, a change
+    that is not urgent batched); `landed` is set once the latest has ended. It forgets
+    itself once idle and past its pace."""
 
     def __init__(self, applier: Applier, owner: Owner) -> None:
         self.applier, self.owner = applier, owner
         self.waiting: PatchStatus | None = None
         self.queued: Op | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.pace = Pace(applier.status_interval)
         self.landed = asyncio.Event()
         self.landed.set()
 
@@ -671,28 +648,42 @@ class _StatusLane:
             self.queued.priority = Priority.STATUS
             if (slots := self.applier.lanes.slots) is not None:
                 slots.hurry((_key(self.owner), _STATUS), Priority.STATUS)
-        interval = self.applier.status_interval
-        if intent.urgent or interval <= 0:
+        self.pace.change(asyncio.get_running_loop().time(), intent.urgent)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Send what waits once the pace allows, else wake then; idle and past its pace,
+        the lane is forgotten (a sent one's end wakes it)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.queued is not None:
+            return
+        loop = asyncio.get_running_loop()
+        at = self.pace.due() if self.waiting is not None else self.pace.idle_until()
+        if at is not None and at > loop.time():
+            self.timer = loop.call_at(at, self._wake)
+        elif self.waiting is not None:
             self.flush()
-        elif self.timer is None and self.queued is None:
-            self.timer = asyncio.get_running_loop().call_later(interval, self.flush)
+        elif self.applier._status.get(_key(self.owner)) is self:
+            del self.applier._status[_key(self.owner)]
 
     def flush(self) -> None:
+        """Send what waits now, whatever the pace (a drain; a release waits for it)."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         if self.queued is not None or self.waiting is None:
             return
+        since = self.pace.sent(asyncio.get_running_loop().time())  # (its lag's start)
         priority = Priority.STATUS if self.waiting.urgent else Priority.COUNTS
-        self.queued = Op(f"status of {self.owner.name}", self._send, priority=priority)
+        what = f"status of {self.owner.name}"
+        self.queued = Op(what, self._send, priority=priority, write="status", since=since)
         self.applier.lanes.submit(_key(self.owner), self.queued, lane=_STATUS)
 
     def dropped(self) -> None:
         """The workflow left and the lanes dropped its writes not started: the one held
         or queued here goes too (the next PatchStatus carries the whole state anyway)."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         self.queued, self.waiting = None, None
         self._ended()
 
@@ -717,13 +708,9 @@ class _StatusLane:
         self.applier.on_outcome(outcome)
 
     def _ended(self) -> None:
-        if self.waiting is not None:  # given while this one was sent: send it now
-            self.flush()
-            return
-        self.landed.set()
-        lanes = self.applier._status
-        if self.timer is None and self.queued is None and lanes.get(_key(self.owner)) is self:
-            del lanes[_key(self.owner)]
+        if self.waiting is None:  # (else one given meanwhile goes as the pace allows)
+            self.landed.set()
+        self._wake()
 
 
 _STATUS = "status"

@@ -386,6 +386,10 @@ class KubeApi:
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._request("POST", _path(CORE, "events", namespace), body=body)
 
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        path, merge = _path(CORE, "events", namespace, name), "application/merge-patch+json"
+        await self._request("PATCH", path, body=patch, content_type=merge)
+
     async def list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
         return await self._list(_path(CORE, "events", namespace), field_selector=field_selector)
 

@@ -267,6 +267,11 @@ class Pools:
         pod left to its controller): the default pool's applier is every pool's."""
         self.default.carry(outputs)
 
+    def say(self, notice: tuple[str, str, str]) -> None:
+        """An Event of the operator's on every ExecutorPool and its own Pod (its lag)."""
+        said = [b.core.reporter for b in self.bridges.values() if b.core.reporter is not None]
+        self.carry([PostEvent(reporter, *notice) for reporter in said])
+
     def held(self, kind: str) -> dict[WorkflowKey, Any]:
         """Every pool's workflows of `kind` (a fresh dict)."""
         return {k: wf for b in self.bridges.values() for k, wf in b.held(kind).items()}

@@ -1,0 +1,171 @@
+"""How often the operator writes one object (issue 79): its status at most once per
+``--status-interval``, coalesced; an Event said again, one Event whose count goes up.
+
+* `Pace`: one object's status writes. A write starts at least `spacing` seconds after the
+  previous one started; the changes meanwhile are coalesced into it (the last status wins:
+  it carries the whole state, so nothing is lost). A change that is not urgent (only
+  counts changed) also waits `spacing` after it came, to be batched with the next ones. A
+  write a pod's release waits for (an idle slot persisted first) is not held: the
+  applier sends it at once.
+* `EventBook`: the Events of each object, as the API server's own series (client-go's
+  recorder): an Event equal to one said before on the same object (type, reason and
+  message) is no new Event, it adds to that one's ``count`` and moves its
+  ``lastTimestamp`` (`Series`), written by one PATCH at most every `SERIES_SECONDS` from
+  its post (a burst's repeats are one write, after the burst); and an object gets at most `per_object` distinct Events, after
+  which only the first of each new type and reason is posted. The operator's messages
+  repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
+  of Events. An Event is named after what makes it equal (`event_name`), so the API server
+  itself refuses an equal one (409) that a restarted operator posts again with its book
+  empty (the count it writes later is the one it saw since its start).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.api.task_pods import Owner
+from idlegate.sim.timestamps import stamp
+
+SERIES_SECONDS = 30.0
+"""Least seconds from an Event's post to the first write of its count, and between two
+(client-go's series write the second occurrence at once and later ones every 30 minutes;
+the count here is current to half a minute, and repeats in a burst cost one write)."""
+MAX_BOOKS = 4096
+"""Objects whose Events are remembered (the least recent are forgotten)."""
+
+
+@dataclass
+class Pace:
+    """When one object's next status write may start (times: loop seconds)."""
+
+    spacing: float
+    """Least seconds between two writes' starts, and how long a change that is not urgent
+    waits to be batched (``--status-interval``; 0: every change at once)."""
+    last: float = -math.inf
+    """When the last write started."""
+    since: float | None = None
+    """When the first change not written yet came (None: every change is written)."""
+    urgent: bool = False
+    """Some change not written yet is urgent (a phase, an idle slot)."""
+
+    def change(self, at: float, urgent: bool) -> None:
+        """A change came at `at`."""
+        if self.since is None:
+            self.since = at
+        self.urgent |= urgent
+
+    def due(self) -> float | None:
+        """When the write of the changes not written yet may start (None: there are none)."""
+        if self.since is None:
+            return None
+        batched = self.since if self.urgent else self.since + self.spacing
+        return max(batched, self.last + self.spacing)
+
+    def idle_until(self) -> float:
+        """Until when a write would still have to wait for the last one (after it, this
+        pace may be forgotten: a new one knows as much)."""
+        return self.last + self.spacing
+
+    def sent(self, at: float) -> float:
+        """A write of every change so far starts at `at`; returns when the first of them came."""
+        since = at if self.since is None else self.since
+        self.last, self.since, self.urgent = at, None, False
+        return since
+
+
+@dataclass
+class Series:
+    """One Event and how often it was said."""
+
+    name: str
+    body: dict[str, Any]
+    """The Event as it is first posted (`event_body`)."""
+    count: int = 1
+    last: str = ""
+    """When it was last said (the API's time format)."""
+    patched: float = -math.inf
+    """Loop time it was posted, then the last write of its count started."""
+    pending: bool = False
+    """A write of its count is armed or queued."""
+
+    def patch(self) -> dict[str, Any]:
+        """The merge patch writing its count and last time (core/v1 Event)."""
+        return {"count": self.count, "lastTimestamp": self.last}
+
+
+@dataclass
+class _Book:
+    said: dict[tuple[str, str, str], Series] = field(default_factory=dict)
+    reasons: set[tuple[str, str]] = field(default_factory=set)
+
+
+class EventBook:
+    """The Events said of each object, the least recent objects forgotten beyond `size`;
+    they are posted by `component`'s replica `instance`."""
+
+    def __init__(
+        self, per_object: int, component: str, instance: str, size: int = MAX_BOOKS
+    ) -> None:
+        self.per_object, self.size = per_object, size
+        self.component, self.instance = component, instance
+        self._books: OrderedDict[str, _Book] = OrderedDict()
+
+    def record(
+        self, owner: Owner, said: tuple[str, str, str], wall: float, at: float
+    ) -> Series | None:
+        """The Event `said` (type, reason, message) of `owner` at epoch second `wall`
+        (loop time `at`): its series (``count`` 1: a new Event to post; more: one said before, its count to
+        write), or None if it is not posted (the object had `per_object` distinct Events,
+        and one of this type and reason)."""
+        key = owner.uid or f"{owner.namespace}/{owner.name}"
+        book = self._books.pop(key, None) or _Book()
+        self._books[key] = book
+        while len(self._books) > self.size:
+            self._books.popitem(last=False)
+        series = book.said.get(said)
+        if series is not None:
+            series.count += 1
+            series.last = stamp(wall)
+            return series
+        if len(book.said) >= self.per_object and said[:2] in book.reasons:
+            return None
+        name = event_name(owner.name, key, *said)
+        body = event_body(owner, name, said, stamp(wall), (self.component, self.instance))
+        series = book.said[said] = Series(name, body, last=stamp(wall), patched=at)
+        book.reasons.add((said[0], said[1]))
+        return series
+
+
+def event_name(name: str, key: str, type_: str, reason: str, message: str) -> str:
+    """``<object>.<16 hex digits>``, as client-go's names; the digits are those of what
+    makes the Event equal, not of the time: an equal Event gets the same name."""
+    equal = "\0".join((key, type_, reason, message)).encode()
+    return f"{name}.{hashlib.sha256(equal).hexdigest()[:16]}"
+
+
+def event_body(
+    owner: Owner, name: str, said: tuple[str, str, str], at: str, by: tuple[str, str]
+) -> dict[str, Any]:
+    """The core/v1 Event `name` saying `said` (type, reason, message) of `owner` at `at`,
+    by `by` (the component and its replica)."""
+    type_, reason, message = said
+    component, instance = by
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": owner.namespace},
+        "involvedObject": owner.object_reference(),
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }
