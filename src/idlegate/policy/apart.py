@@ -103,4 +103,4 @@ def plan_apart(
         return planner
 
     key = f"planner {spec} {config.model_dump_json()}"
-    return _kept(key, build).plan(request, budget)  # type: ignore[no-any-return]
+    return _kept(key, build).plan(request, budget)
