@@ -47,7 +47,8 @@ class Reason(Enum):
     RESERVATION = "WaitBoundReservation"
     """Room is kept for a task past its queue's wait bound."""
     NO_NODE_FITS = "NoNodeFits"
-    """The pool's free totals would hold its task, but no node has the room in one piece."""
+    """The pool's free totals would hold its task, but no node has the room in one piece;
+    or no node could hold it even empty (it then reserves nothing past its wait bound)."""
     FREE_RESOURCES = "WaitingForExecutors"
     """Entitled, but the pool has no free executor (or free resources) for its task now."""
 
@@ -200,6 +201,12 @@ def reason_of(adm: Admission, stage: Stage) -> tuple[Reason, str]:
     """Why `stage` may not start at the open question: the phase that held it back."""
     cluster, q = adm.cluster_asked, stage.job.queue
     name = adm.queues[q].name
+    never = None if cluster is None else cluster.fits_no_node(stage)
+    if never is not None:  # (first: nothing else would let it start)
+        return Reason.NO_NODE_FITS, (
+            f"stage {stage.name} {never}: it waits for a node that can hold it, and reserves "
+            "no room nor holds any other workflow back meanwhile"
+        )
     live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
     forced = adm.forced if live else None  # (with no executor free, nothing is forced yet)
     if forced is not None and forced.stage is not stage:

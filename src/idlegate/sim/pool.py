@@ -287,12 +287,23 @@ class PoolResources:
                 stage.name,
             )
 
+    def never_fits(self, stage: Stage) -> bool:
+        """`fits_no_node(stage)` is not None, without its sentence: what the queues'
+        admission asks of each task past its wait bound (such a task reserves nothing)."""
+        told, need = self._told, stage.need
+        if told is None or need is None or not told.alloc:
+            return False
+        if need.allowed is not None and not need.allowed:
+            return True
+        held = self._nodes.empty_room(need.amounts, need.allowed)  # (kept per demand)
+        return held < (stage.tasks if stage.gang else 1)
+
     def fits_no_node(self, stage: Stage) -> str | None:
         """Why `stage` could not start on the told nodes even were they empty (no node's
         allocatable holds its task; a gang's tasks, all of them at once), None if it could
         or no nodes are told. What it asks goes first: ``asks cpu=12 a task, ...``."""
         told, need = self._told, stage.need
-        if told is None or need is None or not told.alloc:
+        if told is None or need is None or not self.never_fits(stage):
             return None
         alloc = told.alloc
         if need.allowed is not None:
@@ -300,8 +311,6 @@ class PoolResources:
                 found = None if told.allows is None else told.allows(stage)
                 return "may use no node of the pool" if found is None else found[1]
             alloc = [alloc[i] for i in need.allowed]
-        if sum(need.on(node) for node in alloc) >= (stage.tasks if stage.gang else 1):
-            return None
         names = self.resource_names
         sizes = sorted({ResourceVector(dict(zip(names, a, strict=False))).format() for a in alloc})
         more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""
