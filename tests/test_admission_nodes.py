@@ -116,7 +116,10 @@ async def test_the_operator_runs_a_queue_past_a_stage_no_node_can_hold(monkeypat
         await h.settle()
 
     await submit("big", "12")
-    assert "NoNodeFits" in h.kube.reasons("big")
+    (said,) = [e["message"] for e in h.kube.events if e["reason"] == "NoNodeFits"]
+    assert said.endswith(
+        "meanwhile it holds no room, past its queue's wait bound too, and nothing waits for it."
+    )
     h.clock.advance(BOUND + 10)
     await h.timers.fire_due(h.clock.now())  # (the bound's round)
     await h.settle()

@@ -242,7 +242,8 @@ def no_node_fits(stage: str, why: str, pool: str) -> Notice:
     """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
     message = (
         f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that can hold it "
-        "(one added, or labelled for its nodeSelector), or its requests or template change."
+        "(one added, or labelled for its nodeSelector), or its requests or template change; "
+        "meanwhile it holds no room, past its queue's wait bound too, and nothing waits for it."
     )
     return ("Warning", "NoNodeFits", message)
 
