@@ -293,6 +293,21 @@ def no_room(pool: str, selector: LabelSelector, nodes: int, left: bool) -> str |
     return f"Pool {pool!r}: {picked} {what}; its workflows wait until then."
 
 
+def pool_invalid(why: str, running: bool, ran: int | None = None) -> str:
+    """What ExecutorPool whose spec cannot run (`why`) does, as its Warning, its log line and
+    its Ready condition say it: one that runs an earlier spec (`running`, of generation
+    `ran`) runs its workflows on under it, never stopping a running one for a bad edit,
+    and takes no new one; else every workflow of it waits."""
+    then = "Its workflows wait (PoolInvalid) until its spec is fixed."
+    if running:
+        spec = "the spec it ran last" + ("" if ran is None else f" (generation {ran})")
+        then = (
+            f"The workflows in it run on under {spec}; those that come after wait "
+            "(PoolInvalid) until its spec is fixed."
+        )
+    return f"{why.rstrip('.')}. {then}"
+
+
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
     message = (
         f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
