@@ -8,9 +8,15 @@ alone: their load fits their nominal quota, so it is their JCT alone on it, Them
 measure of the issue's ρ); then team ``a`` floods 100 DagWorkflows at once while ``b``
 and ``c`` submit as before. Checked: every workflow succeeds, no pod is created twice, no
 queue ever holds more than its quota plus what it may borrow (at every pod write: each gate
-removal), the steady teams' mean JCT within 1.2 times their JCT alone, and every wait within
-its queue's bound plus the overshoot the issue allows (the running tasks' time to free
-room: one task).
+removal), the steady teams' mean JCT within 1.2 times their JCT alone as the pool decided
+it (`decided`: their declared paths plus how long each of their tasks waited after the
+pool released one of the flood's instead, from the admission's own record of its starts.
+A machine busy with other work stretches the time to see a pod end and to run one: a
+check of the measured JCT failed there, 36.4 s against 28.8 s in issue 80. The admission
+mutated to serve a borrowing queue first, with no wait bound and no claim on idle quota
+for ready tasks, fails this one: 38.2 s against 26.5 s), and every wait within its
+queue's bound plus the overshoot the issue allows (the running tasks' time to free room:
+one task).
 
 An Argo Workflow (labelled ``idlegate.io/queue: a``) runs among the flood, under Argo's
 controller stand-in (tests/k8s/argo_controller.py), when Argo's CRD is at hand (skipped
@@ -140,6 +146,45 @@ def steady(
     return out, [run for _, run in teams]
 
 
+Start = tuple[int, float, float]
+"""A start of tasks as the admission makes it: (queue, time, how long its first waited),
+in the operator's clock."""
+
+
+def recording(admission: Any) -> list[Start]:
+    """The admission's starts from now on, as it makes them (each `Admission.started`)."""
+    starts: list[Start] = []
+    note = admission.started
+
+    def started(stage: Any, tasks: int, now: float) -> None:
+        note(stage, tasks, now)
+        q = stage.job.queue
+        starts.append((q, now, admission.ledger.waits[q][-tasks]))
+
+    admission.started = started
+    return starts
+
+
+def decided(starts: list[Start]) -> float:
+    """The steady teams' mean JCT as the pool decided it, from its `starts` of one phase:
+    each workflow's declared critical path, plus, for each task of b and c, how long it
+    waited after the pool gave an executor to a task of the flood's queue instead (the
+    first such start while it waited: from then on, its wait is the pool's choice), over
+    the STEADY workflows of each. Waiting for a running task to end is not a choice (no
+    preemption), and how long that takes to be seen a busy machine stretches; the choice is
+    whom the pool releases when room comes. An Airflow run's two tasks after print_date run
+    side by side, and both their waits count (more than its path's, never less)."""
+    flood = [t for q, t, _ in starts if q == 0]
+    chosen = 0.0
+    for q, t, waited in starts:
+        first = next((f for f in flood if t - waited <= f < t), None)
+        if q in (1, 2) and first is not None:
+            chosen += t - first
+    run = DAG_TASKS["print_date"] + max(DAG_TASKS["sleep"], DAG_TASKS["templated"])
+    path = (STEADY - 1) * STEADY_TASK + run
+    return (2 * path + chosen) / (2 * STEADY)
+
+
 def jct(
     api: ApiServer, runs: list[tuple[str, str]], dag_runs: list[Run], airflow: AirflowExecutor
 ) -> float:
@@ -214,7 +259,11 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
             )
             api.create(POOLS, pool)
             wait(lambda: "shared" in operator.pools.bridges, 10, "pool shared built")
+            admission = operator.pools.bridges["shared"].core.cluster.admission
+            assert admission is not None
+            starts = recording(admission)
             jct_alone = jct(api, *steady(api, airflow, teams_alone), airflow)
+            alone_starts = len(starts)  # (every start alone is made: its workflows are done)
             flood = [(teams["a"], f"f{i}") for i in range(FLOOD)]
             for ns, name in flood:
                 api.create(DWF, workflow(name, stage("s", 1, FLOOD_TASK)), namespace=ns)
@@ -234,8 +283,8 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
 
             wait(lambda: shown().get("queuesSummary") == "a=0,b=0,c=0", 10, "queues' status")
             assert [q["name"] for q in shown()["queues"]] == ["a", "b", "c"]
-            admission = operator.pools.bridges["shared"].core.cluster.admission
-            ledger = admission.settle(operator.pools.now()) if admission is not None else None
+            assert operator.pools.bridges["shared"].core.cluster.admission is admission
+            ledger = admission.settle(operator.pools.now())
             warned = [
                 (e["involvedObject"]["name"], e["reason"])
                 for ns in served
@@ -260,19 +309,21 @@ def test_three_teams_share_a_pool_one_floods_the_others_keep_their_pace(
     assert shared_pods <= watched, shared_pods - watched
     assert warned == [], warned
     held = {q: m.max_total for q, m in monitors.items()}
-    print(f"\nsteady teams' mean JCT: {jct_shared:.1f} s shared, {jct_alone:.1f} s alone")
+    decided_alone, decided_shared = decided(starts[:alone_starts]), decided(starts[alone_starts:])
+    print(
+        f"\nsteady teams' mean JCT as the pool decided it: {decided_shared:.1f} s shared, "
+        f"{decided_alone:.1f} s alone (measured: {jct_shared:.1f} s, {jct_alone:.1f} s)"
+    )
     dag_jct = [
         [round(airflow.jct(*r[:2], PACE), 1) for _, r in t] for t in (teams_shared, teams_alone)
     ]
     print(f"its Airflow runs' JCT (b, c): {dag_jct[0]} s shared, {dag_jct[1]} s alone")
     print(f"most pods held at once per queue: {held}")
-    if ledger is not None:
-        worst = [round(max(w, default=0.0), 1) for w in ledger.waits]
-        over = max((s - b for _q, b, s in ledger.overdue), default=0.0)
-        hits = len(ledger.overdue)
-        print(f"worst wait per queue (s): {worst}; {hits} bound hit(s), overshoot {over:.2f} s")
-    assert jct_shared <= 1.2 * jct_alone, (jct_shared, jct_alone)
-    assert admission is not None and ledger is not None
+    worst = [round(max(w, default=0.0), 1) for w in ledger.waits]
+    over = max((s - b for _q, b, s in ledger.overdue), default=0.0)
+    hits = len(ledger.overdue)
+    print(f"worst wait per queue (s): {worst}; {hits} bound hit(s), overshoot {over:.2f} s")
+    assert decided_shared <= 1.2 * decided_alone, (decided_shared, decided_alone)
     # every task started in its queue: a's flood (and Argo's diamond), b's and c's steady
     # workflows and Airflow runs, alone and shared
     starts = [len(w) for w in ledger.waits]

@@ -546,7 +546,7 @@ async def test_a_workflow_in_a_pool_that_exists_but_cannot_run_says_so_not_that_
     await h.submit("w", {"stages": [stage("a")], "pool": "x"})
     assert h.kube.reasons("w") == ["PoolNotFound"]  # (not created yet: it does not exist)
     why = "ExecutorPool 'x': spec.size must be at least 1."
-    await intake.readmit(pools, pools.cannot_run("x", why))  # (what its handler does)
+    await intake.readmit(pools, pools.cannot_run("x", why)[0])  # (what its handler does)
     await h.settle()
     (said,) = [e["message"] for e in h.kube.events if e["reason"] == "PoolInvalid"]
     assert said == (

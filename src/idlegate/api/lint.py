@@ -629,6 +629,8 @@ class _Linter:
         if is_airflow(obj):
             self.airflow(source, index, item, obj)
             return
+        if self.in_pools.node(obj):  # (what the node pools' quotas are checked against)
+            return
         if not _ours(kind, api):
             what = f"a {kind} ({api})" if _text(kind) else "a document with no kind"
             # e.g. a workflow file of `idlegate simulate`: a bare spec, no manifest
@@ -771,13 +773,13 @@ def lint_paths(
             report.notes.append(Note(source.name, "holds no document; nothing to check"))
     _add_argo(report, linter.argo, linter.pool())
     report.queue_files = linter.queues.read
-    for (file, index, item), text in linter.queues.problems():
+    for (file, index, item), text in [*linter.queues.problems(), *linter.in_pools.quotas()]:
         before = any((p.file, p.document, p.item) == (file, index, item) for p in report.problems)
         report.problems.append(Problem(file, text, index, item))
         report.invalid += not before
     check_pool_requested(linter.in_pools, [*report.argo_jobs, *report.airflow_jobs], pool_resources)
     report.notes.extend(
-        Note(f, text, i, j, why) for (f, i, j), text, why in linter.in_pools.waits()
+        Note(f, text, i, j, why) for (f, i, j), text, why in linter.in_pools.notes()
     )
     report.notes.extend(
         Note(f, text, i, j, why)

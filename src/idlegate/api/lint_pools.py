@@ -8,6 +8,12 @@ not ``Invalid``, so lint says it as a note (exit 0), with what the operator woul
 A pool lint cannot parse is a problem of its own (`pool_problems`) and checks nothing here;
 a pool not among the inputs is the cluster's, unknown offline.
 
+A pool that follows its nodes (``nodeSelector``) may quote only what they count (cpu,
+memory, and the extended resources one of them has): given the nodes among the inputs
+(``kubectl get nodes -o yaml``), its queues are checked against them by the operator's
+own check (`idlegate.api.queueing.quotas_on_nodes`), a problem with its sentence; without
+them, a quota of an extended resource is noted as one lint could not check.
+
 Given the operator's ``--forecast-arrivals`` (lint's own flag), a pool without queues that
 would inherit ``queues`` is noted as the operator says it (`pool_arrivals`: its forecasts
 invent poisson instead, condition ``ForecastArrivalsFallback``), also exit 0.
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.api.lint_render import linted_pool
+from idlegate.api.nodes import Node, counted, read_node
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
     DEFAULT_POOL,
@@ -34,7 +41,7 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     pool_arrivals,
 )
-from idlegate.api.queueing import QUEUE_NOT_FOUND
+from idlegate.api.queueing import QUEUE_NOT_FOUND, quotas_on_nodes
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import Arrivals
@@ -47,7 +54,10 @@ WAITS = "PoolTooSmall"
 """The reason of such a note (the condition's), which also keeps it from the skipped."""
 HELD = (WAITS, QUEUE_NOT_FOUND)
 """The reasons of the notes of workflows the operator would hold out of their pool."""
-OWN = (*HELD, ARRIVALS_FALLBACK)
+UNCHECKED = "QuotaOnNodes"
+"""The reason of the note on a node pool's quota of an extended resource, linted without
+its nodes."""
+OWN = (*HELD, ARRIVALS_FALLBACK, UNCHECKED)
 """The reasons of the notes on idlegate's own objects (none is left to Argo)."""
 
 Where = tuple[str, int, int | None]
@@ -83,6 +93,46 @@ class InPools:
     """The resources the stages of the linted workflows request."""
     stages: int = 0
     """Stages of the linted workflows seen (parsed)."""
+    nodes: list[Node] = field(default_factory=list)
+    """The Nodes among the inputs, which the node pools' quotas are checked against."""
+
+    def node(self, obj: Mapping[str, Any]) -> bool:
+        """Whether `obj` is a Node (kept for `quotas`)."""
+        if obj.get("kind") != "Node" or obj.get("apiVersion") != "v1":
+            return False
+        self.nodes.append(read_node(obj))
+        return True
+
+    def quotas(self) -> Iterator[tuple[Where, str]]:
+        """Where and why each node pool's queues quote what its nodes do not count (with
+        the nodes given: the operator's sentence)."""
+        for name, pool in self.pools.items():
+            selector, queues = pool.node_selector, pool.queue_specs
+            if selector is None or not queues or not self.nodes:
+                continue
+            try:
+                quotas_on_nodes(name, queues, pool.executors, counted(self.nodes, selector))
+            except IdlegateError as exc:
+                yield self.places[name], str(exc)
+
+    def notes(self) -> Iterator[tuple[Where, str, str]]:
+        """`waits`, then each node pool's quota of an extended resource (a GPU) that only
+        its nodes, not given, could check."""
+        yield from self.waits()
+        for name, pool in self.pools.items():
+            if pool.node_selector is None or self.nodes:
+                continue
+            for q in pool.queue_specs:
+                extended = sorted({n for n in q.nominal or () if "/" in n})
+                if extended:
+                    yield (
+                        self.places[name],
+                        f"queue {q.name!r} of ExecutorPool {name!r} quotes "
+                        f"{', '.join(extended)}, which its nodes must have (the operator "
+                        "refuses the pool when none of the nodes nodeSelector picks has it): "
+                        "lint it with the nodes (kubectl get nodes -o yaml) to check",
+                        UNCHECKED,
+                    )
 
     def requests(self, spec: WorkflowSpec | Any) -> None:
         """Gather what the stages of `spec` (a parsed one, or a manifest's) request."""

@@ -11,31 +11,54 @@ operator's (a task's retry, which reads the operator's bookkeeping, is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from idlegate.api.labels import GATE
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.status import SlotState
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
-from idlegate.sim.resources import format_quantity
+from idlegate.sim.resources import ResourceVector
 from idlegate.sim.timestamps import stamp, to_datetime
 
 if TYPE_CHECKING:
     from idlegate.policy.lookahead import Plan
     from idlegate.policy.plans import Hold
     from idlegate.policy.portfolio import Choice
+    from idlegate.sim.cluster import Cluster
 
 Notice = tuple[str, str, str]
 """(type, reason, message) of an Event."""
 
 
-def accepted(dag: Dag, policy: str, pool: int) -> Notice:
+class PoolSettings(Protocol):
+    """What `pool_of` reads of a pool's settings (the operator's ``Settings``)."""
+
+    @property
+    def pool_size(self) -> int: ...
+    @property
+    def pool_nodes(self) -> LabelSelector | None: ...
+
+
+def pool_of(pool: PoolSettings, room: ResourceVector | None = None) -> str:
+    """The pool in its own terms: ``pool of 8 executors``; a pool that follows the nodes
+    a selector picks, by them and what they hold for it now (`room`: its capacity), its
+    executors there being only a cap on its task pods, no room."""
+    if pool.pool_nodes is None:
+        return f"pool of {pool.pool_size} executors"
+    text = pool.pool_nodes.text()
+    picked = f"the nodes nodeSelector {text!r} picks" if text else "every node"
+    if room is not None:
+        picked += f" ({room.restricted(n for n in room if n != 'pods').format()} now)"
+    return f"pool of {picked}"
+
+
+def accepted(dag: Dag, policy: str, pool: PoolSettings, room: ResourceVector) -> Notice:
+    """A workflow admitted to the pool (`pool_of`'s words for it, `room` its capacity)."""
     message = (
         f"Accepted: {dag.num_stages} stages, {sum(dag.tasks)} tasks, critical path "
         f"{dag.critical_path:g} s, total work {dag.total_work:g} executor-seconds; "
-        f"policy {policy}, pool of {pool} executors."
+        f"policy {policy}, {pool_of(pool, room)}."
     )
     return ("Normal", "Accepted", message)
 
@@ -204,42 +227,47 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
     return ("Normal", "IdleSlotEnded", message)
 
 
-def waiting(
-    stage: Stage, job: Job, free: int, pool: int, why: str | None, names: Sequence[str] = ()
-) -> Notice:
-    """Why a runnable stage got no executor; `why`: its queue's limit, or how the decision
-    round ended with executors free (`chose_wait` or `all_rules_failed`), which is the
-    reason unless the pool is full, a gang does not fit, or the workflow is at its cap;
-    None: the round ended with no answer to give (`held_back`). `names`: the resources the
-    pool counts beyond pods."""
+def waiting(stage: Stage, job: Job, pool: Cluster, why: str | None, queued: bool = False) -> Notice:
+    """Why a runnable stage of `pool` got no executor, in the pool's own terms (on nodes:
+    their CPU and memory, never its executors, which are no room there); `why`: its
+    queue's verdict (`queued`: the admission held it back), or how the decision round
+    ended with executors free (`chose_wait` or `all_rules_failed`), which is the reason
+    unless the pool is full, a gang does not fit, the workflow is at its cap, or its
+    task fits nowhere now (no WAIT held it back then: the policy could not start it);
+    None: the round ended with no answer to give (`held_back`)."""
+    free, size, nodes = pool.free_executors, pool.num_executors, pool.follows_nodes
     if free == 0:
-        why = f"all {pool} executors of the pool are busy"
+        why = f"all {size} executors of the pool are busy"
+        if nodes:
+            why = f"the pool runs as many task pods as its size allows ({size})"
     elif stage.gang and stage.tasks > free:
         why = f"it is a gang of {stage.tasks} tasks and only {free} executors are free"
     elif job.cap and job.held >= job.cap:
         why = f"the workflow holds its parallelism cap of {job.cap} executors"
     else:
-        why = f"{why or held_back(stage, names)}; {free} executor(s) stay free until the next event"
+        said = why if queued else pool.why_unfit(stage) or why
+        left = f"{free} executor(s) stay free"
+        if nodes:
+            left = f"{_free(pool).format()} stay free on its nodes"
+        why = f"{said or held_back(stage, pool)}; {left} until the next event"
     message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
     return ("Normal", "Waiting", message)
 
 
-def held_back(stage: Stage, names: Sequence[str]) -> str:
+def _free(pool: Cluster) -> ResourceVector:
+    """What the pool has free of the resources it counts beyond pods (none below 0)."""
+    free = pool.free_resources
+    return ResourceVector({n: max(0, free[n]) for n in pool.resource_names})
+
+
+def held_back(stage: Stage, pool: Cluster) -> str:
     """Why `stage` got nothing in a round that ended with executors free and no question
-    left (no WAIT said why): its requests do not fit the free resources or any node's, its
-    next pod is not there yet (another controller's), or the queues' admission shows it to
-    no question."""
-    need = stage.need
-    if need is not None and not need.fits():
-
-        def amounts(values: Sequence[int]) -> str:
-            pairs = zip(names, values, strict=True)
-            return ", ".join(f"{n}={format_quantity(v, binary=n == 'memory')}" for n, v in pairs)
-
-        asks, left = amounts(need.amounts), amounts(need.free)
-        if all(f >= a for f, a in zip(need.free, need.amounts, strict=True)):
-            return f"its task requests {asks}, which no node has free now (the pool: {left})"
-        return f"its task requests {asks}, more than the pool has free ({left})"
+    left (no WAIT said why): its requests do not fit the free resources or any node's
+    (`Cluster.why_unfit`), its next pod is not there yet (another controller's), or the
+    queues' admission shows it to no question."""
+    unfit = pool.why_unfit(stage)
+    if unfit is not None:
+        return unfit
     if stage.launched >= stage.available:
         return "its next pod is not created yet"
     return (
@@ -252,7 +280,8 @@ def no_node_fits(stage: str, why: str, pool: str) -> Notice:
     """A stage no node of its pool could hold even empty (`Cluster.fits_no_node`)."""
     message = (
         f"Stage {stage!r} {why}: it waits until pool {pool!r} has a node that can hold it "
-        "(one added, or labelled for its nodeSelector), or its requests or template change."
+        "(one added, or labelled for its nodeSelector), or its requests or template change; "
+        "meanwhile it holds no room, past its queue's wait bound too, and nothing waits for it."
     )
     return ("Warning", "NoNodeFits", message)
 
@@ -272,6 +301,21 @@ def no_room(pool: str, selector: LabelSelector, nodes: int, left: bool) -> str |
     else:
         return None
     return f"Pool {pool!r}: {picked} {what}; its workflows wait until then."
+
+
+def pool_invalid(why: str, running: bool, ran: int | None = None) -> str:
+    """What ExecutorPool whose spec cannot run (`why`) does, as its Warning, its log line and
+    its Ready condition say it: one that runs an earlier spec (`running`, of generation
+    `ran`) runs its workflows on under it, never stopping a running one for a bad edit,
+    and takes no new one; else every workflow of it waits."""
+    then = "Its workflows wait (PoolInvalid) until its spec is fixed."
+    if running:
+        spec = "the spec it ran last" + ("" if ran is None else f" (generation {ran})")
+        then = (
+            f"The workflows in it run on under {spec}; those that come after wait "
+            "(PoolInvalid) until its spec is fixed."
+        )
+    return f"{why.rstrip('.')}. {then}"
 
 
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:

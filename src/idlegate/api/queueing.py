@@ -120,6 +120,21 @@ def cohort_check(
     check_cohort(queues, pool)
 
 
+def quotas_on_nodes(
+    name: str, queues: Sequence[QueueSpec], pods: int, counted: Sequence[str]
+) -> None:
+    """ExecutorPool `name` on nodes may quote only what its nodes count (`counted`:
+    `idlegate.api.nodes.counted`), as a `resources` pool only its own resources
+    (`cohort_check`, here with no bound on the amounts: its nodes' come and go);
+    IdlegateError if a queue quotes another (a GPU none of them has). The operator's check
+    when it reads the nodes, and lint's given them."""
+    unbounded = ResourceVector({n: 1 << 62 for n in counted})
+    try:
+        cohort_check(queues, pods, unbounded)
+    except IdlegateError as exc:
+        raise IdlegateError(f"ExecutorPool {name!r}, on its nodes: {exc}") from None
+
+
 def placement(queues: Sequence[QueueSpec], routing: Routing, namespace: str, kind: str) -> int:
     """The index of the queue a workflow of `namespace` routed as `routing` joins (the
     module docstring's order); QueueNotFoundError if it names one `queues` lacks."""

@@ -144,17 +144,17 @@ def route_workflow(
     """Where workflow `obj` of `kind` (a key of :data:`FIELDS`; for an Airflow run, one of
     its worker pods) lands, its namespace having `namespace_labels`, among the ExecutorPools
     `pools` (name, spec); PoolNotFoundError if the pool it names does not exist, the
-    PoolInvalidError of one of `invalid` (name: why it cannot run) if it exists so."""
-    fields = FIELDS[kind]
+    PoolInvalidError of one of `invalid` (name: why its latest spec cannot run) if it lands
+    in one: a pool running an earlier spec takes no new workflow either."""
+    fields, invalid = FIELDS[kind], invalid or {}
     wanted = pool_named(kind, obj)
     pool = route(wanted, namespace_labels, pools)
-    if pool is None:
-        assert wanted is not None  # (only a pool named may be missing)
-        why = (invalid or {}).get(wanted)
+    if pool is None or pool in invalid:
+        name = pool or wanted
+        assert name is not None  # (only a pool named may be missing)
+        why = invalid.get(name)
         raise (
-            PoolNotFoundError(wanted, fields)
-            if why is None
-            else PoolInvalidError(wanted, fields, why)
+            PoolNotFoundError(name, fields) if why is None else PoolInvalidError(name, fields, why)
         )
     return Routing(pool, queue_name(kind, obj), _read(obj, fields.priority_class))
 

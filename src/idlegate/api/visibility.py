@@ -113,9 +113,7 @@ def reason_of(core: Any, job: Any) -> str:
                 f"Stage {stage.name!r} waits on purpose (deliberate idle slot) for "
                 f"{stage.idle_until - now:.0f} s more."
             )
-    free, size = cluster.free_executors, core.settings.pool_size
-    waited = getattr(core, "waited", None)
-    return notices.waiting(stages[0], job, free, size, waited, cluster.resource_names)[2]
+    return notices.waiting(stages[0], job, cluster, getattr(core, "waited", None))[2]
 
 
 def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:

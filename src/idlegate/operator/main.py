@@ -325,10 +325,14 @@ class Operator:
         self.reloads.changed(name)
         return pool_status(name, pools)
 
-    async def pool_invalid(self, name: str, why: str) -> None:
-        """ExecutorPool `name` cannot run (`why`): the workflows waiting for it say so."""
+    async def pool_invalid(self, name: str, why: str, uid: str = "", ran: Any = None) -> str:
+        """ExecutorPool `name` (`uid`, last run at generation `ran`) cannot run (`why`):
+        said (`Pools.cannot_run`), and the workflows waiting for it say so; its Ready
+        condition's sentence."""
         pools = await self.ready_pools()
-        await intake.readmit(pools, pools.cannot_run(name, why))
+        owners, said = pools.cannot_run(name, why, uid, ran if isinstance(ran, int) else None)
+        await intake.readmit(pools, owners)
+        return said
 
     async def pool_deleted(self, name: str) -> None:
         pools = await self.ready_pools()
@@ -652,10 +656,9 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
             with _retried(ApiError):
                 status = await operator.pool_changed(name, body.get("spec"), meta.get("uid", ""))
         except IdlegateError as exc:  # a spec or policy that cannot run: said, not retried
-            patch.status["conditions"] = pool_conditions(
-                False, "Invalid", str(exc), clock.now(), body
-            )
-            await operator.pool_invalid(name, str(exc))
+            ran = (body.get("status") or {}).get("observedGeneration")
+            why = await operator.pool_invalid(name, str(exc), meta.get("uid", ""), ran)
+            patch.status["conditions"] = pool_conditions(False, "Invalid", why, clock.now(), body)
             return
         ready = running(name, body)
         patch.status.update(

@@ -42,7 +42,8 @@ The phases of a question (`open`; the names are the code's):
    its head job: another task starts only if it leaves that room free or its estimated
    end is before the *shadow time* (when the running tasks' estimated ends free the
    room). If its queue is at its entitlement, the queue's other stages wait behind it
-   (`Reason.RESERVATION`).
+   (`Reason.RESERVATION`). A task no node of the pool could hold even empty
+   (`Cluster.never_fits`) is never overdue: it reserves nothing (`Reason.NO_NODE_FITS`).
 5. ``serve``: the queues served, in order: those with a stage startable within their
    nominal quota, by priority then lowest weighted dominant share (max over resources of
    U_q / cohort, over its weight); only when there are none, the one borrowing queue of
@@ -361,6 +362,8 @@ class Admission(Usage):
                     if now - t < bound[q]:
                         break
                     if stage.job.finish is None and stage in stage.job.runnable:
+                        if self._never(stage):
+                            continue
                         need = need_of(stage)
                         total = self.entitled_for(q, group_of(stage).amounts)[1]
                         overdue.append((t, stage, total, need))
@@ -516,6 +519,11 @@ class Admission(Usage):
             if all(f >= w for f, w in zip(free, want, strict=True)):
                 return end
         return inf
+
+    def _never(self, stage: Stage) -> bool:
+        """No node could hold `stage`'s task even empty: it waits for one, holding nothing."""
+        cluster = self.cluster_asked
+        return cluster is not None and cluster.never_fits(stage)
 
     def _free(self, cluster: Cluster) -> list[float]:
         free = cluster.free_resources
@@ -705,10 +713,8 @@ class Admission(Usage):
             return True
         bound, q = self.bound, stage.job.queue
         if self.bounded and any(
-            now - t >= bound[p]
+            now - next((t for s, t in since.items() if not self._never(s)), inf) >= bound[p]
             for p, since in enumerate(self.waits_since)
-            if since
-            for t in (next(iter(since.values())),)
         ):
             return False
         others = any(w for p, w in enumerate(self._waiting) if p != q)

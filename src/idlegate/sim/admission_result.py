@@ -47,7 +47,8 @@ class Reason(Enum):
     RESERVATION = "WaitBoundReservation"
     """Room is kept for a task past its queue's wait bound."""
     NO_NODE_FITS = "NoNodeFits"
-    """The pool's free totals would hold its task, but no node has the room in one piece."""
+    """The pool's free totals would hold its task, but no node has the room in one piece;
+    or no node could hold it even empty (it then reserves nothing past its wait bound)."""
     FREE_RESOURCES = "WaitingForExecutors"
     """Entitled, but the pool has no free executor (or free resources) for its task now."""
 
@@ -200,6 +201,12 @@ def reason_of(adm: Admission, stage: Stage) -> tuple[Reason, str]:
     """Why `stage` may not start at the open question: the phase that held it back."""
     cluster, q = adm.cluster_asked, stage.job.queue
     name = adm.queues[q].name
+    never = None if cluster is None else cluster.fits_no_node(stage)
+    if never is not None:  # (first: nothing else would let it start)
+        return Reason.NO_NODE_FITS, (
+            f"stage {stage.name} {never}: it waits for a node that can hold it, and reserves "
+            "no room nor holds any other workflow back meanwhile"
+        )
     live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
     forced = adm.forced if live else None  # (with no executor free, nothing is forced yet)
     if forced is not None and forced.stage is not stage:
@@ -216,7 +223,7 @@ def reason_of(adm: Admission, stage: Stage) -> tuple[Reason, str]:
             "wait bound, starts first"
         )
     if held is stage or (forced is not None and forced.stage is stage):
-        return _fit(cluster if live else None, stage, need)  # (overdue, entitled: room)
+        return _fit(cluster, live, stage, need)  # (overdue, entitled: room)
     if q not in adm.served or key not in adm.allowed.get(q, ()):
         if adm.served and adm.phase.get(adm.served[0]) == "borrow":
             first = adm.queues[adm.served[0]].name
@@ -237,24 +244,24 @@ def reason_of(adm: Admission, stage: Stage) -> tuple[Reason, str]:
             f"room is kept for {held.job.name}/{held.name} of queue "
             f"{adm.queues[held.job.queue].name}, past its wait bound"
         )
-    return _fit(cluster if live else None, stage, need)
+    return _fit(cluster, live, stage, need)
 
 
-def _fit(cluster: Cluster | None, stage: Stage, need: int) -> tuple[Reason, str]:
-    """Phase 7's verdict on an entitled stage: no executor free (`cluster` None), no node
-    with the room, or too little free."""
-    if cluster is None:
+def _fit(cluster: Cluster | None, live: bool, stage: Stage, need: int) -> tuple[Reason, str]:
+    """Phase 7's verdict on an entitled stage: no executor free (not `live`), no node with
+    the room, or too little free, said in the pool's own terms (`Cluster.why_unfit`)."""
+    if cluster is None or not live:
+        if cluster is not None and cluster.follows_nodes:  # (its executors are no room)
+            return Reason.FREE_RESOURCES, "the pool runs as many task pods as its size allows"
         return Reason.FREE_RESOURCES, "no executor of the pool is free"
-    need_ = stage.need
+    need_, unfit = stage.need, cluster.why_unfit(stage)
     if (
         need_ is not None
         and need_.nodes
         and all(f >= a * need for f, a in zip(need_.free, need_.amounts, strict=True))
     ):
-        return Reason.NO_NODE_FITS, (
-            "the pool's free resources hold its task, but no node has the room for it"
-        )
-    return Reason.FREE_RESOURCES, (
+        return Reason.NO_NODE_FITS, unfit or "no node has the room for its task"
+    return Reason.FREE_RESOURCES, unfit or (
         f"the pool has {cluster.free_resources.format()} free, too little for its task"
     )
 

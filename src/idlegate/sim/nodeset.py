@@ -17,6 +17,10 @@ the number of distinct node *shapes*, not with the number of nodes or of tasks:
 * How many tasks of a demand the nodes hold (`room`) is the sum over shapes of the
   node count times what one node of it holds (`tasks_on`). The first node a pod fits
   (`first_fit`, the pods-gate baseline's rule) is the lowest index of the shapes it fits.
+* How many the nodes would hold were they empty (`empty_room`: their allocatable) is
+  read once per demand until the nodes themselves change: 0 is a task no node can ever
+  hold, whatever ends (`idlegate.sim.pool`'s `never_fits`), which waits for a node and
+  holds nothing back meanwhile.
 * A stage barred from some nodes (`idlegate.sim.pool.Allows`: the indices it may use)
   is answered from an index of those nodes alone, built on first use and then moved
   with the others.
@@ -117,6 +121,7 @@ class NodeSet(Sequence[list[int]]):
 
     __slots__ = (
         "_alloc",
+        "_empty",
         "_free",
         "_index",
         "_member",
@@ -147,6 +152,8 @@ class NodeSet(Sequence[list[int]]):
         waiting stage at each decision, and a pool's stages ask a few distinct demands."""
         self._most: tuple[int, ...] | None = None
         """`may_hold`'s bound since a node last changed shape (None: not read yet)."""
+        self._empty: dict[tuple[tuple[int, ...], tuple[int, ...] | None], int] = {}
+        """`empty_room`'s answers while the nodes and their allocatable are the same."""
         self.reset(free, alloc, scored)
 
     # -- reading -------------------------------------------------------------------------
@@ -205,6 +212,18 @@ class NodeSet(Sequence[list[int]]):
         (None: all) hold now, each node as `tasks_on` counts it; kept until a node changes
         shape (`_reshape`, `reset`), since only a shape's change can change it."""
         return self._count(amounts, allowed, None)
+
+    def empty_room(self, amounts: Sequence[int], allowed: tuple[int, ...] | None = None) -> int:
+        """How many tasks of `amounts` (the pool's order, without pods) the nodes `allowed`
+        (None: all) would hold were they empty: `room` over their allocatable. 0: no task of
+        it can ever start on them, whatever ends; kept until the nodes change (`reset`)."""
+        key = (tuple(amounts), allowed)
+        found = self._empty.get(key)
+        if found is None:
+            alloc = self._alloc
+            nodes = alloc if allowed is None else [alloc[i] for i in allowed]
+            found = self._empty[key] = sum(tasks_on(node, amounts) for node in nodes)
+        return found
 
     def holds(self, amounts: Sequence[int], tasks: int, allowed: tuple[int, ...] | None) -> bool:
         """`room(amounts, allowed) >= tasks`, read only as far as it takes: a policy asks
@@ -302,6 +321,7 @@ class NodeSet(Sequence[list[int]]):
             )
             self._free, self._alloc, self.scored = new, totals, scored
             self._rooms.clear()
+            self._empty.clear()
             self._most = None
             self._shape = [self._shape_of(i) for i in range(len(new))]
             self._index = _Index()
@@ -324,7 +344,7 @@ class NodeSet(Sequence[list[int]]):
         twin._alloc, twin.scored, twin._shape = self._alloc, self.scored, list(self._shape)
         twin._index = self._index.copy()
         twin._subsets, twin._member = {}, [[] for _ in self._free]
-        twin._rooms, twin._most = dict(self._rooms), self._most
+        twin._rooms, twin._most, twin._empty = dict(self._rooms), self._most, dict(self._empty)
         return twin
 
     def _shape_of(self, i: int) -> Shape:

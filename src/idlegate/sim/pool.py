@@ -287,12 +287,52 @@ class PoolResources:
                 stage.name,
             )
 
+    def why_unfit(self, stage: Stage) -> str | None:
+        """Why `stage`'s next task (a gang's: all its tasks left) does not fit now, in the
+        pool's own terms: on nodes, that no node has its room (and the most any one has
+        free) or that they have too little free in all, never in executors, which are no
+        room there; None if it fits (a stage asking nothing the pool counts: always)."""
+        need, names = stage.need, self.resource_names
+        tasks = stage.tasks - stage.launched if stage.gang else 1
+        if need is None or need.fits(tasks):
+            return None
+
+        def said(values: Sequence[int]) -> str:
+            amounts = {n: max(0, v) for n, v in zip(names, values, strict=False)}
+            return ResourceVector(amounts).format()
+
+        what = f"its task of {said(need.amounts)}"
+        if stage.gang:
+            what = f"its gang of {tasks} tasks of {said(need.amounts)}"
+        if any(f < a * tasks for f, a in zip(need.free, need.amounts, strict=True)):
+            where = "its nodes have" if self._told is not None else "the pool has"
+            return f"{what} needs more than {where} free in all ({said(need.free)})"
+        most = self._nodes.most_free()
+        nodes = "no node it may use" if need.allowed is not None else "no node"
+        if not most:
+            return f"{nodes} has a pod free for {what}"
+        return (
+            f"{nodes} has room for {what} now (at most {said(most)} free on any one node, "
+            f"{said(need.free)} on its nodes in all)"
+        )
+
+    def never_fits(self, stage: Stage) -> bool:
+        """`fits_no_node(stage)` is not None, without its sentence: what the queues'
+        admission asks of each task past its wait bound (such a task reserves nothing)."""
+        told, need = self._told, stage.need
+        if told is None or need is None or not told.alloc:
+            return False
+        if need.allowed is not None and not need.allowed:
+            return True
+        held = self._nodes.empty_room(need.amounts, need.allowed)  # (kept per demand)
+        return held < (stage.tasks if stage.gang else 1)
+
     def fits_no_node(self, stage: Stage) -> str | None:
         """Why `stage` could not start on the told nodes even were they empty (no node's
         allocatable holds its task; a gang's tasks, all of them at once), None if it could
         or no nodes are told. What it asks goes first: ``asks cpu=12 a task, ...``."""
         told, need = self._told, stage.need
-        if told is None or need is None or not told.alloc:
+        if told is None or need is None or not self.never_fits(stage):
             return None
         alloc = told.alloc
         if need.allowed is not None:
@@ -300,8 +340,6 @@ class PoolResources:
                 found = None if told.allows is None else told.allows(stage)
                 return "may use no node of the pool" if found is None else found[1]
             alloc = [alloc[i] for i in need.allowed]
-        if sum(need.on(node) for node in alloc) >= (stage.tasks if stage.gang else 1):
-            return None
         names = self.resource_names
         sizes = sorted({ResourceVector(dict(zip(names, a, strict=False))).format() for a in alloc})
         more = f" and {len(sizes) - 3} more" if len(sizes) > 3 else ""

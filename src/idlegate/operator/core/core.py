@@ -328,7 +328,8 @@ class Core(Lifecycle):
             self.entered(wf, expiring=event.fail is not None)
         if not status.get("startTime"):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
-            notice = notices.accepted(wf.dag, self.decider.policy.name, self.settings.pool_size)
+            rule, capacity = self.decider.policy.name, self.cluster.capacity
+            notice = notices.accepted(wf.dag, rule, self.settings, capacity)
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
         if event.fail is not None:
@@ -539,7 +540,6 @@ class Core(Lifecycle):
         """One Event per stage that became runnable but got no executor: why it waits.
         Only a job whose runnable stages changed since the last round can have one (the
         cluster's `changed`, read in arrival order)."""
-        free, pool = self.cluster.free_executors, self.settings.pool_size
         admission, changed = self.cluster.admission, self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
@@ -548,12 +548,10 @@ class Core(Lifecycle):
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    said = why
-                    if admission is not None and not admission.room(stage):
-                        # (the admission held it back: its own verdict, never worked out again)
-                        said = admission_reason(admission, stage)[1]
-                    names = self.cluster.resource_names
-                    notice = notices.waiting(stage, job, free, pool, said, names)
+                    held = admission is not None and not admission.room(stage)
+                    # (the admission held it back: its own verdict, never worked out again)
+                    said = admission_reason(admission, stage)[1] if held and admission else why
+                    notice = notices.waiting(stage, job, self.cluster, said, held)
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:

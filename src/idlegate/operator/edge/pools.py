@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from time import thread_time
 from typing import Any, NamedTuple
 
+from idlegate.api import notices
 from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import namespace_policy
@@ -42,7 +43,7 @@ from idlegate.api.pool_spec import (
     parse_pool_spec,
     pool_arrivals,
 )
-from idlegate.api.queueing import QueueFile, cohort_check, placement, priority_of
+from idlegate.api.queueing import QueueFile, placement, priority_of, quotas_on_nodes
 from idlegate.api.routing import (
     NoPlaceError,
     Routing,
@@ -78,7 +79,6 @@ from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.external import Mapped
-from idlegate.sim.resources import ResourceVector
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +418,7 @@ class Pools:
         one). The workflows of other kinds that leave a pool move in memory (`Moved`)."""
         selector = spec.node_selector
         if selector is not None and spec.queue_specs and self.watch.read:
-            _quotas_on_nodes(name, spec, self.watch.counted(selector))
+            quotas_on_nodes(name, spec.queue_specs, spec.executors, self.watch.counted(selector))
         previous = self.specs.get(name)
         self.invalid.pop(name, None)
         moved: list[Owner] = []
@@ -508,12 +508,20 @@ class Pools:
         self._move(carried)
         return owners
 
-    def cannot_run(self, name: str, why: str) -> list[Owner]:
-        """ExecutorPool `name` exists but its spec or policy cannot run (`why`): a workflow
-        naming it waits saying so, not that it is missing. Returns the workflows waiting for
-        it, to admit again (so they say it); a pool running with its last good spec runs on."""
+    def cannot_run(
+        self, name: str, why: str, uid: str = "", ran: int | None = None
+    ) -> tuple[list[Owner], str]:
+        """ExecutorPool `name` (`uid`) exists but its spec or policy cannot run (`why`): a
+        workflow it would take waits saying so, not that it is missing; one running with
+        an earlier spec (generation `ran`) runs its workflows on (`notices.pool_invalid`:
+        said in a Warning and the log). The workflows waiting for it, to admit again (so
+        they say it), and the sentence (its Ready condition's)."""
         self.invalid[name] = why
-        return [w.owner for w in self.waiting.values() if w.pool == name]
+        said = notices.pool_invalid(why, name in self.bridges, ran)
+        log.warning("%s", said)
+        pool = PoolObject("default", name, uid, POOL_KIND, API_VERSION)
+        self.carry([PostEvent(pool, "Warning", "Invalid", said)])
+        return [w.owner for w in self.waiting.values() if w.pool == name], said
 
     async def sweep(self, kube: Lister, watched: Sequence[str]) -> None:
         """With ``--namespace`` (`watched`), kopf watches pods in those namespaces only:
@@ -607,8 +615,8 @@ class Pools:
         the pools' selectors, changed): the DagWorkflows returned, the others `carried`.
         A running one stays where it runs unless it names its pool, or its pool goes."""
         out: list[Owner] = []
-        for name, bridge in list(self.bridges.items()):
-            for wf in bridge.every():
+        for name, bridge in [(n, b) for n, b in self.bridges.items() if n not in self.invalid]:
+            for wf in bridge.every():  # (an invalid pool's run on: `cannot_run`)
                 external = isinstance(wf, ExternalJob)
                 kind = wf.owner.kind
                 body = wf.asked if external else _dag_asked(wf)
@@ -641,17 +649,6 @@ class _Status:
 
     def read(self, now: float) -> dict[str, Any]:
         return pool_status(self.name, self.pools) if self.name in self.pools.bridges else {}
-
-
-def _quotas_on_nodes(name: str, spec: ExecutorPoolSpec, counted: Sequence[str]) -> None:
-    """A pool on nodes may quote only what its nodes count (`counted`), as a `resources`
-    pool only its own resources (`cohort_check`, here with no bound on the amounts: its
-    nodes' come and go); IdlegateError if a queue quotes another (a GPU none of them has)."""
-    unbounded = ResourceVector({n: 1 << 62 for n in counted})
-    try:
-        cohort_check(spec.queue_specs, spec.executors, unbounded)
-    except IdlegateError as exc:
-        raise IdlegateError(f"ExecutorPool {name!r}, on its nodes: {exc}") from None
 
 
 def _leaving(wf: Any, owners: list[Owner], carried: list[ExternalJob]) -> None:

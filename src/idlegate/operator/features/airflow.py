@@ -33,6 +33,7 @@ import kopf
 from prometheus_client import Counter
 
 from idlegate.api.external_jobs import too_large
+from idlegate.api.notices import pool_of
 from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
@@ -427,7 +428,7 @@ class AirflowSide:
         n = run.job.counts
         said = (
             f"DAG run {key[1]}/{key[2]} scheduled by idlegate: {n['stages']} stages, {n['edges']} "
-            f"edges, {n['tasks']} pods, in the pool of {pool.settings.pool_size} executors."
+            f"edges, {n['tasks']} pods, in the {pool_of(pool.settings)}."
         )
         self.pools.carry([PostEvent(owner, "Normal", "Accepted", " ".join([said, *run.notes]))])
         for pod in ok:

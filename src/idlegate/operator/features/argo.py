@@ -39,6 +39,7 @@ import kopf
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.external_jobs import too_large
 from idlegate.api.forecast_refresh import history_forecast
+from idlegate.api.notices import pool_of
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -282,7 +283,7 @@ class ArgoSide:
         guessed = [s.name for s in mapped.live_stages if s.duration_source is DurationSource.PRIOR]
         message = (
             f"Scheduled by idlegate: {counts['stages']} stages, {counts['edges']} edges, "
-            f"{counts['tasks']} pods, in the pool of {bridge.settings.pool_size} executors."
+            f"{counts['tasks']} pods, in the {pool_of(bridge.settings)}."
         )
         self.pools.carry([PostEvent(owner, "Normal", "Accepted", message)])
         if guessed:
