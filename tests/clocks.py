@@ -1,5 +1,5 @@
 """Clocks of the tests: an accelerated one for the end-to-end tests (the operator's
-injectable :class:`~idlegate.operator.settings.Clock`, running as fast as the simulated
+injectable :class:`~idlegate.api.settings.Clock`, running as fast as the simulated
 kubelet), and fake loop time (looptime) for a test that runs its scenario by hand."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import looptime
 
-from idlegate.operator.settings import Clock
+from idlegate.api.settings import Clock
 
 T = TypeVar("T")
 

@@ -46,8 +46,8 @@ from kopf.testing import KopfRunner
 import idlegate
 from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
+from idlegate.api.settings import Clock, Settings
 from idlegate.operator.main import Operator, build_registry
-from idlegate.operator.settings import Clock, Settings
 from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.settings import Clock, Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
@@ -29,7 +30,6 @@ from idlegate.operator.edge.pools import Pools
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Clock, Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
 from tests.k8s._patching import PatchFailed, apply_json_patch

@@ -19,10 +19,10 @@ from idlegate.api.argo_pods import (
     gates_with_ours,
 )
 from idlegate.api.labels import GATE
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import release_patch
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
 from tests.deploy_files import DEPLOY, load_all
 
 

@@ -184,9 +184,9 @@ def test_lint_refuses_what_the_api_server_refuses_of_a_template(
 @pytest.mark.parametrize(("body", "said"), CASES)
 def test_the_operators_admission_refuses_them_with_the_same_check(body: dict, said: str):
     from idlegate.api.podsecurity import NamespacePolicy
+    from idlegate.api.settings import Settings
     from idlegate.errors import SpecError
     from idlegate.operator.core.admission import new_workflow
-    from idlegate.operator.settings import Settings
 
     with pytest.raises(SpecError, match=re.escape(said)):
         new_workflow(body, 0.0, Settings(pool_size=4), NamespacePolicy())

@@ -11,6 +11,7 @@ import pytest
 
 from idlegate.api.lint import admission_errors
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.settings import Settings
 from idlegate.api.status import (
     HISTORY_SAMPLES,
     MAX_CR_STAGES,
@@ -20,7 +21,6 @@ from idlegate.api.status import (
 )
 from idlegate.errors import SpecError
 from idlegate.operator.core.admission import new_workflow
-from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.feature_rows import DYNAMIC_COLUMNS

@@ -8,12 +8,12 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.intents import PostEvent, RemoveGate
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 

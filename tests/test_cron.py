@@ -16,11 +16,11 @@ from idlegate.api.cron_spec import (
 )
 from idlegate.api.labels import LABEL_CRON
 from idlegate.api.lint import cron_problems
+from idlegate.api.settings import Settings
 from idlegate.api.status import MAX_MEASURED
 from idlegate.errors import SpecError
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.settings import Settings
 from tests.helpers import load_benchmark, wide_workflow
 from tests.operator_fakes import FakeClock, FakeKube, FakeTimers, applier_on
 

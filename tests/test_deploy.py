@@ -374,7 +374,7 @@ def test_the_leader_election_may_use_leases_in_its_namespace_only(built):
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}
     ]
     # its 403 names this Role, and the Lease's default name is the Deployment's
-    from idlegate.operator.settings import Settings
+    from idlegate.api.settings import Settings
 
     assert role["metadata"]["name"] in (ROOT / "src/idlegate/operator/edge/leader.py").read_text()
     assert Settings(pool_size=1).lease_name == only(built, "Deployment")["metadata"]["name"]

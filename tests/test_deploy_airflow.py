@@ -12,9 +12,9 @@ import kopf
 import pytest
 from kopf._core.engines.admission import build_webhooks
 
+from idlegate.api.settings import Settings
 from idlegate.operator.features import airflow
 from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
 from tests.deploy_files import DEPLOY, kustomize, only
 
 OVERLAY = DEPLOY / "overlays" / "airflow"

@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from idlegate.api.settings import Settings
 from idlegate.operator.features import airflow, argo
-from idlegate.operator.settings import Settings
 from tests.deploy_files import BASE, DEPLOY, NAMESPACE, kustomize, only, validate_versions
 from tests.test_deploy_argo import CERT_MANAGER, CERT_MANAGER_SCHEMAS
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.settings import Settings
 from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
 from tests.e2e import (
     DWF,
     SPEED,

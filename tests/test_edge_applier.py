@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import GATE
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.operator.core.intents import (
     Confirmed,
@@ -26,7 +27,6 @@ from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, Op, Sl
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage
 

@@ -17,12 +17,12 @@ from idlegate.api.forecast_refresh import ForecastRefresh
 from idlegate.api.forecast_replay import ARRIVALS_STREAM, Snapshot, futures
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.pool_spec import parse_pool_spec, pool_problems
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_eval import EvalSettings, _futures
-from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations

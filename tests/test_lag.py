@@ -24,7 +24,7 @@ from idlegate.api.lag import (
     quantile,
 )
 from idlegate.api.pool_spec import ExecutorPoolSpec, pool_conditions
-from idlegate.operator.settings import Settings
+from idlegate.api.settings import Settings
 from tests.operator_fakes import FakeClock, harness
 
 T0 = 1_700_000_000.0

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
@@ -24,7 +25,6 @@ from idlegate.operator.edge.leader import Elector, identity
 from idlegate.operator.kopf_settings import quiet_event_handlers
 from idlegate.operator.main import Operator, build_registry
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from tests.operator_fakes import FakeKube
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]

@@ -284,8 +284,8 @@ def test_a_released_pod_left_pending_is_counted_once_and_said():
 
 
 def test_pool_nodes_takes_kubectls_selector_syntax_and_not_with_pool_resources():
+    from idlegate.api.settings import Settings
     from idlegate.errors import IdlegateError
-    from idlegate.operator.settings import Settings
 
     settings = Settings(pool_size=4, pool_nodes="pool=batch,tier in (a, b),gpu,!spot")
     selector = settings.pool_nodes
@@ -438,8 +438,8 @@ async def test_a_pool_whose_selector_picks_no_node_says_so_once_its_nodes_are_re
 async def test_an_executor_pools_ready_condition_says_its_selector_picks_no_node(monkeypatch):
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.pool_spec import pool_conditions
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -515,8 +515,8 @@ async def test_a_pool_on_nodes_judges_its_nodes_only_once_their_index_is_read():
 async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
     """kopf runs a resource's handlers only once every index is filled (item 4's signal)."""
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
@@ -563,8 +563,8 @@ async def test_the_operator_with_namespace_lists_the_other_namespaces_pods_every
     import asyncio
 
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, harness
 
     h = harness(pool=4, pool_nodes="")

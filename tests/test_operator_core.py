@@ -14,6 +14,7 @@ from typing import Any
 
 from idlegate.api.argo_pods import ArgoPod
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.visibility import pending
 from idlegate.operator.core.core import Core
@@ -32,7 +33,6 @@ from idlegate.operator.core.intents import (
     SetTimer,
 )
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.protocol import Decision, Scheduler

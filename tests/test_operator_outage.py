@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.crd import render_crd
+from idlegate.api.settings import Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
@@ -38,7 +39,6 @@ from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, Watchdog, operator_pod
 from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from tests.clocks import run_in_loop_time
 from tests.e2e import (
     DWF,

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge.reload import PolicyWatch, model_files
 from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.lookahead import LookaheadScheduler
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage

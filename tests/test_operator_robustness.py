@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from idlegate.api.labels import GATE
 from idlegate.api.podsecurity import LEVEL_LABEL
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.template import check_template
 from idlegate.errors import IdlegateError, SpecError
@@ -28,7 +29,6 @@ from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.main import Operator
-from idlegate.operator.settings import Settings
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime, to_datetime

@@ -23,6 +23,7 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
+from idlegate.api.settings import Clock, Settings
 from idlegate.api.task_pods import (
     Owner,
     format_seconds,
@@ -36,7 +37,6 @@ from idlegate.errors import IdlegateError
 from idlegate.operator.core.decider import Decider
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.metrics import DECISION_KINDS, Metrics
-from idlegate.operator.settings import Clock, Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
@@ -334,7 +334,7 @@ def test_the_operator_process_never_imports_torch():
         import sys
         import idlegate.cli
         from idlegate.operator.main import Operator, build_registry
-        from idlegate.operator.settings import Settings, Clock
+        from idlegate.api.settings import Settings, Clock
         operator = Operator(Settings(pool_size=2))
         build_registry(operator)
         import idlegate.operator.edge.bridge, idlegate.operator.edge.intake, idlegate.policy

@@ -34,9 +34,9 @@ async def test_a_pool_edited_into_one_that_cannot_run_runs_its_workflows_on_and_
     monkeypatch, caplog
 ):
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
     from idlegate.operator.edge import intake
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, harness, stage
 
     h = harness(pool=2)

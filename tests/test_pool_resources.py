@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from idlegate.api.pool_spec import ExecutorPoolSpec, pool_problems, pool_spec_problems
+from idlegate.api.settings import Settings
 from idlegate.errors import IdlegateError
-from idlegate.operator.settings import Settings
 from idlegate.sim.resources import ResourceVector
 
 pytestmark = pytest.mark.looptime

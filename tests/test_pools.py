@@ -351,8 +351,8 @@ async def test_a_restart_with_a_smaller_pool_size_counts_the_running_pods_beyond
 def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.pool_spec import pool_conditions
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from idlegate.sim.timestamps import from_datetime
     from tests.clocks import ScaledClock
     from tests.operator_fakes import FakeClock, FakeKube
@@ -415,8 +415,8 @@ async def test_the_shadow_watches_the_default_pool_only():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     import asyncio
 
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube
 
     settings = Settings(
@@ -568,8 +568,8 @@ async def test_the_pool_handler_tells_the_workflows_waiting_that_their_pool_cann
     """Issue 60, item 5, through kopf's handler of ExecutorPools: an invalid spec is said
     on the pool (Ready False, Invalid) and on the workflows naming it (PoolInvalid)."""
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, harness, stage
 
     h = harness(pool=2)

@@ -18,8 +18,8 @@ from idlegate.api.queueing import (
     why_waiting,
 )
 from idlegate.api.routing import Routing
+from idlegate.api.settings import Settings
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator.settings import Settings
 from idlegate.sim.admission import Admission
 from idlegate.sim.queues import queues_from
 from idlegate.sim.resources import ResourceVector

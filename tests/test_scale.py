@@ -22,8 +22,8 @@ def test_every_index_runs_in_kopfs_loop():
     evaluated on every event of its resource (every pod, for two of them), and a thread hop
     per index and event was a tenth of the operator's CPU at 50 nodes (benchmarks/scale.py
     profiled with py-spy)."""
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -39,9 +39,9 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
     and two event handlers, 4.35 ms of CPU a pod; one of each, 3.90). One index holds every
     pod and the task pods by workflow; one event handler follows the room and hands a task
     pod, and only one, to its workflow."""
+    from idlegate.api.settings import Settings
     from idlegate.operator.core.events import PodSeen
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -89,8 +89,8 @@ async def test_a_pods_writes_that_change_no_room_read_no_room(monkeypatch):
     room. Its release, its binding, its end and its deletion may; the same write again
     does not."""
     from idlegate.api.labels import ANNOTATION_EXECUTOR
+    from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -181,9 +181,9 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     import kopf
 
     from idlegate.api.kinds import GROUP
+    from idlegate.api.settings import Settings
     from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
     from idlegate.operator.main import Operator, build_registry
-    from idlegate.operator.settings import Settings
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())

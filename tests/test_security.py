@@ -35,10 +35,10 @@ from idlegate.api.podsecurity import (
     namespace_policy,
     parse_service_accounts,
 )
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import DEFAULT_TEMPLATE, Owner, task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator.settings import Settings
 from idlegate.sim.spec import StageSpec, parse_workflow
 from tests.security_cases import (
     C0,

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from idlegate import __version__
 from idlegate.api.podsecurity import Level
+from idlegate.api.settings import Settings
 from idlegate.api.status import HISTORY_SAMPLES
 from idlegate.cli_forecast import forecast_app
 from idlegate.cli_whatif import register as register_what_if
@@ -44,7 +45,6 @@ from idlegate.evaluation.suites import (
     EvaluateConfig,
 )
 from idlegate.flags import Given, flags, missing_extra, one_line, user_errors
-from idlegate.operator.settings import Settings
 from idlegate.training.config import InspectorConfig, TrainConfig, WindowTrainConfig
 
 app = typer.Typer(

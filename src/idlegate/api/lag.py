@@ -273,7 +273,7 @@ class Lag:
         """Told the Event that says the lag's start (`LAGGING`) or end (`RECOVERED`)."""
 
     def configure(self, settings: Any, on_change: Callable[[Notice], None]) -> Lag:
-        """From the operator's `settings` (`idlegate.operator.settings.Settings`): its
+        """From the operator's `settings` (`idlegate.api.settings.Settings`): its
         bound (``--lag-bound``; 0: it never lags) and its clock; and what says the lag's
         start and end (`on_change`). Returns itself."""
         bound, clock = settings.lag_bound, settings.clock

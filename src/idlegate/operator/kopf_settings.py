@@ -12,9 +12,9 @@ from typing import Any
 import kopf
 
 from idlegate.api.kinds import GROUP
+from idlegate.api.settings import Settings
 from idlegate.operator.edge.watchdog import RetryForever
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 
 ANNOTATION_PREFIX = "idlegate.io"
 """kopf's own annotations (handler progress, last handled spec) use this prefix."""

@@ -51,6 +51,7 @@ from idlegate.api.notices import Notice
 from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
+from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
@@ -80,7 +81,6 @@ from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.sim.protocol import Scheduler
 
 log = logging.getLogger(__name__)

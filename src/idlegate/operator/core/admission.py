@@ -22,6 +22,7 @@ from typing import Any
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.settings import Clock, Settings
 from idlegate.api.status import (
     Conditions,
     IdleSlot,
@@ -46,7 +47,6 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
-from idlegate.operator.settings import Clock, Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch
 from idlegate.sim.spec import parse_workflow

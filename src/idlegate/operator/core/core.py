@@ -31,6 +31,7 @@ from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.queueing import bound_hit
+from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
     Conditions,
@@ -93,7 +94,6 @@ from idlegate.operator.core.tracking import (
     timer_key,
 )
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.sim.admission import Admission
 from idlegate.sim.admission_result import reason_of as admission_reason
 from idlegate.sim.cluster import Cluster

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from idlegate.api.settings import Settings
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import Confirmed, Outbox, Refused
 from idlegate.operator.core.tracking import Workflow
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Job, Launch
 

@@ -49,6 +49,7 @@ from typing import Any
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
 from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Series
+from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
 from idlegate.operator.core.intents import (
@@ -67,7 +68,6 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
 

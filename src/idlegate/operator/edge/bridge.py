@@ -26,6 +26,7 @@ from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
+from idlegate.api.settings import Settings
 from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.admission import DagWorkflow, owner_of
@@ -51,7 +52,6 @@ from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
 from idlegate.operator.metrics import Metrics
-from idlegate.operator.settings import Settings
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.forecast_arrivals import Arrivals

@@ -56,6 +56,7 @@ from idlegate.api.cron_spec import (
 from idlegate.api.kinds import CRON_KIND
 from idlegate.api.labels import LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
+from idlegate.api.settings import Clock
 from idlegate.api.status import HISTORY_SAMPLES, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.api.template import check_templates
@@ -70,7 +71,6 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.edge.kube import KubeApi
 from idlegate.operator.edge.timers import Timers
-from idlegate.operator.settings import Clock
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.timestamps import stamp, to_datetime
 

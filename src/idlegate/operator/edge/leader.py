@@ -45,9 +45,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from idlegate.api.settings import Settings
 from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi, identity
-from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
 

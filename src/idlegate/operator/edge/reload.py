@@ -33,11 +33,11 @@ from idlegate.policy import model_files
 from idlegate.sim.protocol import Scheduler
 
 if TYPE_CHECKING:
+    from idlegate.api.settings import Settings
     from idlegate.operator.edge.bridge import Bridge
     from idlegate.operator.edge.pools import Pools
     from idlegate.operator.features.shadow import Shadow
     from idlegate.operator.metrics import Metrics
-    from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
 

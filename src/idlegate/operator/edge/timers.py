@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from idlegate.operator.settings import Clock
+from idlegate.api.settings import Clock
 
 log = logging.getLogger(__name__)
 

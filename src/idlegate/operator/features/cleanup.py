@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.errors import IdlegateError
@@ -39,7 +40,6 @@ from idlegate.operator.core.events import (
 )
 from idlegate.operator.core.intents import CancelTimer, DeleteWorkflow, Outbox, SetTimer
 from idlegate.operator.core.tracking import StageTrack, Task, Workflow
-from idlegate.operator.settings import Settings
 from idlegate.sim.spec import PodGCStrategy, WorkflowSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime
 

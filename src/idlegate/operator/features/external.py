@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import kopf
 
+from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
-from idlegate.operator.settings import Settings
 
 if TYPE_CHECKING:
     from idlegate.operator.features.history import HistoryRecorder

@@ -34,9 +34,9 @@ from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow
 
 if TYPE_CHECKING:
+    from idlegate.api.settings import Settings
     from idlegate.operator.core.tracking import Workflow
     from idlegate.operator.metrics import Metrics
-    from idlegate.operator.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler
 
 if TYPE_CHECKING:
+    from idlegate.api.settings import Settings
     from idlegate.operator.metrics import Metrics
-    from idlegate.operator.settings import Settings
     from idlegate.policy.lookahead import LookaheadScheduler, Plan
 
 log = logging.getLogger(__name__)
