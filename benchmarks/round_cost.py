@@ -1,0 +1,85 @@
+"""What a portfolio's rounds cost, side by side with a plain rule on the same run.
+
+Each scheduler runs the same workload and seed in this process, one after the other; for
+each it prints the CPU of the whole run, the rounds' own CPU and modelled seconds
+(`Choice.cpu_seconds`, `Choice.modelled_seconds`), the number of rounds, the mean JCT,
+and the run's CPU over the first scheduler's (the rule's). With ``--rounds`` it lists
+every round: when, its window (running, trimmed), modelled and measured CPU, and what it
+chose. The figures of docs/brain.md, "What a round may cost":
+
+    python -m benchmarks.round_cost -w teams --seed 1 \\
+        --schedulers "srpt,default?budget=none,default,default?hourly=20"
+    python -m benchmarks.round_cost -w tpch --tpch-dir ../shared/data/tpch -k 50 \\
+        --interarrival 15 --jobs-count 100 --seed 2002 \\
+        --schedulers "srpt,default?budget=none,default,default?hourly=20"
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.policy import make_scheduler
+from idlegate.sim.engine import simulate
+
+
+def run(workload: Any, spec: str, seed: int) -> dict[str, Any]:
+    """One run of `spec`: its CPU, its rounds' and its mean JCT."""
+    scheduler = make_scheduler(spec)
+    began = time.process_time()
+    result = simulate(workload, scheduler, seed=seed)
+    cpu = time.process_time() - began
+    rounds = [c for c in getattr(scheduler, "rounds", []) if c.workflows]
+    return {
+        "spec": spec,
+        "cpu": cpu,
+        "rounds": rounds,
+        "rounds_cpu": sum(c.cpu_seconds for c in rounds),
+        "modelled": sum(c.modelled_seconds for c in rounds),
+        "jct": sum(r.jct for r in result.records) / max(1, len(result.records)),
+        "end": result.end_time,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-w", "--workload", default="teams")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("-k", "--executors", type=int, default=None)
+    ap.add_argument("--interarrival", type=float, default=None)
+    ap.add_argument("--jobs-count", type=int, default=None)
+    ap.add_argument("--tpch-dir", type=Path, default=None)
+    ap.add_argument("--schedulers", default="srpt,default?budget=none,default")
+    ap.add_argument("--rounds", action="store_true", help="list every round")
+    args = ap.parse_args(argv)
+    options = WorkloadOptions(
+        num_executors=args.executors,
+        interarrival=args.interarrival,
+        num_jobs=args.jobs_count,
+        tpch_dir=args.tpch_dir,
+    )
+    workload = build(args.workload, args.seed, options)
+    runs = [run(workload, spec, args.seed) for spec in args.schedulers.split(",")]
+    base = runs[0]["cpu"]
+    print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
+    print(f"{'scheduler':32} {'run CPU':>8} {'× first':>8} {'rounds':>6} {'their CPU':>9} "
+          f"{'modelled':>9} {'mean JCT':>10}")  # fmt: skip
+    for r in runs:
+        print(
+            f"{r['spec']:32} {r['cpu']:8.1f} {r['cpu'] / base:8.1f} {len(r['rounds']):6d} "
+            f"{r['rounds_cpu']:9.1f} {r['modelled']:9.1f} {r['jct']:10.2f}"
+        )
+        if args.rounds:
+            for c in r["rounds"]:
+                print(
+                    f"    at {c.at:8.0f} s: {c.workflows} workflows ({c.running} running, "
+                    f"{c.trimmed} trimmed), modelled {c.modelled_seconds:.2f} s, CPU "
+                    f"{c.cpu_seconds:.2f} s, {c.candidate} ({c.reason})"
+                )
+
+
+if __name__ == "__main__":
+    main()
