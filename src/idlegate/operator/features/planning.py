@@ -1,6 +1,8 @@
 """The lookahead planner's worker, and a portfolio's (:class:`ReplayWorker`): their work
-runs in a thread, and decisions never wait on it. What a user sees of the planner is in
-deploy/README.md ("The lookahead planner").
+runs in the operator's replay process (`policy.apart`; a thread with ``--forecast-workers
+thread``, or for a policy the process cannot build again from its spec), never under the
+lock of the event loop's interpreter, and decisions never wait on it. What a user sees
+of the planner is in deploy/README.md ("The lookahead planner").
 
 A switch-mode planner (``--scheduler lookahead:BASE``, :mod:`idlegate.policy.lookahead`)
 decides as the policy it follows, at that policy's speed; a :class:`PlanningWorker` makes
@@ -8,7 +10,7 @@ its plans beside the decisions:
 
 * after every scheduling round (the core's `RoundEnded`: :meth:`PlanningWorker.poke`, in
   the event loop, which owns the cluster), when the planner needs a plan and none runs, the planner's request (a
-  fork of the cluster, sampled futures) is taken and planned in the one worker thread
+  fork of the cluster, sampled futures) is taken and planned where the worker's work runs,
   within ``--plan-budget-ms``;
 * back in the event loop, the planner adopts the plan. A switch of the followed policy is
   counted and logged, and the pool schedules at once (a `Schedule` event); a plan for a set of workflows that
@@ -20,8 +22,8 @@ An ``inline``-mode planner plans in the worker all the same (its ``planning_dela
 this worker); a ``decision``-mode one plans every decision itself and gets no worker. A
 workflow whose tasks another followed policy releases than before gets a
 ``PolicySwitched`` Event (the core's `RuleSwitched`, :func:`policy_switched`). Stopping (:meth:`_Worker.close`)
-drops the plan running: its thread finishes it (a plan starts no future past its
-budget), and nothing of it is adopted.
+drops the plan running: its thread or the process finishes it (a plan starts no future
+past its budget), and nothing of it is adopted.
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ class PlanningWorker(_Worker):
 
 class ReplayWorker(_Worker):
     """A portfolio's rounds (``replayer=worker``) in the operator's replay process
-    (`process`, `policy.portfolio.apart`), its decisions following the candidate it has
+    (`process`, `policy.apart`), its decisions following the candidate it has
     meanwhile: a round is CPU-bound Python, and in a thread of the operator it would hold
     the interpreter's lock that the event loop needs. The round's request is taken in the
     event loop, and its choice adopted there; then the pool schedules at once, so the
