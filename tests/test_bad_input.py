@@ -311,3 +311,56 @@ def test_the_operators_pod_for_a_stage_of_gpus_has_the_limit_kubernetes_requires
         "limits": {"nvidia.com/gpu": "1"},
     }
     assert all(request_problem(n, q, asked["limits"]) is None for n, q in asked["requests"].items())
+
+
+# -- issue 80, item 11: what a new user tried ---------------------------------------------
+
+
+@pytest.mark.parametrize("content", [LATIN1, BINARY], ids=["latin-1", "binary"])
+def test_forecast_names_a_file_that_is_not_utf8(tmp_path: Path, content: bytes):
+    bad = tmp_path / "wf.yaml"
+    bad.write_bytes(content)
+    one_error(invoke("forecast", str(bad)), f"the workflow file {bad} is not UTF-8 text (byte 0x")
+
+
+def test_forecast_says_a_directory_is_one(tmp_path: Path):
+    one_error(invoke("forecast", str(tmp_path)), f"{tmp_path}: it is a directory; give a")
+
+
+BAD_KEY = "bad key!/with spaces"
+SELECTING = {
+    "apiVersion": "idlegate.io/v1alpha1",
+    "kind": "DagWorkflow",
+    "metadata": {"name": "w"},
+    "spec": {
+        "stages": [
+            {
+                "name": "a",
+                "tasks": 1,
+                "taskDurationSeconds": 3,
+                "template": {
+                    "spec": {
+                        "nodeSelector": {BAD_KEY: "v"},
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    }
+                },
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("forecast",), ("simulate", "-w", "file", "--file"), ("advise",)],
+)
+def test_a_node_selector_lint_refuses_is_refused_by_every_reader(tmp_path: Path, command):
+    # (one check, sim.pod_template's: forecast's local one, the simulator's files, lint's)
+    path = tmp_path / "wf.yaml"
+    path.write_text(json.dumps(SELECTING))
+    linted = invoke("lint", str(path))
+    said = f"{BAD_KEY!r} is not a label key"
+    assert linted.exit_code == 1 and said in linted.stdout
+    # (no operator is asked: the port is one nothing listens on, and no answer comes)
+    url = ["--url", "http://127.0.0.1:9"] if command == ("forecast",) else []
+    one_error(invoke(*command, str(path), *url), said, "spec.stages[0].template.spec.nodeSelector")
