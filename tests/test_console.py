@@ -262,11 +262,11 @@ README_DEMO = re.compile(
 )
 
 
-def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the demo, small, printing the README's cells (the full demo's, widest included): its
-    # box was 120 wide and broke eight rows' last cell over two lines
+def _demo_printing_the_readmes_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, width: int):
+    """What the demo prints on a console `width` wide, small, with the README's cells (the
+    full demo's, widest included); and those cells."""
+    from rich.console import Console
+
     from idlegate import cli
     from idlegate.evaluation import console
 
@@ -276,10 +276,32 @@ def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
     monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
     monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
     monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
     r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
     assert r.exit_code == 0, r.output
-    printed = r.stdout.splitlines()
+    return r.stdout.splitlines(), readme
+
+
+def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # piped (120 columns): its box was 120 wide and broke eight rows' last cell over two
+    printed, readme = _demo_printing_the_readmes_cells(monkeypatch, tmp_path, 120)
     assert max(map(len, printed)) <= 100, "\n".join(p for p in printed if len(p) > 100)
     for cells in readme:
         row = next(p for p in printed if p.startswith(f"{cells[0]} "))
         assert row.split() == " ".join(cells).split()  # every cell, in order, on its line
+
+
+def test_the_demo_table_fits_a_terminal_of_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (it wrapped there: issue 80) each figure over its CI, every cell of the README's
+    printed, readme = _demo_printing_the_readmes_cells(monkeypatch, tmp_path, 80)
+    assert max(map(len, printed)) <= 80, "\n".join(p for p in printed if len(p) > 80)
+    for cells in readme:
+        at = next(i for i, p in enumerate(printed) if p.startswith(f"{cells[0]} "))
+        figures = [c.split(" ± ") for c in cells[1:]]
+        assert printed[at].split() == [cells[0], *" ".join(f[0] for f in figures).split()]
+        cis = [f"± {f[1]}" for f in figures if len(f) == 2]
+        assert printed[at + 1].split() == " ".join(cis).split()
