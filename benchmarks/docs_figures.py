@@ -236,19 +236,37 @@ def table_of(markdown: str) -> list[list[str]]:
     return [_cells(line) for line in lines[start:end]]
 
 
-def run_command(run: Run) -> Report:
-    """Run `run`'s command from the repository's root; its report."""
+HEARTBEAT = 5.0
+"""Seconds between two calls of a run's `tick` while its command runs: the progress then
+tells a log it is alive every `idlegate.progress.EVERY` seconds of a long run (the demo
+took minutes, and the check said nothing meanwhile)."""
+
+
+def run_command(run: Run, tick: Callable[[], None] = lambda: None) -> Report:
+    """Run `run`'s command from the repository's root, calling `tick` every `HEARTBEAT`
+    seconds until it ends; its report."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     outs = OUT.findall(run.command)
     out_dir = ROOT / outs[-1] if outs else None
     started = time.time() - 1  # (a file system's coarse mtime)
-    done = subprocess.run(
-        ["bash", "-ec", run.command], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Report(error=f"it failed (exit {done.returncode}): {last}")
-    return _report(done.stdout, out_dir, started)
+    with subprocess.Popen(
+        ["bash", "-ec", run.command],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=HEARTBEAT)
+                break
+            except subprocess.TimeoutExpired:  # (still running: it keeps its output so far)
+                tick()
+    if proc.returncode != 0:
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
+        return Report(error=f"it failed (exit {proc.returncode}): {last}")
+    return _report(stdout, out_dir, started)
 
 
 def _namespace(report: Report) -> dict[str, Any]:
@@ -400,7 +418,43 @@ def pages(names: Sequence[str]) -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_command) -> int:
+def planned(files: Sequence[Path], slow: bool) -> dict[str, Run]:
+    """The runs the pages' figures and tables will run, by command (a command written twice
+    runs once), in page order: the steps of the progress. A slow run counts with `slow`
+    only, one whose data is absent not at all."""
+    out: dict[str, Run] = {}
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        runs = runs_of(path, text)
+        tables = [name for m in TABLE.finditer(text) for name in MARKED.findall(m[1])]
+        for name in [m[1] for m in FIGURE.finditer(text)] + tables:
+            r = runs.get(name)
+            if r is not None and (slow or not r.slow) and data_missing(r.command) is None:
+                out.setdefault(r.command, r)
+    return out
+
+
+SECONDS = ROOT / "out" / "docs-check" / "run-seconds.json"
+"""Each command's seconds at its last run (`make docs-check` keeps them here): the weights
+of the next check's time left, as its runs take from a second to the demo's minutes."""
+
+
+def _seconds(path: Path | None) -> dict[str, float]:
+    """The seconds `path` keeps of each command (none: nothing kept, or unreadable)."""
+    try:
+        kept = json_module.loads(path.read_text(encoding="utf-8")) if path else {}
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
+
+
+def main(
+    argv: list[str] | None = None,
+    run: Callable[[Run, Callable[[], None]], Report] = run_command,
+    seconds: Path | None = None,
+) -> int:
+    """The check (the module's docstring); `seconds`: the file of each command's seconds
+    (`SECONDS`), read for the progress's weights and written with this check's."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="pages (default: README.md and docs/)")
     parser.add_argument("--slow", action="store_true", help="also the runs marked slow")
@@ -409,6 +463,8 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
     cache: dict[str, Report] = {}
     skipped: set[str] = set()
     absent: dict[str, str] = {}  # run name → why its data is absent
+    took = _seconds(seconds)
+    steps: dict[str, Run] = {}  # (the plan, and `bar` its progress: both set below)
 
     def report_of(r: Run) -> Report | None:
         if r.slow and not args.slow:
@@ -420,15 +476,21 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
             return None
         if r.command not in cache:
             print(f"running {r.name}: {r.command}", file=sys.stderr, flush=True)
-            cache[r.command] = run(r)
+            done, began = len(cache), time.monotonic()
+            cache[r.command] = run(r, lambda: bar(done, len(steps), f"running {r.name}"))
+            took[r.command] = time.monotonic() - began
+            bar(len(cache), len(steps), r.command)
         return cache[r.command]
 
     findings: list[Finding] = []
     checked = 0
     files = list(pages(args.files))
     try:
-        with stderr_progress("checking the figures", len(files)) as bar:
-            for done, path in enumerate(files, start=1):
+        steps = planned(files, args.slow)
+        # (each run at its seconds last time, where kept: else they count alike)
+        costs = {c: took[c] for c in steps if c in took} or None
+        with stderr_progress("running the pages' commands", len(steps), costs=costs) as bar:
+            for path in files:
                 text = path.read_text(encoding="utf-8")
                 shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 fixed, found, n = check_page(shown, text, report_of)
@@ -436,9 +498,14 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
                 checked += n
                 if args.fix and fixed != text:
                     path.write_text(fixed, encoding="utf-8")
-                bar(done, len(files), str(shown))
     except IdlegateError as exc:
         parser.exit(1, f"Error: {one_line(exc)}\n")
+    if seconds is not None and cache:
+        try:
+            seconds.parent.mkdir(parents=True, exist_ok=True)
+            seconds.write_text(json_module.dumps(took, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:  # (the figures are checked: only the next estimate is worse)
+            print(f"cannot keep the runs' seconds in {seconds}: {exc}", file=sys.stderr)
     for f in findings:
         print(f)
     for name, why in sorted(absent.items()):
@@ -455,4 +522,4 @@ def main(argv: list[str] | None = None, run: Callable[[Run], Report] = run_comma
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(seconds=SECONDS))

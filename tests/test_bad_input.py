@@ -311,3 +311,141 @@ def test_the_operators_pod_for_a_stage_of_gpus_has_the_limit_kubernetes_requires
         "limits": {"nvidia.com/gpu": "1"},
     }
     assert all(request_problem(n, q, asked["limits"]) is None for n, q in asked["requests"].items())
+
+
+# -- issue 80, item 11: what a new user tried ---------------------------------------------
+
+
+@pytest.mark.parametrize("content", [LATIN1, BINARY], ids=["latin-1", "binary"])
+def test_forecast_names_a_file_that_is_not_utf8(tmp_path: Path, content: bytes):
+    bad = tmp_path / "wf.yaml"
+    bad.write_bytes(content)
+    one_error(invoke("forecast", str(bad)), f"the workflow file {bad} is not UTF-8 text (byte 0x")
+
+
+def test_forecast_says_a_directory_is_one(tmp_path: Path):
+    one_error(invoke("forecast", str(tmp_path)), f"{tmp_path}: it is a directory; give a")
+
+
+BAD_KEY = "bad key!/with spaces"
+SELECTING = {
+    "apiVersion": "idlegate.io/v1alpha1",
+    "kind": "DagWorkflow",
+    "metadata": {"name": "w"},
+    "spec": {
+        "stages": [
+            {
+                "name": "a",
+                "tasks": 1,
+                "taskDurationSeconds": 3,
+                "template": {
+                    "spec": {
+                        "nodeSelector": {BAD_KEY: "v"},
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    }
+                },
+            }
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("forecast",), ("simulate", "-w", "file", "--file"), ("advise",)],
+)
+def test_a_node_selector_lint_refuses_is_refused_by_every_reader(tmp_path: Path, command):
+    # (one check, sim.pod_template's: forecast's local one, the simulator's files, lint's)
+    path = tmp_path / "wf.yaml"
+    path.write_text(json.dumps(SELECTING))
+    linted = invoke("lint", str(path))
+    said = f"{BAD_KEY!r} is not a label key"
+    assert linted.exit_code == 1 and said in linted.stdout
+    # (no operator is asked: the port is one nothing listens on, and no answer comes)
+    url = ["--url", "http://127.0.0.1:9"] if command == ("forecast",) else []
+    one_error(invoke(*command, str(path), *url), said, "spec.stages[0].template.spec.nodeSelector")
+
+
+def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path: Path, monkeypatch):
+    import idlegate.training.reinforce as reinforce
+
+    def trained(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started before --out was checked")
+
+    monkeypatch.setattr(reinforce, "train", trained)
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    for out in (taken, taken / "run"):
+        one_error(invoke("train", "--out", str(out)), "is a file, not a directory")
+
+
+@pytest.mark.parametrize("text", ["", "# settings to come\n", "{}\n"])
+def test_train_refuses_a_config_with_no_setting(tmp_path: Path, text: str):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(text)
+    one_error(invoke("train", "--config", str(empty)), str(empty), "give at least one")
+
+
+def test_a_directory_given_for_a_file_is_said_to_be_one(tmp_path: Path):
+    one_error(invoke("export-onnx", str(tmp_path), str(tmp_path / "p.onnx")), "is a directory")
+    said = one_error(invoke("history", "export", "--from-sink", str(tmp_path)), "is a directory")
+    assert f"e.g. {tmp_path / 'history.jsonl'}" in said
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://127.0.0.1:99999", "port '99999' is out of range (1-65535)"),
+        ("http://127.0.0.1:0", "port '0' is out of range (1-65535)"),
+        ("http://localhost:90x", "port '90x' is not a port number"),
+        ("http:///visibility", "is not an http:// URL with a host"),
+    ],
+)
+def test_an_operator_url_that_is_no_address_is_said_so(tmp_path: Path, url: str, said: str):
+    one_error(invoke("visibility", "--url", url), f"--url {url.removesuffix('/visibility')}", said)
+    flow = tmp_path / "wf.yaml"
+    flow.write_text(json.dumps(dag_workflow({})))
+    one_error(invoke("forecast", str(flow), "--url", url), said)
+
+
+@pytest.mark.parametrize("where", ["queues file", "ExecutorPool"])
+def test_a_quota_past_what_kubernetes_holds_is_refused_as_written(tmp_path: Path, where: str):
+    queue = {"name": "team-a", "nominal": {"pods": "1e30"}}
+    if where == "queues file":
+        doc: object = [queue]
+    else:
+        doc = {
+            "apiVersion": "idlegate.io/v1alpha1",
+            "kind": "ExecutorPool",
+            "metadata": {"name": "p"},
+            "spec": {"size": 4, "queues": [queue]},
+        }
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(doc))
+    linted = invoke("lint", "--pool-size", "4", str(path))
+    assert linted.exit_code == 1
+    assert "pods=1e30 is beyond the largest quantity Kubernetes holds" in linted.stdout
+    assert "9223372036854775807" not in linted.stdout
+
+
+def test_a_queues_quota_past_what_kubernetes_holds_is_refused_by_simulate(
+    tmp_path: Path, workflow: Path
+):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: team-a, nominal: {pods: 1e30}}\n")
+    one_error(
+        invoke("simulate", "-w", "file", "--file", str(workflow), "--queues", str(queues)),
+        "pods=1e30 is beyond the largest quantity",
+    )
+
+
+@pytest.mark.parametrize(
+    "content", ["", "# nothing yet\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"]
+)
+def test_lint_fails_on_files_with_nothing_to_check(tmp_path: Path, content: str):
+    path = tmp_path / "manifests.yaml"
+    path.write_text(content)
+    r = invoke("lint", str(path))
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines()[-1].startswith("nothing to check in 1 file(s)")
+    assert json.loads(invoke("lint", "--json", str(path)).stdout)["valid"] is False

@@ -174,6 +174,87 @@ def test_the_status_says_the_time_left_at_the_pace_so_far():
     assert clock_text(3725) == "1:02:05"
 
 
+def test_the_time_left_is_at_the_pace_of_the_work_done():
+    assert progress.time_left(19.0, 12, 36) == 38.0
+    assert progress.time_left(50.0, 95, 100, start=90) == 50.0
+    assert progress.time_left(10.0, 3, 3) == 0.0 and progress.time_left(5.0, 0, 9) is None
+    # in units of cost: 180 s did 180 of 435, so 255 are left at a second each
+    assert status(24, 45, 180.0, work=(180.0, 435.0, 0.0)) == (
+        "24/45 (53 %), 3:00 elapsed, about 4:15 left"
+    )
+
+
+DEMO_SEED = [*(f"rule {i}" for i in range(7)), "learned", "default"]
+"""A demo seed's nine runs, in the order it hands them out: the rules, then the dear two."""
+
+
+def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # (issue 80: at 24 of 45 the demo said 2:02 left with 7:47 to go) five seeds of the
+    # nine runs, each taking its cost in seconds: 7 rules of 1, learned 20, default 60
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    cost = {"learned": 20.0, "default": 60.0}
+    steps = [
+        (f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED
+    ]
+    lines = {}
+    for weighed in (False, True):
+        clock, err = _Clock(), _Stream(terminal=False)
+        costs = dict(steps) if weighed else None
+        with stderr_progress(
+            "simulating", 45, stream=err, clock=clock, every=0.0, costs=costs
+        ) as update:
+            for done, (what, seconds) in enumerate(steps, start=1):
+                clock.now += seconds
+                update(done, 45, what)
+        lines[weighed] = err.getvalue().splitlines()
+    # 24 done: two seeds (174 s) and six rules; 255 s left, the 21 runs' costs
+    at = "simulating: 24/45 (53 %), 3:00 elapsed, about"
+    assert lines[True][23] == f"{at} 4:15 left; rule 5 seed 2"
+    assert lines[False][23] == f"{at} 2:38 left; rule 5 seed 2"  # (as if runs cost alike)
+    # known costs are exact at every step: the time left is what is left
+    total = sum(c for _, c in steps)
+    for done, line in enumerate(lines[True], start=1):
+        spent = sum(c for _, c in steps[:done])
+        assert line.split("about ")[1].startswith(f"{clock_text(total - spent)} left"), line
+
+
+def test_compare_weighs_each_run_by_its_schedulers_cost(monkeypatch: pytest.MonkeyPatch):
+    from contextlib import contextmanager
+
+    from idlegate.evaluation import console
+    from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions
+
+    seen: dict[str, object] = {}
+
+    @contextmanager
+    def recorded(description, total=None, **kwargs):
+        seen["costs"], seen["whats"] = kwargs.get("costs"), set()
+        yield lambda done, total, what: seen["whats"].add(what)
+
+    monkeypatch.setattr(console, "stderr_progress", recorded)
+    config = CompareConfig(
+        workload="tpch-like",
+        schedulers=["fifo", "analytic:srpt", "learned:default"],
+        seeds=2,
+        baseline="fifo",
+        options=WorkloadOptions(num_executors=5, extra={"num_stream": 2}),
+        jobs=1,
+    )
+    console.run_compare(config, None)
+    assert seen["costs"] == {
+        "fifo seed 0": 1.0,
+        "fifo seed 1": 1.0,
+        "analytic:srpt seed 0": 1.0,
+        "analytic:srpt seed 1": 1.0,
+        "learned:default seed 0": 20.0,
+        "learned:default seed 1": 20.0,
+    }
+    assert seen["whats"] == set(seen["costs"])  # (each run's update names its cost)
+
+
 def test_progress_off_a_terminal_is_a_line_every_30_seconds(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
@@ -262,11 +343,11 @@ README_DEMO = re.compile(
 )
 
 
-def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the demo, small, printing the README's cells (the full demo's, widest included): its
-    # box was 120 wide and broke eight rows' last cell over two lines
+def _demo_printing_the_readmes_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, width: int):
+    """What the demo prints on a console `width` wide, small, with the README's cells (the
+    full demo's, widest included); and those cells."""
+    from rich.console import Console
+
     from idlegate import cli
     from idlegate.evaluation import console
 
@@ -276,10 +357,32 @@ def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
     monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
     monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
     monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
     r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
     assert r.exit_code == 0, r.output
-    printed = r.stdout.splitlines()
+    return r.stdout.splitlines(), readme
+
+
+def test_the_demo_table_fits_100_columns_with_each_row_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # piped (120 columns): its box was 120 wide and broke eight rows' last cell over two
+    printed, readme = _demo_printing_the_readmes_cells(monkeypatch, tmp_path, 120)
     assert max(map(len, printed)) <= 100, "\n".join(p for p in printed if len(p) > 100)
     for cells in readme:
         row = next(p for p in printed if p.startswith(f"{cells[0]} "))
         assert row.split() == " ".join(cells).split()  # every cell, in order, on its line
+
+
+def test_the_demo_table_fits_a_terminal_of_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (it wrapped there: issue 80) each figure over its CI, every cell of the README's
+    printed, readme = _demo_printing_the_readmes_cells(monkeypatch, tmp_path, 80)
+    assert max(map(len, printed)) <= 80, "\n".join(p for p in printed if len(p) > 80)
+    for cells in readme:
+        at = next(i for i, p in enumerate(printed) if p.startswith(f"{cells[0]} "))
+        figures = [c.split(" ± ") for c in cells[1:]]
+        assert printed[at].split() == [cells[0], *" ".join(f[0] for f in figures).split()]
+        cis = [f"± {f[1]}" for f in figures if len(f) == 2]
+        assert printed[at + 1].split() == " ".join(cis).split()

@@ -53,7 +53,7 @@ REPORT = docs_figures.Report(
 
 
 def _fake(reports: dict[str, object], ran: list[str]):
-    def run(r):
+    def run(r, tick):
         ran.append(r.name)
         return reports[r.name]
 
@@ -237,3 +237,96 @@ def test_the_checked_pages_quote_the_figures_of_issue_60() -> None:
     assert missing == []
     with pytest.raises(IdlegateError, match="no command and no"):
         docs_figures.runs_of(Path("p.md"), "<!-- run x -->\ntext\n")
+
+
+# -- its progress counts runs and says so while one runs (issue 80, item 12) -------------
+
+TWO_PAGES = (
+    "<!-- run a: idlegate compare --out out/a -->\n"
+    "<!-- figure a: 1 -->1<!-- /figure --> <!-- figure a: 1 -->1<!-- /figure -->\n"
+    "<!-- run b: echo b -->\n<!-- figure b: 1 -->1<!-- /figure -->\n"
+    "<!-- run s slow: echo s -->\n<!-- figure s: 1 -->1<!-- /figure -->\n"
+    "<!-- run unused: echo u -->\n",
+    "<!-- run a2: idlegate compare --out out/a -->\n<!-- figure a2: 1 -->1<!-- /figure -->\n"
+    "<!-- run c: echo c -->\n<!-- table c -->\n| x |\n|---|\n| 1 |\n",
+)
+
+
+def _pages(tmp_path: Path) -> list[Path]:
+    out = []
+    for i, text in enumerate(TWO_PAGES):
+        out.append(tmp_path / f"p{i}.md")
+        out[-1].write_text(text)
+    return out
+
+
+def test_the_plan_counts_the_runs_the_figures_need_each_command_once(tmp_path: Path) -> None:
+    # (docs-check counted pages: its first estimate after the README's demo was hours)
+    files = _pages(tmp_path)
+    assert [r.name for r in docs_figures.planned(files, slow=False).values()] == ["a", "b", "c"]
+    assert len(docs_figures.planned(files, slow=True)) == 4
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_run_is_reported_every_30_seconds_with_the_runs_kept_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+    import io
+    import json
+
+    from idlegate import progress
+
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    clock, err = _Clock(), io.StringIO()
+    shown = functools.partial(progress.stderr_progress, clock=clock, stream=err)
+    monkeypatch.setattr(docs_figures, "stderr_progress", shown)
+    files = _pages(tmp_path)
+    a, b, c = (r.command for r in docs_figures.planned(files, slow=False).values())
+    kept = tmp_path / "seconds.json"
+    kept.write_text(json.dumps({a: 60.0, b: 15.0, c: 45.0}))
+    lengths = {"a": 6, "b": 4, "c": 0}  # (heartbeats of 10 s each)
+
+    def run(r, tick):
+        for _ in range(lengths[r.name]):
+            clock.now += 10.0
+            tick()
+        return docs_figures.Report(json={}, table=[["x"], ["---"], ["1"]])
+
+    assert docs_figures.main([str(p) for p in files], run=run, seconds=kept) == 0
+    lines = err.getvalue().splitlines()
+    said = [line for line in lines if line.startswith("running the pages' commands")]
+    assert said == [
+        # a's run: alive at 30 s and 60 s, no estimate before a run is done
+        "running the pages' commands: 0/3 (0 %), 0:30 elapsed; running a",
+        "running the pages' commands: 0/3 (0 %), 1:00 elapsed; running a",
+        # a done, 60 of the 120 s kept: at that pace 1:30 left, not 3:00 as runs counted
+        "running the pages' commands: 1/3 (33 %), 1:30 elapsed, about 1:30 left; running b",
+        f"running the pages' commands: 3/3 (100 %), 1:40 elapsed, about 0:00 left; {c}",
+    ]
+    assert set(json.loads(kept.read_text())) == {a, b, c}  # (this check's, for the next)
+
+
+def test_a_runs_tick_comes_while_its_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the command ends only once a tick came: it waits for the file the tick writes
+    go = tmp_path / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.01; done; echo '{{\"x\": 1}}'"
+    ticks: list[int] = []
+
+    def tick() -> None:
+        ticks.append(1)
+        go.touch()
+
+    monkeypatch.setattr(docs_figures, "HEARTBEAT", 0.01)
+    report = docs_figures.run_command(docs_figures.Run("n", command, False), tick)
+    assert ticks and report.json == {"x": 1}

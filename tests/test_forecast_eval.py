@@ -230,7 +230,7 @@ def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
         (["-m", "0"], "--replays (-m) is a whole number of at least 1, not 0"),
         (["--every", "0"], "--every is a number of seconds of at least 1"),
         (["--start-quantile", "0.95"], "--start-quantile is a quantile from 0.1 to 0.9"),
-        (["--out", str(readme)], "is not a directory"),
+        (["--out", str(readme)], "it is a file, not a directory"),
     ]:
         bad = runner.invoke(app, [*args, *flag])
         assert bad.exit_code == 1, bad.output

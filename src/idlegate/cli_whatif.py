@@ -20,6 +20,7 @@ from idlegate.api.forecast_status import Forecast, describe, parse_forecast
 from idlegate.api.forecast_whatif import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.operator_http import ask_operator
 from idlegate.errors import IdlegateError
+from idlegate.textfiles import read_text
 
 DEFAULT_URL = "http://localhost:9090"
 
@@ -57,10 +58,9 @@ def register(group: typer.Typer) -> None:
         and how often the pool's intervals held. Nothing is created. idlegate forecast FILE
         is short for this."""
         try:
-            try:
-                text = file.read_text()
-            except OSError as exc:
-                raise IdlegateError(f"cannot read {file} ({exc.strerror})") from None
+            text = read_text(
+                file, "workflow file", "give a DagWorkflow YAML (as for kubectl apply)"
+            )
             try:  # (what the operator would refuse, said before asking it)
                 read_what_if(text)
             except IdlegateError as exc:

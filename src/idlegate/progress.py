@@ -5,11 +5,14 @@
 Standard output carries the result alone (a table, ``--json``'s document), so progress
 goes to stderr, and whatever standard output is: piped to a file, the result still takes
 as long. On a terminal stderr it is a live line, redrawn at each step: done of total, time
-elapsed and an estimate of the time left. On anything else (a log file, CI), redrawing
-would leave a line per step, so it writes one line every `EVERY` seconds instead: a run
-shorter than that writes none, and a longer one tells its log it is alive and when it
-should end, and ends with a line of its last step (``45/45 (100 %)``), so its log does
-not stop at a step before the end.
+elapsed and an estimate of the time left. That is the time per step so far times the
+steps left; where steps differ in cost (`costs`: a portfolio's run costs some 60 of a
+rule's, and the demo's dearest runs come last), the time per unit of expected cost done
+times the cost left. On anything else (a log file, CI), redrawing would leave a line per
+step, so it writes one line every `EVERY` seconds instead: a run shorter than that
+writes none, and a longer one tells its log it is alive and when it should end, and ends
+with a line of its last step (``45/45 (100 %)``), so its log does not stop at a step
+before the end.
 
 Time comes from an injected clock, so tests drive it without waiting.
 """
@@ -18,11 +21,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["EVERY", "Update", "clock_text", "status", "stderr_progress"]
+__all__ = ["EVERY", "Update", "clock_text", "status", "stderr_progress", "time_left"]
 
 EVERY = 30.0
 """Seconds between two lines when stderr is no terminal."""
@@ -40,16 +43,53 @@ def clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def status(done: int, total: int | None, elapsed: float, start: int = 0) -> str:
+def time_left(elapsed: float, done: float, total: float, start: float = 0.0) -> float | None:
+    """Seconds left at the pace so far: `elapsed` seconds did the `done - start` units of
+    work done since `start` (those before, e.g. by a run resumed, took no time here), and
+    `total - done` are left; units are steps, or their expected costs. None before any."""
+    if done <= start:
+        return None
+    return elapsed / (done - start) * max(total - done, 0.0)
+
+
+Work = tuple[float, float, float]
+"""(done, total, start) in units of expected cost (`time_left`'s)."""
+
+
+def status(
+    done: int, total: int | None, elapsed: float, start: int = 0, work: Work | None = None
+) -> str:
     """``12/36 (33 %), 0:19 elapsed, about 0:38 left``: the time left at the pace of the
-    steps done since `start` (those done before, e.g. by a run resumed, took no time
-    here); no estimate before the first step, or without a total."""
+    steps done since `start`, or with `work` of the cost done since its start (`time_left`);
+    no estimate before the first step, or without a total."""
     text = f"{done}" if total is None else f"{done}/{total} ({100 * done // max(total, 1)} %)"
     text += f", {clock_text(elapsed)} elapsed"
-    if total is not None and done > start:
-        left = elapsed / (done - start) * max(total - done, 0)
-        text += f", about {clock_text(left)} left"
+    if total is not None:
+        left = time_left(elapsed, *(work or (done, total, start)))
+        if left is not None:
+            text += f", about {clock_text(left)} left"
     return text
+
+
+class _Costs:
+    """The work of a run's steps, each at its expected cost (`costs`, by the name an update
+    gives the step when it is done; a step not named costs their mean)."""
+
+    def __init__(self, costs: Mapping[str, float], start: int) -> None:
+        self.costs = costs
+        self.mean = sum(costs.values()) / len(costs) if costs else 1.0
+        self.last = start
+        self.start = self.done = start * self.mean
+
+    def work(self, done: int, total: int | None, what: str) -> Work | None:
+        """The work after an update: `done - last` steps were done, the last `what`."""
+        if done > self.last:
+            self.done += self.costs.get(what, self.mean) + (done - self.last - 1) * self.mean
+            self.last = done
+        if total is None:
+            return None
+        named = sum(self.costs.values()) + max(total - len(self.costs), 0) * self.mean
+        return self.done, named, self.start
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -70,18 +110,27 @@ def stderr_progress(
     stream: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
     every: float | None = None,
+    costs: Mapping[str, float] | None = None,
 ) -> Iterator[Update]:
     """Progress of `description` (``simulating``) on `stream` (default stderr), as the
     module says; yields `update(done, total, what)`. `start`: steps done before this run
     (a resumed training's iterations). `enabled` False shows nothing. `every`: seconds
-    between two lines off a terminal (default `EVERY`, read at the call)."""
+    between two lines off a terminal (default `EVERY`, read at the call). `costs`: each
+    step's expected cost (any unit), by the `what` of the update that says it is done;
+    the time left is then at the pace of the cost done, not of the steps."""
     out = sys.stderr if stream is None else stream
     gap = EVERY if every is None else every
     began = clock()
+    weighed = None if costs is None else _Costs(costs, start)
+
+    def said(done: int, total_now: int | None, what: str) -> str:
+        work = None if weighed is None else weighed.work(done, total_now, what)
+        return status(done, total_now, clock() - began, start, work)
+
     if not enabled:
         yield lambda done, total, what: None
     elif _is_terminal(out):
-        with _live(description, total, start, out, clock, began) as update:
+        with _live(description, total, start, out, said) as update:
             yield update
     else:
         last = began
@@ -92,7 +141,7 @@ def stderr_progress(
             nonlocal last, wrote, unsaid
             now = clock()
             shown = f"; {what}" if what else ""
-            unsaid = f"{description}: {status(done, total_now, now - began, start)}{shown}\n"
+            unsaid = f"{description}: {said(done, total_now, what)}{shown}\n"
             if now - last >= gap:
                 last, wrote = now, True
                 out.write(unsaid)
@@ -111,11 +160,11 @@ def _live(
     total: int | None,
     start: int,
     out: TextIO,
-    clock: Callable[[], float],
-    began: float,
+    said: Callable[[int, int | None, str], str],
 ) -> Iterator[Update]:
-    """A rich progress line on terminal `out`: it keeps the lines printed meanwhile above
-    it, and goes when done (the result follows on its own)."""
+    """A rich progress line on terminal `out`, its status `said(done, total, what)`: it
+    keeps the lines printed meanwhile above it, and goes when done (the result follows on
+    its own)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
 
@@ -125,14 +174,13 @@ def _live(
         TextColumn("{task.fields[status]}"),
         console=Console(file=out, force_terminal=True),
         transient=True,
-        auto_refresh=False,  # redrawn at each step, on `clock`'s time (tests: a fake one)
-        get_time=clock,
+        auto_refresh=False,  # redrawn at each step, on the status's clock (tests: a fake one)
     ) as bar:
         task = bar.add_task(description, total=total, completed=start, status="")
 
         def update(done: int, total_now: int | None, what: str) -> None:
             shown = f"  {what}" if what else ""
-            text = status(done, total_now, clock() - began, start) + shown
+            text = said(done, total_now, what) + shown
             bar.update(task, completed=done, total=total_now, status=text)
             bar.refresh()
 

@@ -1,6 +1,7 @@
 """Reading a user's text file: one reader for every file a command takes (queues, workflow
 and history files, lint's inputs, configs), so that a file that is missing, unreadable
-or not UTF-8 (latin-1, binary) is one sentence naming it, never a traceback."""
+or not UTF-8 (latin-1, binary) is one sentence naming it, never a traceback; and the one
+check of a directory a command writes into (``--out``), made before its work starts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TextIO
 
 from idlegate.errors import IdlegateError
 
-__all__ = ["not_utf8", "read_stdin", "read_text"]
+__all__ = ["check_writable_dir", "not_utf8", "read_stdin", "read_text"]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -52,3 +53,20 @@ def read_stdin(stream: TextIO, what: str = "") -> str:
         return bytes(buffer.read()).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise IdlegateError(f"{what} {not_utf8(exc)}".strip()) from None
+
+
+def check_writable_dir(path: str | Path, what: str = "reports") -> Path:
+    """`path`, unless it cannot be a directory to write `what` into: IdlegateError (one
+    sentence) when it, or a folder above it, is a file. Creates nothing; called before a
+    command's work, which would otherwise fail only when it writes, minutes later."""
+    out = Path(path)
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                named = "it" if p == out else str(p)
+                raise IdlegateError(
+                    f"cannot write {what} to {out}: {named} is a file, not a directory; "
+                    "give --out a directory (a new one is made)"
+                )
+            break
+    return out

@@ -50,11 +50,13 @@ both; docs/forecast.md, "What if")."""
 
 def read_what_if(text: str) -> dict[str, Any]:
     """A what-if's body (YAML or JSON) as the operator takes it: a DagWorkflow whose spec
-    the one parser takes (`parse_workflow`). SpecError (a sentence) if it is not: the
+    the one parser takes (`parse_workflow`), its pod templates of the shape admission
+    takes (`check_templates`, as lint). SpecError (a sentence) if it is not: the
     operator answers it with 400, and ``idlegate forecast FILE`` says it before asking."""
     import yaml
 
     from idlegate.api.kinds import KIND
+    from idlegate.api.template import check_templates
     from idlegate.sim.spec import parse_workflow
 
     try:
@@ -65,7 +67,7 @@ def read_what_if(text: str) -> dict[str, Any]:
         kind = body.get("kind") if isinstance(body, dict) else None
         was = f"it is a {kind}, not" if isinstance(kind, str) else "it is not"
         raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
-    parse_workflow(body.get("spec"), "spec")
+    check_templates(parse_workflow(body.get("spec"), "spec"), "spec")  # (as admission would)
     return body
 
 

@@ -121,6 +121,14 @@ def rotated(path: Path, n: int) -> Path:
 
 def sink_files(path: Path) -> list[Path]:
     """The sink's files, oldest first: the rotated ones (`rotated`), then `path`."""
+    if path.is_dir():
+        # (a rotated file, history.1.jsonl, is found beside the one named)
+        found = sorted(p for p in path.glob("*.jsonl") if not p.stem.rpartition(".")[2].isdigit())
+        example = found[0] if found else path / "history.jsonl"
+        raise IdlegateError(
+            f"{path} is a directory; pass the operator's --history-file, the sink's file in "
+            f"it (e.g. {example})"
+        )
     numbers = []
     for p in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
         n = p.name[len(path.stem) + 1 : len(p.name) - len(path.suffix)]

@@ -4,21 +4,14 @@ A task pod says which workflow, stage and task it belongs to (labels), which att
 and, once released, which executor slot it runs on (annotations). It is created with the
 scheduling gate :data:`GATE`, which only the operator removes.
 
-A label's key and value follow the API server's rules (`label_problem`): a key is a name
-of at most 63 characters (alphanumerics, '-', '_', '.', starting and ending with an
-alphanumeric), optionally after a DNS subdomain prefix of at most 253 and '/'; a value
-is empty or such a name.
+A label's key and value follow the API server's rules (`label_problem`, the simulator's
+:mod:`idlegate.sim.pod_template`, which a pod template's nodeSelector is checked by too).
 """
 
 from __future__ import annotations
 
-import re
-
+from idlegate.sim.pod_template import label_problem as label_problem  # (re-exported)
 from idlegate.sim.queues import QUEUE_LABEL
-from idlegate.sim.spec import DNS_SUBDOMAIN_PATTERN
-
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_PREFIX = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 GATE = "idlegate.io/release"
 """The scheduling gate the operator puts on every task pod and removes to release it."""
@@ -44,25 +37,3 @@ ANNOTATION_SCHEDULED = "idlegate.io/scheduled-time"
 DEFAULT_SERVICE_ACCOUNT = "default"
 """Task pods run as this service account, without a token, unless the template names one
 the namespace allows (:mod:`idlegate.api.podsecurity`)."""
-
-
-def label_problem(key: str, value: str | None = None) -> str | None:
-    """What is wrong with label `key` (and `value`, when given), as the API server would
-    refuse it; None when both are valid."""
-    prefix, _, name = key.rpartition("/")
-    if (
-        not _LABEL_NAME.fullmatch(name)
-        or len(name) > 63
-        or ("/" in key and (not _PREFIX.match(prefix) or len(prefix) > 253))
-    ):
-        return (
-            f"{key!r} is not a label key; write a name of at most 63 letters, digits, '-', "
-            "'_' or '.', starting and ending with a letter or digit, optionally after a DNS "
-            "prefix and '/' (e.g. pool, example.com/tier)"
-        )
-    if value is not None and value and (not _LABEL_NAME.fullmatch(value) or len(value) > 63):
-        return (
-            f"{value!r} (of label {key!r}) is not a label value; write at most 63 letters, "
-            "digits, '-', '_' or '.', starting and ending with a letter or digit, or nothing"
-        )
-    return None

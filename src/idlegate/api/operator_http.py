@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -15,10 +16,30 @@ FORWARD = "kubectl -n idlegate-system port-forward svc/idlegate-operator-metrics
 """How a user reaches the operator's metrics port from outside the cluster."""
 
 
+def check_url(url: str) -> None:
+    """IdlegateError (one sentence naming ``--url``) unless `url` is an http(s) URL with a
+    host and, if it gives one, a port of 1-65535: a port out of range is no address, so
+    asking it would only say "connection refused", as if the operator were down."""
+    parts = urllib.parse.urlsplit(url)
+    given = f"--url {parts.scheme}://{parts.netloc}" if parts.netloc else f"--url {url}"
+    fix = f"give the operator's metrics port, e.g. http://localhost:9090 after {FORWARD}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise IdlegateError(f"{given} is not an http:// URL with a host; {fix}")
+    try:
+        port = parts.port
+    except ValueError:  # (not a number, or past 65535)
+        port = -1
+    if port is not None and not 0 < port < 65536:
+        said = parts.netloc.rpartition(":")[2]
+        what = "out of range (1-65535)" if said.isdigit() else "not a port number"
+        raise IdlegateError(f"{given}: port {said!r} is {what}; {fix}")
+
+
 def ask_operator(url: str, body: bytes | None = None, timeout: float = 10.0) -> dict[str, Any]:
     """The JSON document the operator answers at `url` (a GET, or with `body` a POST of
     that YAML), or IdlegateError naming the URL: the operator's own error sentence for an
     answer it refused, how to forward its port when it cannot be reached."""
+    check_url(url)
     headers = {"Content-Type": "application/yaml"} if body is not None else {}
     try:
         request = urllib.request.Request(url, data=body, headers=headers)

@@ -76,6 +76,10 @@ def visibility_source(value: str | None) -> str:
             f"--url {value!r} is neither an http(s):// URL of the operator's metrics port "
             "(e.g. http://localhost:9090 after a port-forward) nor an API path starting with /"
         )
+    if not value.startswith("/"):
+        from idlegate.api.operator_http import check_url
+
+        check_url(value)  # (the page's server asks it later, where an error is no sentence)
     return value.rstrip("/") + PATH
 
 

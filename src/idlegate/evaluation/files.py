@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from idlegate.errors import IdlegateError
+from idlegate.textfiles import check_writable_dir
 
 __all__ = ["check_out_dir", "write_file", "write_text"]
 
@@ -30,14 +31,10 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
-    """Raise IdlegateError unless `out_dir` is a directory or can become one (it is made
-    now: a folder that cannot be made fails the command before its runs, not after)."""
-    out = Path(out_dir)
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise IdlegateError(f"cannot write reports to {out}: {p} is not a directory")
-            break
+    """Raise IdlegateError unless `out_dir` is a directory or can become one
+    (`textfiles.check_writable_dir`; it is made now: a folder that cannot be made fails the
+    command before its runs, not after)."""
+    out = check_writable_dir(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

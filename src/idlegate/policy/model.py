@@ -622,6 +622,11 @@ def save_checkpoint(model: PolicyNet, path: str | Path, **extra: Any) -> Path:
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint dict at `path`, checked for format and feature schema."""
     path = Path(path)
+    if path.is_dir():
+        raise IdlegateError(
+            f"checkpoint {str(path)!r} is a directory, not a checkpoint file; give the .pt file "
+            f"in it, e.g. {str(path / 'best.pt')!r} (idlegate train writes best.pt into --out)"
+        )
     if not path.is_file():
         raise IdlegateError(f"checkpoint {str(path)!r} does not exist; give the path of a .pt file")
     if not zipfile.is_zipfile(path):  # what torch.save writes; torch's own errors are pages long

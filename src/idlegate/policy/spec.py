@@ -91,6 +91,19 @@ _NEEDS: Final = {
     "admission": "a base scheduler, e.g. admission?mode=kueue:fifo",
 }
 
+RUN_COSTS: Final[Mapping[str, float]] = {
+    "default": 60.0,
+    "portfolio": 60.0,
+    "lookahead": 55.0,
+    "learned": 20.0,
+    "window": 20.0,
+    "inspect": 20.0,
+}
+"""CPU a run of a kind takes beside a rule's on the same workflows (any kind not named: 1),
+for a comparison's progress to weigh its runs by (`SchedulerSpec.run_cost`): the medians
+`python benchmarks/run_costs.py` prints, rounded (the demo's workload, seeds 1-3: learned
+21.6, default 58.4, lookahead:srpt 55.8, analytic:srpt 1.3 of fifo's)."""
+
 _LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 _KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -214,6 +227,13 @@ class SchedulerSpec:
     def title(self) -> str:
         """The spec's row in reports: its label, else its text."""
         return self.label or self.format()
+
+    @property
+    def run_cost(self) -> float:
+        """A run's expected CPU beside a rule's (`RUN_COSTS`): the dearest of its kind and
+        its bases' (``analytic:default`` costs what ``default`` does)."""
+        own = RUN_COSTS.get(self.kind, 1.0)
+        return own if self.base is None else max(own, self.base.run_cost)
 
     # -- values ------------------------------------------------------------------------
 

@@ -141,7 +141,9 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
         value = data.get(key)
         if value is None:
             return None
-        parsed = ResourceVector.of(value, f"{at}.{key}")  # (names and quantities checked)
+        # (names and quantities checked, and none past Kubernetes' cap: read as the cap, a
+        # quota of 1e30 pods would be quoted back as 9223372036854775807)
+        parsed = ResourceVector.capacity(value, f"{at}.{key}", "a quota within the pool")
         return {name: parsed.get(name, 0) for name in value}  # (a 0 kept: a limit of none)
 
     bound = data.get("waitBound", inf)

@@ -203,15 +203,21 @@ class ResourceVector(Mapping[str, int]):
         return cls(out)
 
     @classmethod
-    def capacity(cls, data: Mapping[str, Any], where: str = "resources") -> ResourceVector:
-        """`of` for what a pool has: IdlegateError for a quantity past the cap (the module
-        header), which would make every request a share of 0."""
+    def capacity(
+        cls,
+        data: Mapping[str, Any],
+        where: str = "resources",
+        fix: str = "the pool's real capacity",
+    ) -> ResourceVector:
+        """`of` for what a pool has or a queue's quota: IdlegateError for a quantity past
+        the cap (the module header), which would make every request a share of 0 (and a
+        sum of quotas quote a number no one wrote); `fix` says what to give instead."""
         vector = cls.of(data, where)
         over = [k for k in vector if vector[k] >= MAX_QUANTITY * MILLI]
         if over:
             raise IdlegateError(
                 f"{_at(where)}{over[0]}={data[over[0]]} is beyond the largest quantity "
-                f"Kubernetes holds (2^63 - 1); give the pool's real capacity"
+                f"Kubernetes holds (2^63 - 1); give {fix}"
             )
         return vector
 

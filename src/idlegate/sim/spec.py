@@ -448,9 +448,16 @@ def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
     Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
     a list of either, or a multi-document YAML stream.
     """
+    from idlegate.sim.pod_template import check_stage_templates  # (it imports this module)
+
     specs = []
     for item in read_workflow_items(path):
-        specs.append(parse_workflow(item.spec, item.source))
+        spec = parse_workflow(item.spec, item.source)
+        try:
+            check_stage_templates(spec, "" if item.spec is item.raw else "spec")
+        except SpecError as exc:
+            raise SpecError(f"{item.source}: {exc}") from None
+        specs.append(spec)
     return specs
 
 

@@ -45,7 +45,7 @@ from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.model_config import ModelConfig
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.workloads import workload_config
-from idlegate.textfiles import read_text
+from idlegate.textfiles import check_writable_dir, read_text
 from idlegate.training.history import HistorySource
 from idlegate.training.presets import PRESETS
 
@@ -361,7 +361,7 @@ def load_config(
     """The config of YAML file `path` over its preset (file key, else `preset`, else quick).
 
     `overrides` (e.g. out_dir, workers, resume from CLI flags; None values are ignored)
-    are applied last.
+    are applied last. IdlegateError for an out_dir that cannot be a directory.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -372,12 +372,15 @@ def load_config(
             loaded = yaml.safe_load(read_text(p, "config file", "give a YAML mapping of settings"))
         except yaml.YAMLError as exc:
             raise IdlegateError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
+        if loaded is not None and not isinstance(loaded, dict):
             raise IdlegateError(
                 f"config file {str(p)!r} must hold a mapping of settings, "
                 f"not a {type(loaded).__name__}"
+            )
+        if not loaded:  # (an empty file would train the preset, as if no file were given)
+            raise IdlegateError(
+                f"config file {str(p)!r} holds no setting; give at least one (e.g. preset: "
+                "quick), or leave --config out to train the preset"
             )
         data = loaded
     base_name = data.get("preset") or preset or "quick"
@@ -393,7 +396,9 @@ def load_config(
     source = f"config file {str(path)!r}" if path is not None else f"preset {base_name!r}"
     if any(v is not None for v in overrides.values()):
         source += " with the flags given"  # the flag is what is wrong, not the preset
-    return TrainConfig.of(merged, source)
+    config = TrainConfig.of(merged, source)
+    check_writable_dir(config.out_dir, "a training run")  # (before the run, not as it writes)
+    return config
 
 
 class InspectorConfig(Config):

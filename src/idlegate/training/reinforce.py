@@ -56,6 +56,7 @@ from idlegate.policy.model import (
 )
 from idlegate.progress import stderr_progress
 from idlegate.sim.workloads import build_workload
+from idlegate.textfiles import check_writable_dir
 from idlegate.training import math as rl
 from idlegate.training.adapter import adapt, freeze_base
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
@@ -295,7 +296,7 @@ def train(
 def _prepare_out_dir(config: TrainConfig) -> None:
     """Fail now on a run that would clash with `out_dir` or on a workload that cannot be
     built; then create `out_dir`."""
-    out = Path(config.out_dir)
+    out = check_writable_dir(config.out_dir, "a training run")
     ckpt_path = out / CHECKPOINT
     if ckpt_path.exists() and not config.resume:
         raise IdlegateError(

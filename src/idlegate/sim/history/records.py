@@ -19,6 +19,7 @@ import numpy as np
 
 from idlegate.errors import SpecError
 from idlegate.sim.durations import Uniforms
+from idlegate.sim.pod_template import check_stage_templates
 from idlegate.sim.spec import MAX_TASK_SECONDS, WorkflowSpec, parse_workflow
 
 ARRIVAL_KEYS = ("arrival", "submitTime")
@@ -143,6 +144,10 @@ def parse_record(
     if stages is not None:
         body["stages"] = stages
     parsed = parse_workflow(body, where)
+    try:  # (the operator's and lint's check: a template they refuse is no workflow here)
+        check_stage_templates(parsed, "" if spec is raw else "spec")
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
     return HistoryWorkflow(parsed, name, arrival, measured, where, **record)
 
 
