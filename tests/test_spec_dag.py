@@ -6,7 +6,8 @@ import pytest
 
 from idlegate.errors import SpecError
 from idlegate.sim.dag import Dag
-from idlegate.sim.spec import MAX_STAGES, load_workflow_file, parse_workflow
+from idlegate.sim.pod_template import load_workflow_file
+from idlegate.sim.spec import MAX_STAGES, parse_workflow
 
 
 def st(name, tasks=1, dur=1.0, deps=(), **kw):

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from idlegate.api.pool_spec import LAGGING
 from idlegate.sim.timestamps import parse_time, timestamp_precision
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ a second, however busy the watch."""
 MAX_OBJECTS = 65_536
 """Objects whose times are remembered (the least recent are forgotten: a change of one
 forgotten is not measured); a few hundred bytes each."""
-LAGGING = "Lagging"
-"""The ExecutorPool's condition (True while the operator lags) and its Warning's reason."""
 RECOVERED = "LagRecovered"
 """The reason of the Normal Event that says the lag is within the bound again."""
 BOUNDED = ("release", "event")

@@ -30,7 +30,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from idlegate.api.labels import label_problem
-from idlegate.api.lag import LAGGING
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
@@ -43,6 +42,10 @@ DEFAULT_POOL = "default"
 (the CRD's CEL rule): a workflow naming it means the operator's own pool."""
 POOL_CONDITION = "PoolReady"
 """The workflow condition that says whether its pool exists (False: it waits for it)."""
+
+LAGGING = "Lagging"
+"""The ExecutorPool's condition (True while the operator lags: `api.lag`) and its
+Warning's reason."""
 
 
 class Operator(StrEnum):

@@ -24,7 +24,12 @@ from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.heuristics import make_scheduler as make_registered
 from idlegate.policy.inspector import make_inspector
 from idlegate.policy.lookahead import make_lookahead, planner_config
-from idlegate.policy.portfolio import make_portfolio, portfolio_config, portfolio_model_files
+from idlegate.policy.portfolio import (
+    PortfolioScheduler,
+    make_portfolio,
+    portfolio_config,
+    portfolio_model_files,
+)
 from idlegate.policy.rigid import RIGID_SCHEDULERS, make_rigid
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.admission_baselines import Admitted
@@ -38,7 +43,14 @@ SCHEDULERS["airflow"] = AirflowScheduler  # Airflow's own order, a baseline for 
 
 def _portfolio(**options: Any) -> Scheduler:
     """The registry's entry for ``portfolio`` (`idlegate.policy.portfolio`)."""
-    return make_portfolio(SchedulerSpec("portfolio"), make_scheduler, **options)
+    return _rebuildable(make_portfolio(SchedulerSpec("portfolio"), make_scheduler, **options))
+
+
+def _rebuildable(portfolio: PortfolioScheduler) -> PortfolioScheduler:
+    """`portfolio`, its candidates built by `make_scheduler`: another process builds it
+    again from its configuration (`policy.apart`)."""
+    portfolio.rebuildable = True
+    return portfolio
 
 
 SCHEDULERS["portfolio"] = _portfolio
@@ -163,7 +175,7 @@ def make_scheduler(spec: SchedulerSpec | str, /, **params: Any) -> Scheduler:
 
         return make_window(s, **params)
     if s.kind == "portfolio":
-        return make_portfolio(s, make_scheduler, **params)
+        return _rebuildable(make_portfolio(s, make_scheduler, **params))
     if s.kind == "default":
         return make_scheduler(resolve_default(s), **params)
     keywords = s.keywords(params)

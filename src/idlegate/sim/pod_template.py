@@ -28,12 +28,20 @@ is empty or such a name.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from idlegate.errors import SpecError
-from idlegate.sim.spec import DNS_SUBDOMAIN_PATTERN, WorkflowSpec, describe, not_a_string
+from idlegate.sim.spec import (
+    DNS_SUBDOMAIN_PATTERN,
+    WorkflowSpec,
+    describe,
+    not_a_string,
+    parse_workflow,
+    read_workflow_items,
+)
 
 __all__ = [
     "MAX_REPORTED",
@@ -330,3 +338,20 @@ def check_stage_templates(spec: WorkflowSpec, where: str = "spec") -> None:
         problems = template_problems(stage.template, f"{at}[{i}].template")
         if problems:
             raise invalid_template(problems)
+
+
+def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
+    """Read workflows from a YAML, JSON or JSON Lines (`.jsonl`) file.
+
+    Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
+    a list of either, or a multi-document YAML stream.
+    """
+    specs = []
+    for item in read_workflow_items(path):
+        spec = parse_workflow(item.spec, item.source)
+        try:
+            check_stage_templates(spec, "" if item.spec is item.raw else "spec")
+        except SpecError as exc:
+            raise SpecError(f"{item.source}: {exc}") from None
+        specs.append(spec)
+    return specs

@@ -442,25 +442,6 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def load_workflow_file(path: str | Path) -> list[WorkflowSpec]:
-    """Read workflows from a YAML, JSON or JSON Lines (`.jsonl`) file.
-
-    Accepts one workflow (`{stages: [...]}`), a `DagWorkflow` resource (its `spec`),
-    a list of either, or a multi-document YAML stream.
-    """
-    from idlegate.sim.pod_template import check_stage_templates  # (it imports this module)
-
-    specs = []
-    for item in read_workflow_items(path):
-        spec = parse_workflow(item.spec, item.source)
-        try:
-            check_stage_templates(spec, "" if item.spec is item.raw else "spec")
-        except SpecError as exc:
-            raise SpecError(f"{item.source}: {exc}") from None
-        specs.append(spec)
-    return specs
-
-
 @dataclass(frozen=True)
 class WorkflowItem:
     """One workflow document of a file, before validation."""

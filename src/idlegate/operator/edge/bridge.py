@@ -124,6 +124,12 @@ class Bridge:
         self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
         """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
 
+    @property
+    def reporter(self) -> Owner | None:
+        """The object its pool's own Events go on (its ExecutorPool; the default pool's:
+        the operator's Pod)."""
+        return self.core.reporter
+
     def forecast_arrivals(self, arrivals: Arrivals) -> None:
         """From the next refresh its forecasts invent `arrivals` (spec.forecastArrivals)."""
         self.settings = self.settings.model_copy(update={"forecast_arrivals": arrivals})

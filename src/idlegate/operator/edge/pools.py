@@ -269,7 +269,7 @@ class Pools:
 
     def say(self, notice: tuple[str, str, str]) -> None:
         """An Event of the operator's on every ExecutorPool and its own Pod (its lag)."""
-        said = [b.core.reporter for b in self.bridges.values() if b.core.reporter is not None]
+        said = [b.reporter for b in self.bridges.values() if b.reporter is not None]
         self.carry([PostEvent(reporter, *notice) for reporter in said])
 
     def held(self, kind: str) -> dict[WorkflowKey, Any]:

@@ -148,6 +148,10 @@ class PortfolioScheduler:
             check_history_file(config.history)
             self._history = tuple(history_arrivals(load_history(config.history)))
         self._rng = np.random.default_rng(0)
+        self.rebuildable = False
+        """True when another process can build it again from its `config` alone: its
+        candidates are built by `idlegate.policy.make_scheduler` (which sets it;
+        `policy.apart`)."""
         self.reset_state()
 
     def __repr__(self) -> str:
@@ -652,15 +656,6 @@ class PortfolioScheduler:
         )
         safe = self._trust.safe if cfg.guard is not None else None
         return out - {safe} if safe else out  # (the guard weighs every round against it)
-
-    @property
-    def rebuildable(self) -> bool:
-        """True when another process can build this portfolio again from its `config`
-        alone: its candidates are built by `idlegate.policy.make_scheduler`
-        (`policy.portfolio.apart`)."""
-        from idlegate.policy import make_scheduler
-
-        return self._build is make_scheduler
 
     def replay(self, request: ReplayRequest, check: Callable[[], None] | None = None) -> Choice:
         """Any one thread: the round of `request` (`decision.play_round`); `check` is

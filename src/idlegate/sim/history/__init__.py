@@ -1,6 +1,6 @@
 """A user's own workflow history: past workflows, when they arrived, and how long tasks ran.
 
-A history file is a workflow file (`sim.spec.load_workflow_file`: YAML, JSON or JSON
+A history file is a workflow file (`sim.pod_template.load_workflow_file`: YAML, JSON or JSON
 Lines, one workflow, a list, a multi-document stream, or `DagWorkflow` resources) whose
 workflows may carry more keys, so the simulator can replay the past:
 

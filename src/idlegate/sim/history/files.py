@@ -1,6 +1,6 @@
 """History files: checked, read (whole, or the tail of an operator's sink) and written.
 
-`load_history` reads any workflow file (`sim.spec.load_workflow_file`) as history records,
+`load_history` reads any workflow file (`sim.pod_template.load_workflow_file`) as history records,
 Argo Workflows and Airflow DAG exports among them (`sources`); `tail_history` reads the
 last records of JSON Lines files others write, tolerantly; `write_history` writes records
 in the format `load_history` reads back; `history_facts` names a file for reports.
