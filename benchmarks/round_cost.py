@@ -7,9 +7,9 @@ and the run's CPU over the first scheduler's (the rule's). With ``--rounds`` it 
 every round: when, its window (running, trimmed), modelled and measured CPU, and what it
 chose. The figures of docs/brain.md, "What a round may cost":
 
-    python -m benchmarks.round_cost -w teams --seed 1 \\
+    .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
         --schedulers "srpt,default?budget=none,default,default?hourly=20"
-    python -m benchmarks.round_cost -w tpch --tpch-dir ../shared/data/tpch -k 50 \\
+    .venv/bin/python -m benchmarks.round_cost -w tpch --tpch-dir ../shared/data/tpch -k 50 \\
         --interarrival 15 --jobs-count 100 --seed 2002 \\
         --schedulers "srpt,default?budget=none,default,default?hourly=20"
 """
@@ -65,12 +65,13 @@ def main(argv: list[str] | None = None) -> None:
     runs = [run(workload, spec, args.seed) for spec in args.schedulers.split(",")]
     base = runs[0]["cpu"]
     print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
-    print(f"{'scheduler':32} {'run CPU':>8} {'× first':>8} {'rounds':>6} {'their CPU':>9} "
-          f"{'modelled':>9} {'mean JCT':>10}")  # fmt: skip
+    print(f"{'scheduler':32} {'run CPU s':>9} {'× first':>8} {'rounds':>6} {'their CPU s':>11} "
+          f"{'modelled s':>10} {'mean JCT s':>10}")  # fmt: skip
     for r in runs:
+        ratio = f"{r['cpu'] / base:8.1f}" if base >= 0.05 else f"{'-':>8}"  # (too fast to divide)
         print(
-            f"{r['spec']:32} {r['cpu']:8.1f} {r['cpu'] / base:8.1f} {len(r['rounds']):6d} "
-            f"{r['rounds_cpu']:9.1f} {r['modelled']:9.1f} {r['jct']:10.2f}"
+            f"{r['spec']:32} {r['cpu']:9.2f} {ratio} {len(r['rounds']):6d} "
+            f"{r['rounds_cpu']:11.2f} {r['modelled']:10.2f} {r['jct']:10.2f}"
         )
         if args.rounds:
             for c in r["rounds"]:

@@ -92,3 +92,19 @@ def test_a_flood_of_large_workflows_is_replayed_within_the_budget():
     assert first.trimmed == 0 and trimmed.trimmed > 0
     assert trimmed.workflows == first.workflows - trimmed.trimmed
     assert trimmed.modelled_seconds < first.modelled_seconds
+
+
+def test_a_budget_of_nothing_keeps_two_workflows_and_the_rounds_say_what_they_left_out():
+    # (a budget of 0 trimmed an early round of running workflows to none, and its replay
+    # failed: "a replay needs at least one finished workflow")
+    running = [arrival(f"r{i}", 9) for i in range(5)]
+    trimmed = trim(request([], running), 3, 0.0)
+    assert [a.name for a in trimmed.window] == ["r0", "r1"] and trimmed.trimmed == 3
+    brain = make_scheduler("portfolio?budget=0&prior=false&start=srpt")
+    assert isinstance(brain, PortfolioScheduler)
+    simulate(build_workload("k8s-batch", 1, num_jobs=30), brain, seed=1)
+    said = [c for c in brain.rounds if c.trimmed]
+    assert said and all(c.workflows >= 2 for c in said)
+    from idlegate.evaluation.console import _left
+
+    assert "out of the window to fit its budget" in _left(said[0].to_dict())

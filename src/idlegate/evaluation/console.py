@@ -194,8 +194,9 @@ def render_followed(account: Mapping[str, Any]) -> Table:
             score = r["runner_up_score"]
             runner = f"{r['runner_up']} {'failed' if score is None else fmt_number(score, 1)}"
         window = str(r["workflows"]) if r["workflows"] else "—"  # (the prior's: none)
-        if r.get("running"):
-            window += f" ({r['running']} running)"
+        notes = [f"{r[k]} {k}" for k in ("running", "trimmed") if r.get(k)]
+        if notes:
+            window += f" ({', '.join(notes)})"
         table.add_row(
             fmt_number(r["at"], 0),
             (r.get("why") or sentence(r)) + _left(r),  # (an account from before the sentences)

@@ -73,6 +73,8 @@ def projected_seconds(window: Sequence[JobArrival], candidates: int) -> float:
     return candidates * events * EVENT_SECONDS
 
 
+MIN_WINDOW: Final = 2
+"""Workflows a trimmed window keeps at least (a replay of fewer weighs nothing)."""
 HEAVIEST_KEPT: Final = 4
 """Heavy workflows (`heavy`) a trimmed round keeps whatever they cost: the few jobs of a
 production trace that decide between capping and not (`PortfolioScheduler._heavier`),
@@ -83,8 +85,9 @@ def trim(request: ReplayRequest, candidates: int, budget: float | None) -> Repla
     """`request` with the workflows still running in its window trimmed until their
     `projected_seconds` under `candidates` candidates is within `budget` (None: as it
     is): first those that are not `heavy`, those waiting least first, then the heavy ones,
-    the lightest first, but for the `HEAVIEST_KEPT` heaviest. The finished workflows all
-    stay (their replays are the round's evidence); `trimmed` counts those left out."""
+    the lightest first, but for the `HEAVIEST_KEPT` heaviest, and `MIN_WINDOW` workflows
+    at least. The finished workflows all stay (their replays are the round's evidence);
+    `trimmed` counts those left out."""
     window = list(request.window)
     finished = len(window) - request.running
     running = window[finished:]
@@ -96,7 +99,7 @@ def trim(request: ReplayRequest, candidates: int, budget: float | None) -> Repla
     keep = set(range(len(running)))
     cost = projected_seconds(running, candidates)
     for i in [*range(plain - 1, -1, -1), *heavy]:
-        if cost <= budget:
+        if cost <= budget or finished + len(keep) <= MIN_WINDOW:
             break
         keep.discard(i)
         cost -= projected_seconds([running[i]], candidates)

@@ -264,6 +264,7 @@ class Choice:
             "carriers": self.carriers,
             "untrained": list(self.untrained),
             "heavy": self.heavy,
+            "trimmed": self.trimmed,
             "present": {k: _finite(v) for k, v in self.present.items()},
             "present_jobs": self.present_jobs,
             "safe": self.safe,
