@@ -251,10 +251,10 @@ class Settings(Config):
     made by the policy followed meanwhile."""
 
     round_budget: float = Field(10.0, gt=0)
-    """CPU seconds one round of a portfolio (``default``) may take where it runs (the
-    replay process, `forecast_workers`): a round past it is cut, the portfolio keeps its
-    candidate, and a RoundCut Event and idlegate_rounds_cut_total say so. Decisions never
-    wait on a round."""
+    """CPU seconds one round of a portfolio (the default scheduler) may take where it runs
+    (the replay process, --forecast-workers): a round past it is cut, the portfolio keeps
+    its candidate, and a RoundCut Event and idlegate_rounds_cut_total say so. Decisions
+    never wait on a round."""
 
     forecast_interval: float = Field(0.0, ge=0)
     """Seconds of the operator's clock between two forecasts of each pool's waiting
