@@ -16,19 +16,27 @@ and it, the kubelets and the submissions run on a clock `--speed` times the wall
    mean JCT alone (the operator's ``status.jctSeconds``).
 
 Measured from the API server's side, from every write it saw (an emulator subscriber, and
-its audit of the requests, whose senders here are only the operator's):
+its audit of the requests, whose senders here are only the operator's; benchmarks/
+live_figures.py):
 
-* *watch lag*: from a pod's end (the kubelet's write) to the operator's next write about it
-  (its workflow's status, the next stage's pod, an Event on either), wall seconds;
-* *Event lag*: from the time an Event states (``lastTimestamp``: whole seconds, so each
-  figure is up to 1 s over) to the API server's receipt of it, wall seconds;
+* *watch lag*: from a pod's end (the kubelet's write) to the operator's next write about its
+  workflow (the workflow's status, the next stage's pod), wall seconds;
+* *Event lag*: from the time an Event states (``lastTimestamp``, whole seconds: refined to
+  the operator's last write about the same object within that second, if any) to the API
+  server's receipt of it, wall seconds;
 * *release→bind*: from the operator's removal of a pod's gate to the kube-scheduler's
   binding, wall seconds;
-* *requests a pod*: the operator's write requests (pod patches, Events, status writes of
-  workflows and pools, all) over the pods created;
-* *operator CPU a pod*: its process's CPU and its child processes' (the forecasts' replay
-  process), from /proc, from the first submission to the last workflow's end, over the
-  pods created.
+* *requests a pod*: the operator's write requests over the pods created: all, and pods
+  (creates and patches), Events, workflows' status, pools' status;
+* *operator CPU a pod*: its process's CPU, its reaped children's and its live descendants'
+  (the forecasts' replay process), from /proc, from the first submission to the last
+  workflow's end, over the pods created.
+
+The table's columns are those figures (quantiles p50/p99, the Events' max too), the run's
+wall seconds and the 1-minute load average at its end. The workflows' shapes are this
+script's (`STEADY`, `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
+more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
+seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
 
 With `--burn N`, N CPU-bound processes run beside it all; with `--against DIR/src` the same
 scenario runs with that checkout's operator too (its sources on the operator's path; the
@@ -90,8 +98,8 @@ POOL_PODS = 330
 STEADY_EVERY, STEADY_FOR = 3.0, 120.0
 """Simulated seconds: a steady team submits one workflow every 3 s for 120 s."""
 STEADY = {"stages": 2, "tasks": 1, "cpu": "2", "seconds": 4.0}
-"""A steady team's workflow: a chain of 2 stages of one task of 2 CPU and 4 s (at 3 s
-apart, 2.7 CPU... 5.3 CPU on average: within its queue's 8)."""
+"""A steady team's workflow: a chain of 2 stages of one task of 2 CPU and 4 s: 2 CPU for
+8 s every 3 s, 5.3 CPU on average, within its queue's 8."""
 FLOOD = {"stages": 1, "tasks": 2, "cpu": "1", "seconds": 10.0}
 """A flooding workflow: one stage of 2 tasks of 1 CPU and 10 s (100 of them: 2,000 CPU
 seconds, 167 s of the 12 CPU its queue may hold)."""
@@ -273,14 +281,14 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
             entries, writes, jcts = recorder.close()
         api.assert_no_internal_errors()
     found = figures(entries, writes)
-    rho = {}
-    for q, ns in ALONE.items():
-        alone_jct = mean(jcts[(ns, n)] for n_ns, n in alone if n_ns == ns)
-        shared_jct = mean(jcts[(TEAMS[q], n)] for n_ns, n in shared if n_ns == TEAMS[q])
-        rho[q] = shared_jct / alone_jct
+    jct = {  # a steady team's mean JCT (s of the clock): alone, shared
+        q: tuple(mean(jcts[k] for k in keys if k[0] == ns) for keys, ns in pair)
+        for q, pair in {q: ((alone, ALONE[q]), (shared, TEAMS[q])) for q in ALONE}.items()
+    }
     return {
         "policy": policy,
-        "rho": rho,
+        "rho": {q: shared_jct / alone_jct for q, (alone_jct, shared_jct) in jct.items()},
+        "jct": jct,
         "figures": found,
         "cpu_ms_per_pod": cpu * 1000 / max(found.pods, 1),
         "cpu_seconds": cpu,
@@ -369,7 +377,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             for _ in range(args.runs):
                 for src in sources:
                     code = "this" if src == sources[0] else src.parent.name
-                    result = run(policy, src, args.speed, args.flood, log)
+                    try:
+                        result = run(policy, src, args.speed, args.flood, log)
+                    except (RuntimeError, TimeoutError) as exc:
+                        sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
                     results.append({**result, "code": str(src)})
     if args.json:
