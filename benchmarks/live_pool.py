@@ -11,8 +11,8 @@ and it, the kubelets and the submissions run on a clock `--speed` times the wall
 1. alone: teams ``b`` and ``c`` submit one workflow every 3 s for 120 s (`STEADY`: two
    stages of one task of 2 CPU for 4 s) into their queues, the rest of the pool idle: their
    JCT alone;
-2. shared: team ``a`` floods `--flood` workflows at once (`FLOOD`: two tasks of 1 CPU for
-   10 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean JCT here / its
+2. shared: team ``a`` floods `--flood` workflows at once (`FLOOD`: a diamond of 9 tasks of
+   half a CPU for 5 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean JCT here / its
    mean JCT alone (the operator's ``status.jctSeconds``).
 
 Measured from the API server's side, from every write it saw (an emulator subscriber, and
@@ -30,7 +30,8 @@ live_figures.py):
   (creates and patches), Events, workflows' status, pools' status;
 * *operator CPU a pod*: its process's CPU, its reaped children's and its live descendants'
   (the forecasts' replay process), from /proc, from the first submission to the last
-  workflow's end, over the pods created.
+  workflow's end, over the pods created; printed under each run by where it went (the main
+  thread, kopf's loop; the other threads; the child processes).
 
 The table's columns are those figures (quantiles p50/p99, the Events' max too), the run's
 wall seconds and the 1-minute load average at its end. The workflows' shapes are this
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -60,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from statistics import mean
@@ -90,6 +93,18 @@ except ModuleNotFoundError as exc:
     sys.exit(f"Error: {one_line(error)}")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A workflow's stages (name, tasks, the stages it depends on), each task's CPU and
+    seconds."""
+
+    stages: tuple[tuple[str, int, tuple[str, ...]], ...]
+    cpu: str
+    seconds: float
+
+
 POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
 NODE_COUNT, NODE_CPU, NODE_MEMORY = 3, "8", "32Gi"
 QUOTA_CPU, BORROW_CPU = "8", "4"
@@ -97,37 +112,30 @@ POOL_PODS = 330
 """The pool's size: the nodes' pod slots (110 each), never what binds."""
 STEADY_EVERY, STEADY_FOR = 3.0, 120.0
 """Simulated seconds: a steady team submits one workflow every 3 s for 120 s."""
-STEADY = {"stages": 2, "tasks": 1, "cpu": "2", "seconds": 4.0}
+STEADY = Shape((("s0", 1, ()), ("s1", 1, ("s0",))), "2", 4.0)
 """A steady team's workflow: a chain of 2 stages of one task of 2 CPU and 4 s: 2 CPU for
 8 s every 3 s, 5.3 CPU on average, within its queue's 8."""
-FLOOD = {"stages": 1, "tasks": 2, "cpu": "1", "seconds": 10.0}
-"""A flooding workflow: one stage of 2 tasks of 1 CPU and 10 s (100 of them: 2,000 CPU
-seconds, 167 s of the 12 CPU its queue may hold)."""
+FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", "c"))), "500m", 5.0)
+"""A flooding workflow: a diamond of 2, 3, 3 and 1 tasks of half a CPU and 5 s (100 of
+them: 900 pods, 2,250 CPU seconds, 188 s of the 12 CPU its queue may hold)."""
 TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
 ALONE = {"b": "alone-b", "c": "alone-c"}
 HANG = 900.0
 """Wall seconds a phase may take before it is taken for a hang."""
 
 
-def sized(name: str, shape: dict[str, Any]) -> dict[str, Any]:
-    """A DagWorkflow of `shape`'s chain of stages."""
+def sized(name: str, shape: Shape) -> dict[str, Any]:
+    """A DagWorkflow of `shape`."""
     container = {
         "name": "task",
         "image": "busybox",
-        "resources": {"requests": {"cpu": shape["cpu"], "memory": "1Gi"}},
+        "resources": {"requests": {"cpu": shape.cpu, "memory": "1Gi"}},
     }
     template = {"spec": {"containers": [container]}}
-    stages = [
-        stage(
-            f"s{k}",
-            shape["tasks"],
-            shape["seconds"],
-            (f"s{k - 1}",) if k else (),
-            template=template,
-        )
-        for k in range(shape["stages"])
-    ]
-    return workflow(name, *stages)
+    return workflow(
+        name,
+        *(stage(s, n, shape.seconds, deps, template=template) for s, n, deps in shape.stages),
+    )
 
 
 def pool(policy: str) -> dict[str, Any]:
@@ -210,15 +218,30 @@ def operator_process(
             proc.wait()
 
 
-def operator_cpu(pid: int) -> float:
-    """CPU seconds of the operator's process, of its children it reaped (a round's or a
-    replay's process that ended) and of its live descendants, from /proc."""
-    total = 0.0
-    for one in (pid, *children(pid)):
-        with contextlib.suppress(OSError):  # (a child ended meanwhile)
-            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
+def operator_cpu(pid: int) -> Counter[str]:
+    """CPU seconds of the operator, from /proc: of its main thread (kopf's event loop), of
+    its other threads (the workers: Python names no thread for the OS), of its children it
+    reaped (a round's or a replay's process that ended) and of its live descendants (the
+    forecasts' replay process)."""
+    found: Counter[str] = Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # (a thread ended meanwhile)
+            fields = _stat(task / "stat")
+            which = "main thread" if task.name == str(pid) else "other threads"
+            found[which] += (int(fields[11]) + int(fields[12])) / tick
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    found["reaped children"] += (int(fields[13]) + int(fields[14])) / tick
+    for child in children(pid):
+        with contextlib.suppress(OSError):  # (ended meanwhile)
+            fields = _stat(Path(f"/proc/{child}/stat"))
+            found["children"] += sum(int(f) for f in fields[11:15]) / tick
+    return found
+
+
+def _stat(path: Path) -> list[str]:
+    """A /proc stat file's fields after the command's name (fields[11] is utime)."""
+    return path.read_text().rsplit(")", 1)[1].split()
 
 
 def submit_steady(
@@ -267,7 +290,7 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
                 proc = stack.enter_context(operator_process(api, src, speed, anchor, log))
                 api.create(POOLS, pool(policy))
                 wait_pool(recorder, proc)
-                began, cpu = time.monotonic(), operator_cpu(proc.pid)
+                began, before = time.monotonic(), operator_cpu(proc.pid)
                 alone = submit_steady(api, ALONE, speed)
                 wait_ended(recorder, alone, proc, "the steady teams alone")
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
@@ -275,7 +298,8 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
                     api.create(DWF, sized(name, FLOOD), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
                 wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
-                cpu = operator_cpu(proc.pid) - cpu
+                cpu = operator_cpu(proc.pid)
+                cpu.subtract(before)
                 wall = time.monotonic() - began
         finally:
             entries, writes, jcts = recorder.close()
@@ -290,8 +314,9 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
         "rho": {q: shared_jct / alone_jct for q, (alone_jct, shared_jct) in jct.items()},
         "jct": jct,
         "figures": found,
-        "cpu_ms_per_pod": cpu * 1000 / max(found.pods, 1),
-        "cpu_seconds": cpu,
+        "cpu_ms_per_pod": cpu.total() * 1000 / max(found.pods, 1),
+        "cpu_seconds": cpu.total(),
+        "cpu_by_thread": {k: round(v, 2) for k, v in cpu.most_common() if v > 0},
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
     }
@@ -382,6 +407,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
+                    spent = ", ".join(
+                        f"{k} {v:.1f}" for k, v in list(result["cpu_by_thread"].items())[:4]
+                    )
+                    print(f"{'':24}operator CPU s: {spent}", flush=True)
                     results.append({**result, "code": str(src)})
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
