@@ -2,18 +2,19 @@
 
 On the test API server of tests/k8s (its kube-scheduler binds pods by their requests and
 node selectors, tests/k8s/scheduler.py; the simulated kubelets run them for their declared
-durations), three Nodes of 8 CPU and 32 GiB and one ExecutorPool following them (``nodeSelector:
-{}``) with queues ``a``, ``b`` and ``c`` of 8 CPU nominal each, each allowed to borrow 4 CPU
-more, under `--policies` (``default``, the portfolio, and ``fair``). The real operator runs
-in a process of its own (benchmarks/scaled_operator.py, so that its CPU is read from /proc),
-and it, the kubelets and the submissions run on a clock `--speed` times the wall's pace:
+durations), three Nodes of 8 CPU and 32 GiB and one ExecutorPool following them
+(``nodeSelector: {}``) with queues ``a``, ``b`` and ``c`` of 8 CPU nominal each, each
+allowed to borrow 4 CPU more, under `--policies` (``default``, the portfolio, and
+``fair``). The real operator runs in a process of its own (benchmarks/scaled_operator.py,
+so that its CPU is read from /proc), and it, the kubelets and the submissions run on a
+clock `--speed` times the wall's pace:
 
 1. alone: teams ``b`` and ``c`` submit one workflow every 3 s for 120 s (`STEADY`: two
    stages of one task of 2 CPU for 4 s) into their queues, the rest of the pool idle: their
    JCT alone;
 2. shared: team ``a`` floods `--flood` workflows at once (`FLOOD`: a diamond of 9 tasks of
-   half a CPU for 5 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean JCT here / its
-   mean JCT alone (the operator's ``status.jctSeconds``).
+   half a CPU for 4 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean
+   JCT here / its mean JCT alone (the operator's ``status.jctSeconds``).
 
 Measured from the API server's side, from every write it saw (an emulator subscriber, and
 its audit of the requests, whose senders here are only the operator's; benchmarks/
@@ -115,9 +116,9 @@ STEADY_EVERY, STEADY_FOR = 3.0, 120.0
 STEADY = Shape((("s0", 1, ()), ("s1", 1, ("s0",))), "2", 4.0)
 """A steady team's workflow: a chain of 2 stages of one task of 2 CPU and 4 s: 2 CPU for
 8 s every 3 s, 5.3 CPU on average, within its queue's 8."""
-FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", "c"))), "500m", 5.0)
-"""A flooding workflow: a diamond of 2, 3, 3 and 1 tasks of half a CPU and 5 s (100 of
-them: 900 pods, 2,250 CPU seconds, 188 s of the 12 CPU its queue may hold)."""
+FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", "c"))), "500m", 4.0)
+"""A flooding workflow: a diamond of 2, 3, 3 and 1 tasks of half a CPU and 4 s (100 of
+them: 900 pods, 1,800 CPU seconds, 150 s of the 12 CPU its queue may hold)."""
 TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
 ALONE = {"b": "alone-b", "c": "alone-c"}
 HANG = 900.0
@@ -392,6 +393,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"--burn {args.burn}",
         f"--runs {args.runs}",
         *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
+        *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
     ]
     print(" ".join(command), flush=True)
     print(HEADER, flush=True)
