@@ -63,7 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from statistics import mean
@@ -219,12 +219,12 @@ def operator_process(
             proc.wait()
 
 
-def operator_cpu(pid: int) -> Counter[str]:
+def operator_cpu(pid: int) -> dict[str, float]:
     """CPU seconds of the operator, from /proc: of its main thread (kopf's event loop), of
     its other threads (the workers: Python names no thread for the OS), of its children it
     reaped (a round's or a replay's process that ended) and of its live descendants (the
     forecasts' replay process)."""
-    found: Counter[str] = Counter()
+    found: defaultdict[str, float] = defaultdict(float)
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):  # (a thread ended meanwhile)
@@ -237,7 +237,7 @@ def operator_cpu(pid: int) -> Counter[str]:
         with contextlib.suppress(OSError):  # (ended meanwhile)
             fields = _stat(Path(f"/proc/{child}/stat"))
             found["children"] += sum(int(f) for f in fields[11:15]) / tick
-    return found
+    return dict(found)
 
 
 def _stat(path: Path) -> list[str]:
@@ -299,8 +299,8 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
                     api.create(DWF, sized(name, FLOOD), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
                 wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
-                cpu = operator_cpu(proc.pid)
-                cpu.subtract(before)
+                after = operator_cpu(proc.pid)
+                cpu = {k: after[k] - before.get(k, 0.0) for k in after}
                 wall = time.monotonic() - began
         finally:
             entries, writes, jcts = recorder.close()
@@ -315,9 +315,9 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
         "rho": {q: shared_jct / alone_jct for q, (alone_jct, shared_jct) in jct.items()},
         "jct": jct,
         "figures": found,
-        "cpu_ms_per_pod": cpu.total() * 1000 / max(found.pods, 1),
-        "cpu_seconds": cpu.total(),
-        "cpu_by_thread": {k: round(v, 2) for k, v in cpu.most_common() if v > 0},
+        "cpu_ms_per_pod": sum(cpu.values()) * 1000 / max(found.pods, 1),
+        "cpu_seconds": sum(cpu.values()),
+        "cpu_by_thread": {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])},
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
     }
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
                     spent = ", ".join(
-                        f"{k} {v:.1f}" for k, v in list(result["cpu_by_thread"].items())[:4]
+                        f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05
                     )
                     print(f"{'':24}operator CPU s: {spent}", flush=True)
                     results.append({**result, "code": str(src)})
