@@ -44,8 +44,8 @@ With `--burn N`, N CPU-bound processes run beside it all; with `--against DIR/sr
 scenario runs with that checkout's operator too (its sources on the operator's path; the
 API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times.
 
-    python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--speed 2]
-        [--burn 2] [--runs 1] [--against /tmp/before68/src] [--json out.json]
+    python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
+        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--json out.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -272,9 +272,11 @@ def wait_ended(
         time.sleep(0.1)
 
 
-def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str, Any]:
-    """One run of the scenario (the module docstring) under `policy` with `src`'s operator:
-    its figures."""
+def run(
+    policy: str, src: Path, speed: float, flood: int, log: Any, flood_seconds: float = 4.0
+) -> dict[str, Any]:
+    """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
+    the flood's tasks `flood_seconds` long: its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         for kind in KINDS:
             api.create("customresourcedefinitions", render_crd(kind))
@@ -295,8 +297,9 @@ def run(policy: str, src: Path, speed: float, flood: int, log: Any) -> dict[str,
                 alone = submit_steady(api, ALONE, speed)
                 wait_ended(recorder, alone, proc, "the steady teams alone")
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
+                flooding = dataclasses.replace(FLOOD, seconds=flood_seconds)
                 for ns, name in floods:
-                    api.create(DWF, sized(name, FLOOD), ns)
+                    api.create(DWF, sized(name, flooding), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
                 wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
                 after = operator_cpu(proc.pid)
@@ -367,6 +370,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--policies", default="default,fair", help="the pool's policies, in turn")
     parser.add_argument("--flood", type=int, default=100, help="workflows team a floods")
     parser.add_argument(
+        "--flood-seconds", type=float, default=FLOOD.seconds, help="seconds of a flood's task"
+    )
+    parser.add_argument(
         "--speed", type=float, default=2.0, help="simulated seconds per wall second"
     )
     parser.add_argument("--burn", type=int, default=0, help="CPU-bound processes beside it")
@@ -389,6 +395,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "python -m benchmarks.live_pool",
         f"--policies {args.policies}",
         f"--flood {args.flood}",
+        f"--flood-seconds {args.flood_seconds:g}",
         f"--speed {args.speed:g}",
         f"--burn {args.burn}",
         f"--runs {args.runs}",
@@ -405,7 +412,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 for src in sources:
                     code = "this" if src == sources[0] else src.parent.name
                     try:
-                        result = run(policy, src, args.speed, args.flood, log)
+                        result = run(policy, src, args.speed, args.flood, log, args.flood_seconds)
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
