@@ -362,3 +362,85 @@ def test_forecast_p99_pairs_in_turn_and_reads_the_tail_exactly() -> None:
     low, high = figure["mean_interval_90"]
     assert -1.0 <= low <= -0.25 <= high <= 0.5
     assert p99.interval([0.5, -1.0]) == p99.interval([0.5, -1.0])  # (seeded)
+
+
+def test_live_pool_figures_from_a_written_log() -> None:
+    live = load_benchmark("live_figures")
+    t0 = 1_000_000.0  # (an Event's stamp is whole seconds)
+
+    def pod(v: int, t: float, name: str, etype: str, **kw: Any) -> Any:
+        return live.Entry(t0 + t, v, "pods", etype, "ns", name, workflow="w", **kw)
+
+    def event(v: int, t: float, stamp: float) -> Any:
+        at = ("DagWorkflow", "w")
+        return live.Entry(t0 + t, v, "events", "ADDED", "ns", f"e{v}", involved=at, stamp=stamp)
+
+    entries = [
+        live.Entry(t0, 1, "dagworkflows", "ADDED", "ns", "w", workflow="w"),  # (submitted)
+        pod(2, 0.1, "p0", "ADDED", gated=True),  # the operator creates p0 gated
+        pod(3, 0.2, "p0", "MODIFIED"),  # and releases it
+        pod(4, 0.3, "p0", "MODIFIED", node="n0"),  # the kube-scheduler binds it
+        pod(5, 0.3, "p0", "MODIFIED", phase="Running", node="n0"),
+        pod(6, 1.0, "p0", "MODIFIED", phase="Succeeded", node="n0"),  # p0 ends
+        live.Entry(t0 + 1.6, 7, "dagworkflows", "MODIFIED", "ns", "w", workflow="w"),
+        event(8, 1.7, t0 + 1),  # stamped 1 s: what it says is the status write at 1.6
+        event(9, 4.5, t0 + 1),  # the same second, posted 2.9 s after that write
+        pod(10, 5.0, "p1", "ADDED"),
+        pod(11, 6.0, "p1", "MODIFIED", phase="Failed"),  # nothing of w written after
+    ]
+
+    def request(method: str, kind: str, name: str, version: int, **kw: Any) -> Any:
+        fields = {"subresource": "", "status": 200, **kw}
+        return live.Request(0.0, method, kind, "ns", name, version=version, **fields)
+
+    requests = [
+        request("POST", "pods", "", 2, status=201),
+        request("PATCH", "pods", "p0", 3),
+        request("PATCH", "pods", "p0", 6, status=409),  # refused at the kubelet's write
+        request("PATCH", "dagworkflows", "w", 7, subresource="status"),
+        request("PATCH", "dagworkflows", "w", 7, subresource="status"),  # a no-op
+        request("POST", "events", "", 8, status=201),
+        request("POST", "events", "", 9, status=201),
+        request("POST", "pods", "", 10, status=201),
+        request("PATCH", "executorpools", "shared", 10, subresource="status"),  # a no-op
+    ]
+    found = live.figures(entries, requests)
+    assert found.pods == 2
+    # p0's end (1.0) to the workflow's status (1.6); p1's end, answered by nothing
+    assert found.watch_lags == pytest.approx([0.6]) and found.unanswered == 1
+    assert found.event_lags == pytest.approx([0.1, 2.9])
+    assert found.binds == pytest.approx([0.1])
+    assert found.requests == {"pod creates": 2, "pod patches": 2, "status": 2, "events": 2,
+                              "pool status": 1}  # fmt: skip
+    assert found.per_pod() == 4.5 and found.per_pod("events") == 1.0
+    # the kubelet's end is not the operator's for the 409 that answered at its version
+    assert live.operator_versions(entries, requests) == {2, 3, 7, 8, 9, 10}
+    assert live.quantile([3.0, 1.0, 2.0], 0.5) == 2.0 and live.quantile([], 0.5) is None
+    assert live.quantile([0.0, 1.0], 0.99) == pytest.approx(0.99)
+
+
+def test_live_pool_reads_a_gated_pod_and_an_events_whole_second_stamp() -> None:
+    live = load_benchmark("live_figures")
+    body = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "12",
+                     "labels": {"idlegate.io/workflow": "w"}},
+        "spec": {"schedulingGates": [{"name": "idlegate.io/release"}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+    got = live.entry_of("pods", "ADDED", body, 5.0)
+    assert (got.version, got.workflow, got.gated, got.node, got.phase) == (
+        12,
+        "w",
+        True,
+        "",
+        "Pending",
+    )
+    event = {
+        "metadata": {"name": "w.1", "namespace": "ns", "resourceVersion": "13"},
+        "involvedObject": {"kind": "DagWorkflow", "name": "w"},
+        "reason": "Released",
+        "lastTimestamp": "2026-01-02T03:04:05Z",
+    }
+    got = live.entry_of("events", "ADDED", event, 6.0)
+    assert got.involved == ("DagWorkflow", "w") and got.reason == "Released"
+    assert got.stamp == 1767323045

@@ -103,6 +103,9 @@ class Write:
     name: str | None
     subresource: str | None
     status: int
+    version: int = 0
+    """The server's resourceVersion as it answered: the object's new one when the request
+    wrote one (a delete that collected dependents: the last dependent's)."""
 
 
 Auditor = Callable[[Write], None]
@@ -198,7 +201,7 @@ class Emulator(kmock.KubernetesEmulator):
         where = route(raw.path)
         if raw.method in WRITES and where is not None and self._auditors:
             agent = raw.headers.get("User-Agent", "")
-            write = Write(agent, raw.method, *where, status=response.status)
+            write = Write(agent, raw.method, *where, status=response.status, version=self._rv)
             for auditor in list(self._auditors):
                 self._safely(auditor, write)
         return response

@@ -1,0 +1,444 @@
+"""Issue 79's live scenario: one flood and two steady teams on a pool that follows its nodes.
+
+On the test API server of tests/k8s (its kube-scheduler binds pods by their requests and
+node selectors, tests/k8s/scheduler.py; the simulated kubelets run them for their declared
+durations), three Nodes of 8 CPU and 32 GiB and one ExecutorPool following them
+(``nodeSelector: {}``) with queues ``a``, ``b`` and ``c`` of 8 CPU nominal each, each
+allowed to borrow 4 CPU more, under `--policies` (``default``, the portfolio, and
+``fair``). The real operator runs in a process of its own (benchmarks/scaled_operator.py,
+so that its CPU is read from /proc), and it, the kubelets and the submissions run on a
+clock `--speed` times the wall's pace:
+
+1. alone: teams ``b`` and ``c`` submit one workflow every 3 s for 120 s (`STEADY`: two
+   stages of one task of 2 CPU for 4 s) into their queues, the rest of the pool idle: their
+   JCT alone;
+2. shared: team ``a`` floods `--flood` workflows at once (`FLOOD`: a diamond of 9 tasks of
+   half a CPU for 4 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean
+   JCT here / its mean JCT alone (the operator's ``status.jctSeconds``).
+
+Measured from the API server's side, from every write it saw (an emulator subscriber, and
+its audit of the requests, whose senders here are only the operator's; benchmarks/
+live_figures.py):
+
+* *watch lag*: from a pod's end (the kubelet's write) to the operator's next write about its
+  workflow (the workflow's status, the next stage's pod), wall seconds;
+* *Event lag*: from the time an Event states (``lastTimestamp``, whole seconds: refined to
+  the operator's last write about the same object within that second, if any) to the API
+  server's receipt of it, wall seconds;
+* *release→bind*: from the operator's removal of a pod's gate to the kube-scheduler's
+  binding, wall seconds;
+* *requests a pod*: the operator's write requests over the pods created: all, and pods
+  (creates and patches), Events, workflows' status, pools' status;
+* *operator CPU a pod*: its process's CPU, its reaped children's and its live descendants'
+  (the forecasts' replay process), from /proc, from the first submission to the last
+  workflow's end, over the pods created; printed under each run by where it went (the main
+  thread, kopf's loop; the other threads; the child processes).
+
+The table's columns are those figures (quantiles p50/p99, the Events' max too), the run's
+wall seconds and the 1-minute load average at its end. The workflows' shapes are this
+script's (`STEADY`, `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
+more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
+seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
+
+With `--burn N`, N CPU-bound processes run beside it all; with `--against DIR/src` the same
+scenario runs with that checkout's operator too (its sources on the operator's path; the
+API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times.
+
+    python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
+        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--json out.json]
+
+(run from the repository root: the script imports the test API server from tests/k8s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from benchmarks.live_figures import Figures, Recorder, figures, quantile
+from benchmarks.operator_burst import children, fetch, free_port
+from idlegate.api.crd import KINDS, render_crd
+from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.flags import missing_extra, one_line
+
+try:  # the test API server needs the dev extra (kmock), the operator its own extra
+    import kopf  # noqa: F401 (not used here: the operator's process needs it)
+
+    from tests.e2e import DWF, stage, workflow
+    from tests.k8s.apiserver import NODES
+    from tests.k8s.harness import ApiServer
+    from tests.k8s.kubelet import SimKubelet
+    from tests.k8s.scheduler import node
+except ModuleNotFoundError as exc:
+    if __name__ != "__main__":
+        raise
+    if exc.name == "tests":
+        sys.exit("Error: run it from the repository root: python -m benchmarks.live_pool")
+    error = missing_extra(exc)
+    if error is None:
+        raise
+    sys.exit(f"Error: {one_line(error)}")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A workflow's stages (name, tasks, the stages it depends on), each task's CPU and
+    seconds."""
+
+    stages: tuple[tuple[str, int, tuple[str, ...]], ...]
+    cpu: str
+    seconds: float
+
+
+POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
+NODE_COUNT, NODE_CPU, NODE_MEMORY = 3, "8", "32Gi"
+QUOTA_CPU, BORROW_CPU = "8", "4"
+POOL_PODS = 330
+"""The pool's size: the nodes' pod slots (110 each), never what binds."""
+STEADY_EVERY, STEADY_FOR = 3.0, 120.0
+"""Simulated seconds: a steady team submits one workflow every 3 s for 120 s."""
+STEADY = Shape((("s0", 1, ()), ("s1", 1, ("s0",))), "2", 4.0)
+"""A steady team's workflow: a chain of 2 stages of one task of 2 CPU and 4 s: 2 CPU for
+8 s every 3 s, 5.3 CPU on average, within its queue's 8."""
+FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", "c"))), "500m", 4.0)
+"""A flooding workflow: a diamond of 2, 3, 3 and 1 tasks of half a CPU and 4 s (100 of
+them: 900 pods, 1,800 CPU seconds, 150 s of the 12 CPU its queue may hold)."""
+TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
+ALONE = {"b": "alone-b", "c": "alone-c"}
+HANG = 900.0
+"""Wall seconds a phase may take before it is taken for a hang."""
+
+
+def sized(name: str, shape: Shape) -> dict[str, Any]:
+    """A DagWorkflow of `shape`."""
+    container = {
+        "name": "task",
+        "image": "busybox",
+        "resources": {"requests": {"cpu": shape.cpu, "memory": "1Gi"}},
+    }
+    template = {"spec": {"containers": [container]}}
+    return workflow(
+        name,
+        *(stage(s, n, shape.seconds, deps, template=template) for s, n, deps in shape.stages),
+    )
+
+
+def pool(policy: str) -> dict[str, Any]:
+    """The ExecutorPool: every node, queues a, b, c (b and c also serve their 'alone'
+    namespaces)."""
+    queues = [
+        {
+            "name": q,
+            "nominal": {"cpu": QUOTA_CPU},
+            "borrowingLimit": {"cpu": BORROW_CPU},
+            "namespaces": [ns, *([ALONE[q]] if q in ALONE else [])],
+        }
+        for q, ns in TEAMS.items()
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": POOL_KIND,
+        "metadata": {"name": "shared"},
+        "spec": {
+            "size": POOL_PODS,
+            "nodeSelector": {},
+            "namespaceSelector": {"matchLabels": {"live-pool": "yes"}},
+            "policy": policy,
+            "queues": queues,
+        },
+    }
+
+
+@contextlib.contextmanager
+def burning(count: int) -> Iterator[None]:
+    """`count` CPU-bound processes, from enter to exit."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+@contextlib.contextmanager
+def operator_process(
+    api: ApiServer, src: Path, speed: float, anchor: float, log: Any
+) -> Iterator[subprocess.Popen]:
+    """The operator (`src`'s) serving the teams' namespaces, until it answers /healthz."""
+    metrics, health = free_port(), free_port()
+    served = [f"--namespace={ns}" for ns in [*TEAMS.values(), *ALONE.values()]]
+    flags = [
+        "--standalone",
+        *served,
+        f"--pool-size={POOL_PODS}",
+        f"--kubeconfig={api.kubeconfig}",
+        "--listen-host=127.0.0.1",
+        f"--metrics-port={metrics}",
+        f"--health-port={health}",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)]),
+        "PYTHONUNBUFFERED": "1",
+        "POD_ID": "idlegate-live-pool",
+    }
+    command = [sys.executable, "-m", "benchmarks.scaled_operator", f"{speed:g}", f"{anchor}"]
+    proc = subprocess.Popen(
+        [*command, "--", *flags], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not fetch(f"http://127.0.0.1:{health}/healthz"):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the operator of {src} did not start; its log: {log.name}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def operator_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of the operator, from /proc: of its main thread (kopf's event loop), of
+    its other threads (the workers: Python names no thread for the OS), of its children it
+    reaped (a round's or a replay's process that ended) and of its live descendants (the
+    forecasts' replay process)."""
+    found: defaultdict[str, float] = defaultdict(float)
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # (a thread ended meanwhile)
+            fields = _stat(task / "stat")
+            which = "main thread" if task.name == str(pid) else "other threads"
+            found[which] += (int(fields[11]) + int(fields[12])) / tick
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    found["reaped children"] += (int(fields[13]) + int(fields[14])) / tick
+    for child in children(pid):
+        with contextlib.suppress(OSError):  # (ended meanwhile)
+            fields = _stat(Path(f"/proc/{child}/stat"))
+            found["children"] += sum(int(f) for f in fields[11:15]) / tick
+    return dict(found)
+
+
+def _stat(path: Path) -> list[str]:
+    """A /proc stat file's fields after the command's name (fields[11] is utime)."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
+def submit_steady(
+    api: ApiServer, namespaces: dict[str, str], speed: float
+) -> list[tuple[str, str]]:
+    """Each team (queue -> namespace) submits one workflow every STEADY_EVERY seconds of
+    the clock for STEADY_FOR seconds; their (namespace, name)."""
+    out, start = [], time.monotonic()
+    for i in range(round(STEADY_FOR / STEADY_EVERY)):
+        due = start + i * STEADY_EVERY / speed
+        time.sleep(max(0.0, due - time.monotonic()))
+        for ns in namespaces.values():
+            api.create(DWF, sized(f"s{i:03d}", STEADY), ns)
+            out.append((ns, f"s{i:03d}"))
+    return out
+
+
+def wait_ended(
+    recorder: Recorder, names: Sequence[tuple[str, str]], proc: subprocess.Popen, what: str
+) -> None:
+    deadline = time.monotonic() + HANG
+    while not recorder.ended(names):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the operator exited while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not ended after {HANG:g} s, taken for a hang")
+        time.sleep(0.1)
+
+
+def run(
+    policy: str, src: Path, speed: float, flood: int, log: Any, flood_seconds: float = 4.0
+) -> dict[str, Any]:
+    """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
+    the flood's tasks `flood_seconds` long: its figures."""
+    with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
+        for kind in KINDS:
+            api.create("customresourcedefinitions", render_crd(kind))
+        for ns in [*TEAMS.values(), *ALONE.values()]:
+            api.create("namespaces", {"metadata": {"name": ns, "labels": {"live-pool": "yes"}}})
+        for i in range(NODE_COUNT):
+            api.create(NODES, node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY))
+        recorder = Recorder(api)
+        anchor = time.time()
+        try:
+            with contextlib.ExitStack() as stack:
+                for ns in [*TEAMS.values(), *ALONE.values()]:
+                    stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
+                proc = stack.enter_context(operator_process(api, src, speed, anchor, log))
+                api.create(POOLS, pool(policy))
+                wait_pool(recorder, proc)
+                began, before = time.monotonic(), operator_cpu(proc.pid)
+                alone = submit_steady(api, ALONE, speed)
+                wait_ended(recorder, alone, proc, "the steady teams alone")
+                floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
+                flooding = dataclasses.replace(FLOOD, seconds=flood_seconds)
+                for ns, name in floods:
+                    api.create(DWF, sized(name, flooding), ns)
+                shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
+                wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
+                after = operator_cpu(proc.pid)
+                cpu = {k: after[k] - before.get(k, 0.0) for k in after}
+                wall = time.monotonic() - began
+        finally:
+            entries, writes, jcts = recorder.close()
+        api.assert_no_internal_errors()
+    found = figures(entries, writes)
+    jct = {  # a steady team's mean JCT (s of the clock): alone, shared
+        q: tuple(mean(jcts[k] for k in keys if k[0] == ns) for keys, ns in pair)
+        for q, pair in {q: ((alone, ALONE[q]), (shared, TEAMS[q])) for q in ALONE}.items()
+    }
+    return {
+        "policy": policy,
+        "rho": {q: shared_jct / alone_jct for q, (alone_jct, shared_jct) in jct.items()},
+        "jct": jct,
+        "figures": found,
+        "cpu_ms_per_pod": sum(cpu.values()) * 1000 / max(found.pods, 1),
+        "cpu_seconds": sum(cpu.values()),
+        "cpu_by_thread": {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])},
+        "wall_seconds": wall,
+        "load": os.getloadavg()[0],
+    }
+
+
+def wait_pool(recorder: Recorder, proc: subprocess.Popen) -> None:
+    """Until the operator has written the pool's status (it built the pool)."""
+    deadline = time.monotonic() + 120
+    while not recorder.pool_seen.is_set():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the operator did not build the pool")
+        time.sleep(0.05)
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+HEADER = (
+    f"{'policy':8} {'code':14} {'rho b / c':>11} {'watch p50/p99':>14} {'event p50/p99/max':>18} "
+    f"{'bind p50/p99':>13} {'req/pod':>7} {'(pods ev st pool)':>19} {'CPU ms/pod':>10} "
+    f"{'wall':>5} {'load':>4}"
+)
+
+
+def row(code: str, result: dict[str, Any]) -> str:
+    """One run's line of the table (HEADER's columns)."""
+    f: Figures = result["figures"]
+    q = quantile
+    rho = f"{result['rho']['b']:.2f} / {result['rho']['c']:.2f}"
+    watch = f"{seconds(q(f.watch_lags, 0.5))}/{seconds(q(f.watch_lags, 0.99))}"
+    events = "/".join(seconds(q(f.event_lags, p)) for p in (0.5, 0.99, 1.0))
+    binds = f"{seconds(q(f.binds, 0.5))}/{seconds(q(f.binds, 0.99))}"
+    kinds = " ".join(
+        f"{f.per_pod(*c):.2f}"
+        for c in (("pod creates", "pod patches"), ("events",), ("status",), ("pool status",))
+    )
+    return (
+        f"{result['policy']:8} {code:14} {rho:>11} {watch:>14} {events:>18} {binds:>13} "
+        f"{f.per_pod():7.2f} {kinds:>19} {result['cpu_ms_per_pod']:10.1f} "
+        f"{result['wall_seconds']:5.0f} {result['load']:4.1f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policies", default="default,fair", help="the pool's policies, in turn")
+    parser.add_argument("--flood", type=int, default=100, help="workflows team a floods")
+    parser.add_argument(
+        "--flood-seconds", type=float, default=FLOOD.seconds, help="seconds of a flood's task"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=2.0, help="simulated seconds per wall second"
+    )
+    parser.add_argument("--burn", type=int, default=0, help="CPU-bound processes beside it")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each policy and code")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout's src directory: its operator runs the same scenario, in turn",
+    )
+    parser.add_argument("--json", type=Path, help="write every run's figures there")
+    parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
+    args = parser.parse_args(argv)
+    sources = [ROOT / "src", *(p.resolve() for p in args.against)]
+    for src in sources:
+        if not (src / "idlegate" / "__init__.py").exists():
+            sys.exit(f"Error: {src} holds no idlegate package: give a checkout's src directory")
+    command = [
+        "python -m benchmarks.live_pool",
+        f"--policies {args.policies}",
+        f"--flood {args.flood}",
+        f"--flood-seconds {args.flood_seconds:g}",
+        f"--speed {args.speed:g}",
+        f"--burn {args.burn}",
+        f"--runs {args.runs}",
+        *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
+        *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
+    ]
+    print(" ".join(command), flush=True)
+    print(HEADER, flush=True)
+    results = []
+    log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
+    with log, burning(args.burn):
+        for policy in args.policies.split(","):
+            for _ in range(args.runs):
+                for src in sources:
+                    code = "this" if src == sources[0] else src.parent.name
+                    try:
+                        result = run(policy, src, args.speed, args.flood, log, args.flood_seconds)
+                    except (RuntimeError, TimeoutError) as exc:
+                        sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
+                    print(row(code, result), flush=True)
+                    spent = ", ".join(
+                        f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05
+                    )
+                    print(f"{'':24}operator CPU s: {spent}", flush=True)
+                    results.append({**result, "code": str(src)})
+    if args.json:
+        args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
+    print("rerun: " + " ".join(command))
+    return results
+
+
+def jsonable(result: dict[str, Any]) -> dict[str, Any]:
+    f: Figures = result["figures"]
+    return {
+        **{k: v for k, v in result.items() if k != "figures"},
+        "pods": f.pods,
+        "watch_lags": f.watch_lags,
+        "unanswered": f.unanswered,
+        "event_lags": f.event_lags,
+        "binds": f.binds,
+        "requests": dict(f.requests),
+    }
+
+
+if __name__ == "__main__":
+    main()
