@@ -11,7 +11,10 @@ from typing import Any, TypeVar
 
 import looptime
 
-from idlegate.api.settings import Clock
+try:
+    from idlegate.api.settings import Clock
+except ImportError:  # (an older checkout's operator, run by benchmarks/scaled_operator.py)
+    from idlegate.operator.settings import Clock  # type: ignore[no-redef]
 
 T = TypeVar("T")
 
