@@ -2,9 +2,10 @@
 made apart from their owner: in the operator's replay process, a round under a CPU
 budget, a plan under its own (``--plan-budget-ms``).
 
-A round or a plan is CPU-bound Python (thousands of simulated events per candidate): run in a
-thread of the deciding interpreter it holds that interpreter's lock most of the time,
-and the event loop that watches the cluster and writes its decisions waits behind it.
+A round or a plan is CPU-bound Python (thousands of simulated events per candidate): run
+in a thread of the deciding interpreter, it holds that interpreter's lock most of the
+time, and the event loop that watches the cluster and writes its decisions waits behind
+it.
 So the operator sends the round to its replay process (`api.forecast_replay.
 ReplayProcess`, the one its forecasts use): what crosses is plain data, the
 portfolio's `PortfolioConfig` and the round's `ReplayRequest` (taken on the owner's
