@@ -75,22 +75,29 @@ def waiting_pool(waiting: int, scheduler: str, pool: str = "pods") -> tuple[Clus
     """The pool (`--pool`) once `waiting` workflows of an overloaded k8s-batch stream wait
     under `scheduler`, and the spec a refresh replays then (a portfolio's followed
     candidate)."""
-    if pool == "pods":
+    cluster, policy = overloaded(waiting, scheduler, None if pool == "pods" else NODES)
+    return (told(cluster) if pool == "told" else cluster), getattr(policy, "following", scheduler)
+
+
+def overloaded(waiting: int, scheduler: str, nodes: int | None) -> tuple[Cluster, Any]:
+    """The simulator's pool once `waiting` workflows of an overloaded k8s-batch stream wait
+    under `scheduler`, and the scheduler: 40 executors (None), or `nodes` nodes of `NODE`
+    sharing `PODS` pods, loaded as 5 of them."""
+    if nodes is None:
         stream = build_workload("k8s-batch", 0, num_jobs=3 * waiting, load=5.0)
     else:
         # (load 5 of its 40 executors would not fill ten nodes: 5 of theirs)
         stream = build_workload(
             "k8s-batch", 0, num_jobs=3 * waiting, load=5.0 * PODS / 40, requests=True
         )
-        nodes = identical_nodes(NODE, NODES, PODS)
-        stream = replace(stream, num_executors=PODS, resources=nodes_total(nodes), nodes=nodes)
+        shapes = identical_nodes(NODE, nodes, PODS)
+        stream = replace(stream, num_executors=PODS, resources=nodes_total(shapes), nodes=shapes)
     policy = make_scheduler(scheduler)
     engine = Engine.for_workload(stream, policy, 0)
     for arrival in stream.jobs:
         engine.run(arrival.time)
         if sum(j.first_start is None for j in engine.cluster.jobs) >= waiting:
-            cluster = engine.cluster if pool != "told" else told(engine.cluster)
-            return cluster, getattr(policy, "following", scheduler)
+            return engine.cluster, policy
     raise SystemExit(f"the stream never had {waiting} workflows waiting")
 
 

@@ -36,25 +36,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from statistics import median
 from typing import Any, ClassVar
 
-from benchmarks.forecast import NODE, told
+from benchmarks.forecast import overloaded, told
 from idlegate.api.forecast_refresh import REPLAYS, as_shown
 from idlegate.api.forecast_replay import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
 from idlegate.api.forecast_whatif import CUT, WHAT_IF_PATH, answer, what_if
 from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS
-from idlegate.policy import make_scheduler
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import Engine
 from idlegate.sim.forecast_calibration import calibrations
-from idlegate.sim.pool import identical_nodes, nodes_total
-from idlegate.sim.workloads import build_workload
 
 NODES, PODS = 3, 330
 ASKED = {
@@ -76,18 +71,8 @@ ASKED = {
 def state(waiting: int, scheduler: str) -> tuple[Cluster, Any]:
     """The pool once `waiting` workflows wait (told nodes, as the operator's), and its
     scheduler (a portfolio: the one whose followed candidate is replayed)."""
-    stream = build_workload(
-        "k8s-batch", 0, num_jobs=3 * waiting, load=5.0 * PODS / 40, requests=True
-    )
-    nodes = identical_nodes(NODE, NODES, PODS)
-    stream = replace(stream, num_executors=PODS, resources=nodes_total(nodes), nodes=nodes)
-    policy = make_scheduler(scheduler)
-    engine = Engine.for_workload(stream, policy, 0)
-    for arrival in stream.jobs:
-        engine.run(arrival.time)
-        if sum(j.first_start is None for j in engine.cluster.jobs) >= waiting:
-            return told(engine.cluster, NODES, PODS), policy
-    raise SystemExit(f"the stream never had {waiting} workflows waiting")
+    cluster, policy = overloaded(waiting, scheduler, NODES)
+    return told(cluster, NODES, PODS), policy
 
 
 def spin(stop: threading.Event) -> None:
