@@ -658,3 +658,20 @@ class FeatureHost:
     def namespace(self, name: str) -> dict[str, Any] | None:
         """Namespace `name` as kopf's index holds it (the API's now: no watch delay)."""
         return copy.deepcopy(self.kube.namespaces.get(name))
+
+
+def pool_handler(h: Harness, monkeypatch: Any) -> Any:
+    """kopf's handler of ExecutorPools, registered by an `Operator` (of two executors, on
+    fake time) whose pools are `h`'s (the tests that drive the pool's handler itself)."""
+    from idlegate.api.settings import Settings
+    from idlegate.operator.main import Operator, build_registry
+
+    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
+    operator._pools = h.pools
+
+    async def ready_pools() -> object:
+        return h.pools
+
+    monkeypatch.setattr(operator, "ready_pools", ready_pools)
+    handlers = build_registry(operator)._changing.get_all_handlers()
+    return next(handler for handler in handlers if handler.id == "pool")

@@ -34,19 +34,11 @@ async def test_a_pool_edited_into_one_that_cannot_run_runs_its_workflows_on_and_
     monkeypatch, caplog
 ):
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-    from idlegate.api.settings import Settings
     from idlegate.operator.edge import intake
-    from idlegate.operator.main import Operator, build_registry
-    from tests.operator_fakes import FakeClock, harness, stage
+    from tests.operator_fakes import harness, pool_handler, stage
 
     h = harness(pool=2)
-    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
-    operator._pools = h.pools
-
-    async def ready_pools() -> object:
-        return h.pools
-
-    monkeypatch.setattr(operator, "ready_pools", ready_pools)
+    sync = pool_handler(h, monkeypatch)
     watch = h.pools.watch
     watch.nodes, watch.pods, watch.read = {"n": [node("n", cpu="8")]}, {}, True
     spec = ExecutorPoolSpec.model_validate(pool(CPU_QUEUES))
@@ -56,8 +48,6 @@ async def test_a_pool_edited_into_one_that_cannot_run_runs_its_workflows_on_and_
     await h.submit("old", {"stages": chain, "pool": "gpu"})
     assert h.released("old") == ["old-a-0"]
 
-    handlers = build_registry(operator)._changing.get_all_handlers()
-    sync = next(handler for handler in handlers if handler.id == "pool")
     patch = kopf.Patch()
     meta = {"name": "gpu", "uid": "uid-gpu", "generation": 5}
     status = {"observedGeneration": 4}

@@ -568,21 +568,11 @@ async def test_the_pool_handler_tells_the_workflows_waiting_that_their_pool_cann
     """Issue 60, item 5, through kopf's handler of ExecutorPools: an invalid spec is said
     on the pool (Ready False, Invalid) and on the workflows naming it (PoolInvalid)."""
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
-    from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
-    from tests.operator_fakes import FakeClock, harness, stage
+    from tests.operator_fakes import harness, pool_handler, stage
 
     h = harness(pool=2)
-    operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
-    operator._pools = h.pools
-
-    async def ready_pools() -> object:
-        return h.pools
-
-    monkeypatch.setattr(operator, "ready_pools", ready_pools)
+    sync = pool_handler(h, monkeypatch)
     await h.submit("w", {"stages": [stage("a")], "pool": "x"})
-    handlers = build_registry(operator)._changing.get_all_handlers()
-    sync = next(handler for handler in handlers if handler.id == "pool")
     patch = kopf.Patch()
     body = kopf.Body({"metadata": {"name": "x"}, "spec": {"size": 0}})
     await sync.fn(body=body, meta={"name": "x", "uid": "u"}, patch=patch)
