@@ -91,13 +91,13 @@ def trim(request: ReplayRequest, candidates: int, budget: float | None) -> Repla
     window = list(request.window)
     finished = len(window) - request.running
     running = window[finished:]
-    if budget is None or projected_seconds(running, candidates) <= budget:
+    cost = projected_seconds(running, candidates)
+    if budget is None or cost <= budget:
         return request
     plain = request.running - request.heavy
     heavy = sorted(range(plain, len(running)), key=lambda i: sum(running[i].dag.tasks))
     heavy = heavy[:-HEAVIEST_KEPT] if len(heavy) > HEAVIEST_KEPT else []
     keep = set(range(len(running)))
-    cost = projected_seconds(running, candidates)
     for i in [*range(plain - 1, -1, -1), *heavy]:
         if cost <= budget or finished + len(keep) <= MIN_WINDOW:
             break
