@@ -20,7 +20,9 @@ median and the worst of `--repeat`):
   past its `CUT`).
 
 Then the CLI's own share: ``idlegate forecast FILE --url`` in a child process against a
-local operator that answers at once (the median of `--repeat`). An answer is within 2 s
+local operator that answers at once (the median of `--repeat`), beside the same load, as it
+starts (`idlegate.launch`: the what-if's modules alone) and with the whole command line
+imported first (as it started before), the two in turn. An answer is within 2 s
 when the CLI's share and ``now``'s worst add up to at most 2.
 """
 
@@ -42,10 +44,11 @@ from statistics import median
 from typing import Any, ClassVar
 
 from benchmarks.forecast import overloaded, told
+from idlegate.api.forecast_ask import WHAT_IF_PATH
 from idlegate.api.forecast_refresh import REPLAYS, as_shown
 from idlegate.api.forecast_replay import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
-from idlegate.api.forecast_whatif import CUT, WHAT_IF_PATH, answer, what_if
+from idlegate.api.forecast_whatif import CUT, answer, what_if
 from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
@@ -156,27 +159,35 @@ class Answering(BaseHTTPRequestHandler):
         pass
 
 
-def cli_seconds(shown: Forecast, repeat: int) -> float:
-    """The median wall seconds of ``idlegate forecast FILE --url`` against `Answering`."""
+WHOLE = "import sys; from idlegate.cli import main; main(sys.argv[1:])"
+"""The command as it started before `idlegate.launch`: the whole command line imported."""
+
+
+def cli_seconds(shown: Forecast, repeat: int) -> dict[str, float]:
+    """The median wall seconds of ``idlegate forecast FILE --url`` against `Answering`:
+    ``now``, as the command starts (`idlegate.launch`), and ``whole``, with every
+    command's modules imported first; the two in turn."""
     Answering.doc = {"pool": "default", "queue": "", "forecast": dump_forecast(shown),
                      "replays": 1, "held": {}}  # fmt: skip
     server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    walls = []
+    walls: dict[str, list[float]] = {"now": [], "whole": []}
+    starts = {"now": [sys.executable, "-m", "idlegate"], "whole": [sys.executable, "-c", WHOLE]}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             file = Path(tmp) / "asked.yaml"
             file.write_text(json.dumps(ASKED))
             url = f"http://127.0.0.1:{server.server_address[1]}"
             for _ in range(repeat):
-                began = time.perf_counter()
-                command = [sys.executable, "-m", "idlegate", "forecast", str(file), "--url", url]
-                subprocess.run(command, check=True, capture_output=True)
-                walls.append(time.perf_counter() - began)
+                for name, start in starts.items():
+                    began = time.perf_counter()
+                    command = [*start, "forecast", str(file), "--url", url]
+                    subprocess.run(command, check=True, capture_output=True)
+                    walls[name].append(time.perf_counter() - began)
     finally:
         server.shutdown()
         server.server_close()
-    return median(walls)
+    return {name: median(w) for name, w in walls.items()}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -208,8 +219,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     with busy(args.busy, args.rival):
         rows = {"before": timed(before, args.repeat), "now": timed(after, args.repeat)}
-    cli = cli_seconds(next(r["shown"] for r in rows.values() if isinstance(r["shown"], Forecast)),
-                      args.repeat)  # fmt: skip
+        starts = cli_seconds(
+            next(r["shown"] for r in rows.values() if isinstance(r["shown"], Forecast)),
+            args.repeat,
+        )
+    cli = starts["now"]
     print(
         f"what-if on {NODES} nodes of 8 CPU, {args.waiting} waiting under {args.scheduler} "
         f"(replays {getattr(policy, 'following', args.scheduler)}), asked at position "
@@ -224,9 +238,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{r['replays']} | {said(r['shown'], now)} |"
         )
     total = cli + rows["now"]["worst"]
-    print(f"the CLI's own share: {cli:.2f} s; with now's worst: {total:.2f} s")
+    print(
+        f"the CLI's own share: {cli:.2f} s (the whole command line first: "
+        f"{starts['whole']:.2f} s, × {starts['whole'] / cli:.1f}); with now's worst: {total:.2f} s"
+    )
     return {"rows": {k: {**v, "shown": said(v["shown"], now)} for k, v in rows.items()},
-            "cli": cli, "total": total, "position": position}  # fmt: skip
+            "cli": cli, "cli_whole": starts["whole"], "total": total,
+            "position": position}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from idlegate.api.forecast_ask import WHAT_IF_PATH, sureness
 from idlegate.api.forecast_replay import compute
 from idlegate.api.forecast_status import Forecast, Unavailable, dump_forecast
-from idlegate.api.forecast_whatif import WHAT_IF_PATH, answer, sureness, what_if
+from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.task_pods import Owner
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster

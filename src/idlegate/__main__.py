@@ -1,6 +1,6 @@
 """``python -m idlegate``: the same as the ``idlegate`` command."""
 
-from idlegate.cli import main
+from idlegate.launch import main
 
 if __name__ == "__main__":
     main()

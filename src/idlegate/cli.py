@@ -318,10 +318,12 @@ def lint(
             history_samples=history_samples,
             forecast_arrivals=forecast_arrivals,
         )
-    if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
-    else:  # all on stdout, where `lint ... > report.txt` keeps it (stderr: the command's errors)
-        typer.echo("\n".join(report.lines()))
+    out = json.dumps(report.to_json(), indent=2) if as_json else "\n".join(report.lines())
+    if out:  # all on stdout, where `lint ... > report.txt` keeps it (stderr: the errors)
+        typer.echo(out)
+    with user_errors():
+        if report.empty and not as_json:
+            raise IdlegateError(report.summary())
     if not report.ok:
         raise typer.Exit(1)
 

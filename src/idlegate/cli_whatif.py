@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.forecast_status import Forecast, describe, parse_forecast
-from idlegate.api.forecast_whatif import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.operator_http import ask_operator
 from idlegate.errors import IdlegateError
 from idlegate.textfiles import read_text
@@ -46,7 +46,9 @@ def register(group: typer.Typer) -> None:
 
     @group.command("what-if")
     def what_if(
-        file: Annotated[Path, typer.Argument(help="A DagWorkflow YAML (as for kubectl apply).")],
+        file: Annotated[
+            Path, typer.Argument(metavar="FILE", help="A DagWorkflow YAML (as for kubectl apply).")
+        ],
         url: Annotated[
             str, typer.Option("--url", help="The operator's metrics port (port-forwarded).")
         ] = DEFAULT_URL,
@@ -77,3 +79,12 @@ def register(group: typer.Typer) -> None:
         typer.echo(f"{file.name} ({where}): {describe(forecast, time.time())}")
         if isinstance(forecast, Forecast) and "replays" in doc:  # (an older operator: none)
             typer.echo(sureness(int(doc["replays"]), doc.get("held")))
+
+
+def run_alone(args: list[str]) -> None:
+    """``idlegate forecast ARGS`` for a what-if, with this module's imports alone
+    (`idlegate.launch`): the forecast group holding what-if, as `idlegate.cli` holds it."""
+    group = typer.Typer(rich_markup_mode=None, add_completion=False)
+    group.callback()(lambda: None)  # (a group, as in the whole command line: not one command)
+    register(group)
+    group(args=args, prog_name="idlegate forecast")

@@ -129,7 +129,7 @@ class LintReport:
 
     def summary(self) -> str:
         """One line: what was checked and what was found."""
-        if not self.checked and not self.problems:
+        if self.empty:
             skipped = sum(1 for n in self.notes if n.document is not None and not n.reason)
             held = f" ({skipped} document(s) of other kinds)" if skipped else ""
             return (
@@ -168,10 +168,18 @@ class LintReport:
 
     def lines(self) -> list[str]:
         """The report as ``idlegate lint`` prints it: the mapped jobs, the problems, the
-        notes, the summary."""
+        notes, the summary; not the summary of inputs with nothing to check, which
+        ``idlegate lint`` raises as its error (`empty`)."""
         jobs = [line for job in [*self.argo_jobs, *self.airflow_jobs] for line in job.lines()]
         notes = [f"note: {note}" for note in self.notes]
-        return [*jobs, *map(str, self.problems), *notes, self.summary()]
+        summary = [] if self.empty else [self.summary()]
+        return [*jobs, *map(str, self.problems), *notes, *summary]
+
+    @property
+    def empty(self) -> bool:
+        """True when the inputs held nothing to check and nothing was refused: a wrong file
+        or folder, which is the user's error, not a report."""
+        return not self.checked and not self.problems
 
     def to_json(self) -> dict[str, Any]:
         """Machine output: counts, problems (with their rendered line as ``text``), notes."""

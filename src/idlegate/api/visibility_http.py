@@ -11,9 +11,10 @@ from typing import Any
 import aiohttp.web
 
 from idlegate.api.crd import KIND
+from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if
 from idlegate.api.forecast_replay import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
-from idlegate.api.forecast_whatif import WHAT_IF_PATH, answer, read_what_if, what_if
+from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.routing import NoPlaceError
 from idlegate.api.visibility import PATH, narrow, pending
 from idlegate.errors import IdlegateError
