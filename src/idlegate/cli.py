@@ -58,15 +58,8 @@ app = typer.Typer(
 )
 
 DEMO_SCHEDULERS: tuple[str, ...] = (
-    "fifo",
-    "lcfs",
-    "random",
-    "sjf-cp",
-    "srpt",
-    "fair",
-    "weighted-fair",
-    "learned:default",
-    "default",
+    *("fifo", "lcfs", "random", "sjf-cp", "srpt", "fair", "weighted-fair"),
+    *("learned:default", "default"),
 )
 """The demo's rows: the rules, the shipped ONNX policy, and `default`, the portfolio that
 follows the best of them on replays of its own recent workflows (docs/brain.md)."""
