@@ -1,4 +1,4 @@
-"""What a forecast refresh costs at 1,000 waiting workflows (docs/forecast.md, Cost).
+"""What a forecast refresh costs at 1,000 waiting workflows (docs/research/forecasts.md, Cost).
 
     .venv/bin/python benchmarks/forecast.py [--waiting 1000] [--schedulers fair,srpt]
         [--variants budget] [--pool pods|nodes|told] [--against OLD/src] [--json]
@@ -12,7 +12,7 @@ this process (`time.process_time`, the median of `--repeat` refreshes):
 
 * ``M=20``: twenty full replays, every workflow forecast with its interval;
 * ``M=1``: one full replay (what ``budget`` leaves of a long queue: no interval);
-* ``budget``: M=20 with a budget of `BUDGET` events, the cap docs/forecast.md ships;
+* ``budget``: M=20 with a budget of `BUDGET` events, the cap the operator ships;
 * ``M=20 1h``: twenty replays cut one hour ahead (later starts are unavailable).
 
 `--pool` picks the pool: ``pods`` (the default), the stream's pods-only pool of 40
@@ -20,7 +20,8 @@ executors; ``nodes``, the stream with its pods' requests (``requests=true``) on 
 simulator nodes of 8 CPU and 32 GiB sharing 330 pods (``--nodes``: `sim.pool.FixedNodes`);
 ``told``, that very state with its nodes told as the operator's driver tells a pool that
 follows its nodes (each node's free amounts, each running task's host), whose replays give
-a node's room back as their tasks end (docs/forecast.md, "Pools that follow their nodes").
+a node's room back as their tasks end (docs/research/forecasts.md, "Pools that follow their
+nodes").
 
 Printed: per scheduler and variant, the CPU milliseconds, the replays run, the events
 simulated, and how many workflows got a forecast. The goal is ≤ 200 ms of CPU per refresh.

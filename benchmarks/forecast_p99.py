@@ -9,7 +9,7 @@ extras, as ``benchmarks/scale.py``, whose harness it runs: `make .venv/.dev`)
 `python -m benchmarks.scale --forecasts 5` runs the operator once with forecasts off, then
 once with them on: one pair, always in that order, and from one run to the next a
 decision's p99 moved by more than the forecasts could be seen to move it
-(docs/forecast.md, "Cost in the operator"). This runs `--pairs` pairs in ABBA order (off
+(docs/research/forecasts.md, "Cost in the operator"). This runs `--pairs` pairs in ABBA order (off
 then on, on then off, ...: a drift over the session falls on both sides alike), each run
 on a fresh test API server and cluster as `benchmarks/scale.py`'s (`scale.cluster`,
 `scale.run`), and prints per run the decision's p99 of wall and of CPU (the deciding
@@ -52,7 +52,7 @@ except ModuleNotFoundError as exc:
 FIGURES = ("decision_p99_ms", "decision_cpu_p99_ms", "wall_over_3ms", "cpu_over_0.3ms")
 """The figures compared: `scale.run`'s p99s, and the share of decisions over a bound of
 the histograms' buckets (3 ms of wall, 0.3 ms of CPU: each above either p99 in every run
-of docs/forecast.md's table, so a tail that grows shows in them, read exactly)."""
+of docs/research/forecasts.md's table, so a tail that grows shows in them, read exactly)."""
 
 
 def over(buckets: list[tuple[float, float]], bound: float) -> float | None:

@@ -1,5 +1,5 @@
 """Which quantile of the replays a waiting workflow's start should be, and how sure the
-figure is (docs/forecast.md, "Against the targets": k8s-batch's start).
+figure is (docs/research/forecasts.md, "Against the targets": k8s-batch's start).
 
     .venv/bin/python benchmarks/forecast_start.py [-w k8s-batch] [--seeds 0-29]
         [--arrivals none] [--quantiles 0.5,0.6,0.7,0.75,0.8,0.9] [--against 0.5]

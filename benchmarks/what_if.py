@@ -1,5 +1,5 @@
-"""How long a what-if takes to answer (``idlegate forecast FILE``; docs/forecast.md, "What
-if"), on the state of issue 80's live run: a pool that follows three nodes of 8 CPU and
+"""How long a what-if takes to answer (``idlegate forecast FILE``; docs/research/forecasts.md,
+"What if"), on the state of issue 80's live run: a pool that follows three nodes of 8 CPU and
 32 GiB (330 pods), a burst of `k8s-batch` workflows with their pods' requests waiting
 under the pool's scheduler, and one more asked about.
 

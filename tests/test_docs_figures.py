@@ -239,6 +239,66 @@ def test_the_checked_pages_quote_the_figures_of_issue_60() -> None:
         docs_figures.runs_of(Path("p.md"), "<!-- run x -->\ntext\n")
 
 
+# -- the forecasts' page and its record (issue 81, item 6) ---------------------------------
+
+FORECAST_FIGURES = {
+    "forecast-alibaba": 8,
+    "forecast-k8s": 8,
+    "forecast-k8s-10": 8,
+    "forecast-k8s-30": 2,
+    "forecast-k8s-30-median": 1,
+    "forecast-k8s-measured": 3,
+    "forecast-k8s-median": 2,
+    "forecast-k8s-poisson": 3,
+    "forecast-teams": 5,
+    "forecast-teams-0": 2,
+    "forecast-teams-0-oracle": 3,
+    "forecast-teams-0-queues": 2,
+    "forecast-teams-queues": 7,
+    "forecast-teams-queues-3": 11,
+    "forecast-teams-queues-every": 12,
+    "forecast-teams-queues-every-3": 13,
+    "forecast-tpch": 5,
+    "forecast-tpch-poisson": 7,
+}
+"""The figures docs/forecast.md marked, by run, before its record moved apart (102, and the
+tables of eight of these runs): docs/research/forecasts.md keeps every one of them."""
+FORECAST_TABLES = {
+    "forecast-alibaba",
+    "forecast-k8s",
+    "forecast-k8s-10",
+    "forecast-teams",
+    "forecast-teams-queues",
+    "forecast-teams-queues-every",
+    "forecast-tpch",
+    "forecast-tpch-poisson",
+}
+
+
+def test_the_forecasts_record_keeps_every_figure_and_the_page_quotes_its_figures() -> None:
+    root = docs_figures.ROOT
+    page_path, record_path = (
+        root / "docs" / "forecast.md",
+        root / "docs" / "research" / "forecasts.md",
+    )
+    page, record = page_path.read_text(), record_path.read_text()
+    runs = docs_figures.runs_of(record_path, record)
+    figures = [(m[1], m[2], m[3]) for m in docs_figures.FIGURE.finditer(record)]
+    counted = {name: sum(f[0] == name for f in figures) for name in FORECAST_FIGURES}
+    assert {n: c for n, c in counted.items() if c < FORECAST_FIGURES[n]} == {}
+    assert set(FORECAST_FIGURES) <= set(runs)
+    tables = {
+        n for m in docs_figures.TABLE.finditer(record) for n in docs_figures.MARKED.findall(m[1])
+    }
+    assert tables >= FORECAST_TABLES
+    # the user's page quotes figures of the record, with the record's commands: `make
+    # docs-check` runs each once and moves both pages' copies alike
+    quoted = [(m[1], m[2], m[3]) for m in docs_figures.FIGURE.finditer(page)]
+    assert quoted and set(quoted) <= set(figures)
+    page_runs = docs_figures.runs_of(page_path, page)
+    assert {n: r.command for n, r in page_runs.items()} == {n: runs[n].command for n in page_runs}
+
+
 # -- its progress counts runs and says so while one runs (issue 80, item 12) -------------
 
 TWO_PAGES = (

@@ -12,8 +12,8 @@ asking what the DagWorkflows' do), which are not ours to write; a what-if (``idl
 FILE`` over the operator's endpoint) answers without creating anything; the forecasts made
 while the workflows waited are scored against their real start and finish
 (``idlegate_forecast_error_seconds``), and the test prints the errors (no bound: accuracy is
-measured in docs/forecast.md, not here). A policy that raises gives ``ForecastUnavailable``
-with why, never a number."""
+measured in docs/research/forecasts.md, not here). A policy that raises gives
+``ForecastUnavailable`` with why, never a number."""
 
 from __future__ import annotations
 

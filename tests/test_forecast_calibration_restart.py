@@ -17,8 +17,8 @@ import aiohttp.web
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from idlegate.api.forecast_refresh import ForecastRefresh, resumed_calibration
 from idlegate.api.forecast_ask import WHAT_IF_PATH
+from idlegate.api.forecast_refresh import ForecastRefresh, resumed_calibration
 from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import SpecError
 from idlegate.sim.history import Tail, load_history

@@ -187,11 +187,12 @@ def test_forecasting_does_not_change_the_run() -> None:
 
 
 def test_the_docs_tables_are_the_reports_table() -> None:
-    """docs/forecast.md's accuracy tables have the columns of the report's forecast.md, all
-    of them in its order (they had 11 of its 13: no finish n, no finish p90 s), so a
-    reader's own run reads as the page (`make docs-check` fills their rows from it)."""
+    """The forecasts' accuracy tables (docs/research/forecasts.md) have the columns of the
+    report's forecast.md, all of them in its order (they had 11 of its 13: no finish n, no
+    finish p90 s), so a reader's own run reads as the page (`make docs-check` fills their
+    rows from it)."""
     docs_figures = load_benchmark("docs_figures")
-    page = (Path(__file__).resolve().parents[1] / "docs" / "forecast.md").read_text()
+    page = (Path(__file__).resolve().parents[1] / "docs" / "research" / "forecasts.md").read_text()
     tables = [m for m in docs_figures.TABLE.finditer(page) if "<!-- table forecast-" in m[1]]
     assert len(tables) >= 7
     width = len(docs_figures._cells(MD_HEAD))

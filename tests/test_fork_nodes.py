@@ -200,5 +200,5 @@ def agreement(seeds: int, ties: bool) -> Counter[str]:
 def test_random_told_pools_are_forecast_as_they_then_run() -> None:
     # where no two tasks end at the same instant, exactly; where some do, the replay ends
     # them in executor order and the pool in the order it saw them, which may place a
-    # task that goes on elsewhere (docs/forecast.md, "Pools that follow their nodes")
+    # task that goes on elsewhere (docs/research/forecasts.md, "Pools that follow their nodes")
     assert agreement(40, ties=False) == Counter({"ok": 120})

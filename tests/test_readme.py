@@ -60,6 +60,24 @@ def test_the_readme_is_short_with_one_table_the_demos() -> None:
     assert rows == list(cli.DEMO_SCHEDULERS), "paste the table make demo prints now"
 
 
+FORECAST_PAGE_LINES = 300
+"""Lines docs/forecast.md may hold (issue 81): a user's page (how a forecast is made, how to
+read it, accuracy at a glance, limits, settings); the research record of how each figure
+moved is docs/research/forecasts.md."""
+
+
+def test_the_forecast_page_is_a_users_page_and_its_record_is_apart() -> None:
+    page = (ROOT / "docs" / "forecast.md").read_text()
+    assert len(page.splitlines()) <= FORECAST_PAGE_LINES, (
+        "docs/forecast.md is a user's page: move measurements and their history to "
+        "docs/research/forecasts.md"
+    )
+    # the record is linked from the page and from the research record's index
+    assert "](research/forecasts.md)" in page
+    assert "](forecasts.md)" in (ROOT / "docs" / "research" / "README.md").read_text()
+    assert "](../forecast.md)" in (ROOT / "docs" / "research" / "forecasts.md").read_text()
+
+
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_every_idlegate_command_and_flag_written_exists(name: str) -> None:
     commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]

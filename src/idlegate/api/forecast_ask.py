@@ -3,7 +3,7 @@ parser takes), where it is asked, and how sure the answer is said to be.
 
 Apart from `api.forecast_whatif`, which replays the pool to answer: ``idlegate forecast
 FILE`` checks the question and prints the answer with this module alone, so that its own
-start stays a small part of the 2 s an answer may take (docs/forecast.md, "What if")."""
+start stays a small part of the 2 s an answer may take (docs/research/forecasts.md, "What if")."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ written into its status, once kept (`first_status`, with the rest of its status:
 value each time, its ``startedAt`` added at its start), so that an operator restarted while
 the workflow waits or runs reads it back as it rebuilds the pool (`restore_first`) and keeps
 it again (`ForecastRefresh.note_arrivals`): its score goes to the metric, the calibration
-and the history record as if no restart had happened (docs/forecast.md, "After a
+and the history record as if no restart had happened (docs/research/forecasts.md, "After a
 restart"). Argo Workflows and Airflow runs have none: idlegate writes nothing on them.
 
 Times are the operator clock's, as every time of the status (which is the wall's in a

@@ -1,7 +1,7 @@
 """The operator's forecasts: one pool's refresh, kept forecasts and their errors.
 
 A pool's :class:`ForecastRefresh` runs `idlegate.sim.forecast.forecast` off the decision's
-path (docs/forecast.md, "In the operator"):
+path (docs/research/forecasts.md, "In the operator"):
 
 * **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
   the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after each
@@ -61,7 +61,7 @@ path (docs/forecast.md, "In the operator"):
   leaves the calibration cold (an unreadable sink: the recent arrivals too), logged as a
   Warning and counted (``idlegate_forecast_calibration_errors_total``); never an error of
   the pool. Not carried over: Airflow runs' forecasts (the sink holds no record of them:
-  docs/forecast.md, "After a restart", says why), and an Argo Workflow's kept forecast
+  docs/research/forecasts.md, "After a restart", says why), and an Argo Workflow's kept forecast
   while it waits or runs at the restart (idlegate writes nothing on it). A DagWorkflow's
   is in its status (``status.firstForecast``, written with its status once kept:
   `api.forecast_first`), read back as it is rebuilt (`restore_first`) and kept again by the

@@ -144,7 +144,7 @@ def compute(
 NICENESS = 10
 """How much lower the replay process's CPU priority is than the operator's (`os.nice`):
 where the two share a core (a pod's CPU limit, a small node), a decision waits behind
-the replays less (docs/forecast.md, "In pairs, off and on in turn")."""
+the replays less (docs/research/forecasts.md, "In pairs, off and on in turn")."""
 
 
 def behind() -> None:

@@ -12,7 +12,7 @@ question and says how sure the answer is.
   of the wall clock, and none goes on past `CUT`, the first one too: a person waits on
   the answer, and the operator's thread shares its interpreter with the decisions (and a
   node's cores with the rest), so its CPU is not the time waited. A replay that cannot
-  end by `CUT` gives an Unavailable with why, never a guess (docs/forecast.md, "What
+  end by `CUT` gives an Unavailable with why, never a guess (docs/research/forecasts.md, "What
   if").
 * **How sure.** The answer carries its replays and the pool's measured coverage: of its
   last forecasts that resolved, how many started and finished inside the 80 % interval
@@ -43,7 +43,7 @@ at their mean cost so far, end past them (the first always starts)."""
 CUT = 0.9
 """Wall-clock seconds no replay of a what-if goes on past, the first one too: with the
 CLI's own start (about a second) an answer within 2 s (benchmarks/what_if.py measures
-both; docs/forecast.md, "What if")."""
+both; docs/research/forecasts.md, "What if")."""
 
 
 def what_if(

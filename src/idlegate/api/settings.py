@@ -272,7 +272,7 @@ class Settings(Config):
     process of the operator's for all its pools, at a lower priority (the replays'
     objects, their collections and their share of the interpreter's lock are not the
     deciding interpreter's); thread, a thread of each pool in the operator's process. Measured
-    side by side in docs/forecast.md ("Cost in the operator")."""
+    side by side in docs/research/forecasts.md ("Cost in the operator")."""
 
     history_file: Path | None = None
     """A JSON Lines history file (on a volume) that gets one record per finished workflow,

@@ -202,8 +202,8 @@ class ForecastState(_StatusModel):
 class FirstForecastState(_StatusModel):
     """The first forecast made while the workflow waited, kept (never moved: only its
     ``startedAt`` is added, at the start) so that an operator restarted before it starts
-    and ends still scores it (`idlegate.api.forecast_first`; docs/forecast.md, "After a
-    restart")."""
+    and ends still scores it (`idlegate.api.forecast_first`; docs/research/forecasts.md, "After
+    a restart")."""
 
     computed_at: datetime = Field(description="When the forecast was made.")
     start: datetime = Field(description="Forecast start.")

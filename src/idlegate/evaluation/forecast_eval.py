@@ -1,5 +1,5 @@
 """How right are the forecasts? `idlegate forecast evaluate`: forecast during a simulated run,
-then compare with what happened (docs/forecast.md).
+then compare with what happened (docs/research/forecasts.md).
 
 A run of the workload under the pool's scheduler stops at every arrival (and, with
 ``every``, every N seconds while a workflow waits), forecasts the workflows it is asked

@@ -1,6 +1,6 @@
 """The accuracy of `idlegate forecast evaluate`'s forecasts: figures per method and the table.
 
-Scored sets (docs/forecast.md):
+Scored sets (docs/research/forecasts.md, "Accuracy, on held-out seeds"):
 
 * **start**: forecasts made while the workflow waited (a started one's start is known)
   whose actual wait was at least `WAITED` seconds; error |forecast − actual start|, and
@@ -191,7 +191,7 @@ MD_COLUMNS: tuple[tuple[str, Callable[[Figures], str]], ...] = (
     ("finish in 80 %", lambda f: _share(f.finish_inside)),
 )
 """The markdown table's columns, each its header and its cell of a method's figures: the
-one list `markdown` writes and docs/forecast.md's tables have (all of them, in this
+one list `markdown` writes and docs/research/forecasts.md's tables have (all of them, in this
 order: tests/test_forecast_eval.py checks), so a reader's own forecast.md reads as the
 page's."""
 
@@ -200,7 +200,7 @@ MD_HEAD = "| " + " | ".join(head for head, _ in MD_COLUMNS) + " |"
 
 
 def markdown(figs: Sequence[Figures]) -> str:
-    """The table in markdown (``--out``'s forecast.md, which docs/forecast.md checks)."""
+    """The table in markdown (``--out``'s forecast.md, which docs/research/forecasts.md checks)."""
     lines = [MD_HEAD, "|" + "---|" * len(MD_COLUMNS)]
     for f in figs:
         lines.append("| " + " | ".join(cell(f).strip() for _, cell in MD_COLUMNS) + " |")

@@ -53,7 +53,7 @@ BUDGET = 10_000
 should pass it): twenty replays of a queue of a few dozen workflows fit in it; a queue of
 1,000 waiting k8s-batch workflows takes 14,000 events for one replay, so a refresh of it
 is one replay, about 0.12 s of CPU under `fair` and 0.15 s under `srpt`
-(benchmarks/forecast.py, docs/forecast.md's Cost), and its interval comes from
+(benchmarks/forecast.py, docs/research/forecasts.md, "Cost"), and its interval comes from
 calibration alone (`sim.forecast_calibration`)."""
 
 SECONDS = 0.2
@@ -62,7 +62,7 @@ it; the refresh's goal): an event's cost is not the same on every pool. On a poo
 pods `BUDGET`'s events take about 0.1 s, so this bound is not reached first; on a pool
 that follows its nodes an event costs ten to thirty times that (a fit test per node), and
 one replay of 200 waiting workflows takes about 1.8 s, so there the replays stop after the
-first (docs/forecast.md, "Cost in the operator")."""
+first (docs/research/forecasts.md, "Cost in the operator")."""
 
 LOW, HIGH = 0.1, 0.9
 """The quantiles of the 80 % interval."""

@@ -1,5 +1,6 @@
 """Arrivals a forecast invents: the one copy that `idlegate forecast evaluate` measures
-and the operator's refresh runs (docs/forecast.md, "Arrivals").
+and the operator's refresh runs (docs/research/forecasts.md, "Arrivals: measured, shipped per
+workload").
 
 A forecast's replays (`sim.forecast.forecast`) know the workflows present; a workflow
 submitted later may overtake one waiting now. `invent` gives the replays' futures (one
@@ -308,7 +309,8 @@ def still_sending(
     and a stream silent for ten of its gaps is all but surely over. A stream that stopped
     is what the plain Poisson stream cannot see: on `teams` the steady teams' streams end
     (about 700 s) long before the flood is served, and replays that went on inventing
-    them put the flood's start late (docs/forecast.md, "A queue's stream stops")."""
+    them put the flood's start late (docs/research/forecasts.md, "A queue's stream
+    stops")."""
     if shape <= 0:
         return 0.0
     e = (exposure / (exposure + (1.0 + 1.0 / sends) * silence)) ** shape

@@ -49,7 +49,7 @@ held 76 % of tpch's starts on seeds 0-3, 5 s 81 %, 10 s 85 %)."""
 START_PRIOR = 0.3
 """Q of a start forecast before `MIN_SCORES` scores (a cold start: a new pool, a flood
 that arrives at once): per second ahead, fitted on seeds 0-99 of the four workloads of
-docs/forecast.md, none of the held-out ones."""
+docs/research/forecasts.md, none of the held-out ones."""
 START_PRIOR_INVENTED = 0.25
 """`START_PRIOR` of a pool whose replays invent arrivals (`sim.forecast_arrivals`): they
 spread already over part of what the prior stands for (the arrivals not seen), and 0.3

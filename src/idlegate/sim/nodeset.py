@@ -235,7 +235,7 @@ class NodeSet(Sequence[list[int]]):
         pods): some resource's need is more than any node with a pod free has free. True
         does not say one does (the most of each resource may be on different nodes): a
         policy tests stage after stage, nearly all of them in vain on a full pool
-        (docs/forecast.md, "On a pool that follows its nodes"), and this answers those
+        (docs/research/forecasts.md, "On a pool that follows its nodes"), and this answers those
         before `room`'s count, which a node's every change clears."""
         most = self.most_free()
         if not most:  # (no node has a pod free)

@@ -6,7 +6,7 @@ to the lower job id) among the jobs that have a launchable stage and hold fewer 
 than the rule's cap. Answered by passing over every job, each question reads every job's
 key, and a forecast's replay asks thousands of questions of a pool with 1,000 workflows
 waiting: 0.49 s of CPU for one replay under `srpt`, three quarters of it in that pass
-(`python benchmarks/forecast.py --schedulers srpt`, docs/forecast.md, Cost).
+(`python benchmarks/forecast.py --schedulers srpt`, docs/research/forecasts.md, Cost).
 
 `Order` keeps, per job with a runnable stage, the entry ``(key, id, job)`` in a binary
 heap, so the first job in that order is at the top, and the first one that a predicate

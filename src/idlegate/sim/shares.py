@@ -19,7 +19,7 @@ pool's capacity or executors changes every share: the next question reads every 
 
 On a pool that counts resources, a full pool leaves most jobs below their share with no
 stage that fits, and the question would walk every one of them to find so (about 93
-tests a decision on a told pool of 200 waiting, docs/forecast.md). So the index also
+tests a decision on a told pool of 200 waiting, docs/research/forecasts.md). So the index also
 keeps, per job, the least its runnable stages ask of each resource (`floors`), in one
 minimum tree per resource, and a question given the most a task may ask now
 (`PoolResources.fit_bound`) skips every subtree some resource of which asks more. A
