@@ -110,6 +110,7 @@ def fork_cluster(cluster: Cluster, twin: Cluster, only: Iterable[Job] | None = N
     twin._busy_done = cluster._busy_done
     twin._done_area = cluster._done_area
     twin.admission = None if cluster.admission is None else cluster.admission.fork(jobs)
+    twin.order_key = cluster.order_key
     twin.shapes = Shapes(twin.jobs)
     twin.shares = Shares(twin.jobs)
     twin._marks = None
