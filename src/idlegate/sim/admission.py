@@ -77,7 +77,7 @@ The API a driver reads (the operator's status, conditions, Events, metrics, lint
   kept while the state is the same), read from the holds the phases wrote as they
   decided (`idlegate.sim.admission_entries`): per queue (`QueueResult`) an `Entry` per
   workflow with a stage that waits, in the order the admission will start them (a
-  position each for those not started), with what it may start or each stage's `Hold`
+  position each for those not started), with what it may start or each stage's `Verdict`
   (its `Reason`, the limit that held it, a sentence), its usage, borrowed and lent
   amounts, share and oldest wait; `AdmissionResult.of(job)` is one workflow's entry and
   `hold_of(stage)` one stage's. Nothing works a reason or a position out again.
@@ -114,15 +114,15 @@ from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
 from idlegate.sim.admission_ledger import Ledger, Usage
-from idlegate.sim.admission_result import MANY, AdmissionResult, Hold, Reason
-from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
+from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
+from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
 from idlegate.sim.admission_view import QueueView
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.admission_types import Deciding
 
 
 class Admission(Usage, Entries):
@@ -182,7 +182,7 @@ class Admission(Usage, Entries):
         self.waits_since: list[dict[Stage, float]] = [{} for _ in queues]
         """Per queue, each waiting stage's oldest ready task: when it began to wait, in
         that order (times only grow: a stage is put back at the end when it is set again)."""
-        self.snapshot = Snapshot(len(queues), len(dims), self.demand)
+        self.snapshot = QueueSnapshot(len(queues), len(dims), self.demand)
         self.reserved: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
         self.widths: dict[Job, list[float]] = {}
@@ -194,7 +194,7 @@ class Admission(Usage, Entries):
         )
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
-        self.cluster_asked: Cluster | None = None
+        self.cluster_asked: Deciding | None = None
         self._claim = [[0.0] * len(dims) for _ in queues]
         """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
         self._claim_sum = [0.0] * len(dims)
@@ -259,7 +259,7 @@ class Admission(Usage, Entries):
 
     # -- phase 1: the snapshot ---------------------------------------------------------
 
-    def _observe(self, cluster: Cluster, now: float) -> None:
+    def _observe(self, cluster: Deciding, now: float) -> None:
         """Read the jobs that changed, end overdue idle slots, and note which queues wait."""
         self._tick(now)
         if self.cluster_asked is not cluster:  # (attached to a pool with jobs: read them all)
@@ -319,7 +319,7 @@ class Admission(Usage, Entries):
 
     # -- the question ----------------------------------------------------------------
 
-    def open(self, cluster: Cluster) -> bool:
+    def open(self, cluster: Deciding) -> bool:
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
         now = cluster.now
@@ -342,7 +342,7 @@ class Admission(Usage, Entries):
             self._open = self.forced is not None or any(self._startable(q) for q in self.served)
         return self._open
 
-    def _question(self, cluster: Cluster, now: float) -> None:
+    def _question(self, cluster: Deciding, now: float) -> None:
         """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
         self.asked = True
         # 2. claims
@@ -416,7 +416,7 @@ class Admission(Usage, Entries):
             self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
             name = self.queues[q].name
             self.ranked_out[q] = {
-                k: Hold(Reason.PRIORITY, PRIORITY, (name, top, k.priority))
+                k: Verdict(Reason.PRIORITY, PRIORITY, (name, top, k.priority))
                 for k in rooms[q]
                 if k.priority != top
             }
@@ -426,7 +426,7 @@ class Admission(Usage, Entries):
         if q not in self.blocked:
             self.blocked[q] = stage
             words = (self.queues[q].name, stage.job.name, stage.name)
-            self.holds[q] = Hold(Reason.RESERVATION, BLOCKED, words)
+            self.holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
 
     def _update_claims(self) -> None:
         """Phase 2: the claims of the queues that changed; if any claim moved, every
@@ -462,7 +462,7 @@ class Admission(Usage, Entries):
         full = none and self.bound[q] == inf
         nominal: dict[Group, int] = {}
         borrow: dict[Group, int] = {}
-        held: dict[Group, Hold] = {}
+        held: dict[Group, Verdict] = {}
         if not full:
             for key, stages in self.snapshot.groups[q].items():
                 need = need_of(next(iter(stages)))
@@ -477,7 +477,7 @@ class Admission(Usage, Entries):
         got = self._verdicts[q] = (nominal, borrow, full)
         return got
 
-    def _limit(self, q: int, amounts: tuple[int, ...] | None, need: int) -> Hold:
+    def _limit(self, q: int, amounts: tuple[int, ...] | None, need: int) -> Verdict:
         """Phase 3's hold of `need` tasks of a demand of `amounts` queue q may not start."""
         a = [MILLI, *(amounts or [0.0] * (len(self.dims) - 1))]
         name, used, nominal, borrow = (
@@ -543,7 +543,7 @@ class Admission(Usage, Entries):
             out[key] = max(need, room)
         return out
 
-    def _shadow(self, cluster: Cluster, stage: Stage, need: int) -> float:
+    def _shadow(self, cluster: Deciding, stage: Stage, need: int) -> float:
         """When the running tasks' estimated ends first leave room for `need` tasks of
         `stage` in the free resources (EASY's shadow time); inf if they never do."""
         want = [a * need for a in self.demand(stage)]
@@ -584,7 +584,7 @@ class Admission(Usage, Entries):
     # -- asking the policy ---------------------------------------------------------------
 
     def decide_once(
-        self, cluster: Cluster, scheduler: Scheduler, now: float
+        self, cluster: Deciding, scheduler: Scheduler, now: float
     ) -> tuple[Action, list[Launch]]:
         """Ask `scheduler` the open question (or make the wait bound's decision without it)
         and apply the answer: each served queue in turn, with its view, until one answers
@@ -605,7 +605,7 @@ class Admission(Usage, Entries):
         return answer
 
     def _ask(
-        self, cluster: Cluster, scheduler: Scheduler, now: float, q: int | None
+        self, cluster: Deciding, scheduler: Scheduler, now: float, q: int | None
     ) -> tuple[Action, list[Launch]]:
         """Ask `scheduler` with queue q's view, its stages the question does not let start
         hidden (q None: the whole cluster, every such stage hidden)."""
@@ -645,7 +645,7 @@ class Admission(Usage, Entries):
     def _jobs_of(self, q: int) -> list[Job]:
         return self.snapshot.members(q)
 
-    def _view(self, cluster: Cluster, q: int, jobs: list[Job]) -> Any:
+    def _view(self, cluster: Deciding, q: int, jobs: list[Job]) -> Any:
         """Queue q's view (the cluster itself for one queue with no quota: bit for bit)."""
         entitled = self.entitlement(q)
         if len(self.queues) == 1 and all(
@@ -672,7 +672,7 @@ class Admission(Usage, Entries):
             out.append(cap if room == inf else min(cap, u + max(0.0, room)))
         return out
 
-    def _apply(self, cluster: Cluster, decision: Decision, now: float) -> list[Launch]:
+    def _apply(self, cluster: Deciding, decision: Decision, now: float) -> list[Launch]:
         """Apply `decision`, its cap lowered to what the question lets its stage start; a
         stage it does not let start is an illegal decision (nothing changes)."""
         stage, job = decision.stage, decision.stage.job
@@ -736,7 +736,7 @@ class Admission(Usage, Entries):
 
     # -- the result ----------------------------------------------------------------------
 
-    def result(self, cluster: Cluster | None = None) -> AdmissionResult:
+    def result(self, cluster: Deciding | None = None) -> AdmissionResult:
         """The present question's `AdmissionResult` (the module docstring), of `cluster`
         (None: the one last asked). It opens the question if the state changed since,
         as the next round would; the phases' verdicts are read, not worked out again
@@ -753,7 +753,7 @@ class Admission(Usage, Entries):
         self._result = ((self._at, key), made)
         return made
 
-    def _present(self, cluster: Cluster) -> None:
+    def _present(self, cluster: Deciding) -> None:
         """The present question opened, its phases run even with no executor free (the
         reasons need them)."""
         self.open(cluster)
@@ -772,7 +772,7 @@ class Admission(Usage, Entries):
             {jobs[s.job].stages[s.index]: t for s, t in since.items() if s.job in jobs}
             for since in self.waits_since
         ]
-        twin.snapshot = Snapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
+        twin.snapshot = QueueSnapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
         twin.widths = {}
         zeros = [[0.0] * len(self.dims) for _ in self.queues]

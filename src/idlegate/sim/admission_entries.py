@@ -2,7 +2,7 @@
 may start, or the hold its phase wrote for each of its stages (`idlegate.sim.admission`,
 whose `Admission` derives from `Entries`).
 
-A phase writes its hold as it decides (`idlegate.sim.admission_result.Hold`): phase 3 the
+A phase writes its hold as it decides (`idlegate.sim.admission_result.Verdict`): phase 3 the
 limit that keeps a shape from starting at all, phase 4 the task past its wait bound that
 goes first, phase 5 the quota a queue not served is beyond, phase 6 the priority that goes
 first, phase 7 the pool's room (read per stage when it is asked, as the phase itself
@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING
 from idlegate.sim.admission_result import (
     AdmissionResult,
     Entry,
-    Hold,
     Limit,
     QueueResult,
     Reason,
+    Verdict,
 )
-from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
+from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
 from idlegate.sim.protocol import Decision, Job, Stage, launchable
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission_types import Pool
+    from idlegate.sim.admission_types import PoolState
     from idlegate.sim.queues import QueueSpec
 
 NEVER = (
@@ -59,20 +59,20 @@ class Entries:
     dims: tuple[str, ...]
     used: list[list[float]]
     waits_since: list[dict[Stage, float]]
-    snapshot: Snapshot
-    cluster_asked: Pool | None
+    snapshot: QueueSnapshot
+    cluster_asked: PoolState | None
     forced: Decision | None
     served: list[int]
     allowed: dict[int, set[Group]]
     top: dict[int, int]
     blocked: dict[int, Stage]
     reserve: tuple[Stage, float] | None
-    limits: list[tuple[Hold | None, dict[Group, Hold]]]
+    limits: list[tuple[Verdict | None, dict[Group, Verdict]]]
     """Phase 3's holds per queue (kept while its verdict is): of the whole queue, with
     room for no pod, else of each shape it may not start at all."""
-    holds: dict[int, Hold]
+    holds: dict[int, Verdict]
     """Phase 4's hold of a queue whose task past its wait bound goes first."""
-    ranked_out: dict[int, dict[Group, Hold]]
+    ranked_out: dict[int, dict[Group, Verdict]]
     """Phase 6's holds of a served queue's shapes of a lower priority."""
     quota_note: str
     """Phase 5's cause of a queue's stages beyond its nominal quota waiting."""
@@ -129,22 +129,22 @@ class Entries:
         )
         return min(n, spare) if spare >= need_of(stage) else 0
 
-    def _free(self, cluster: Pool) -> list[float]:
+    def _free(self, cluster: PoolState) -> list[float]:
         free = cluster.free_resources
         return [float(free[d]) for d in self.dims]
 
-    def hold_of(self, stage: Stage) -> Hold | None:
+    def hold_of(self, stage: Stage) -> Verdict | None:
         """The hold the phases wrote for `stage` at the open question (None: it may start
         now), in their order of precedence: a stage no node holds, a task forced past its
         wait bound, its queue's limits (phase 3), its queue's task past the bound (4),
         its quota (5), its priority (6), the reservation and the pool's room (7)."""
         cluster, q = self.cluster_asked, stage.job.queue
         if cluster is not None and (never := cluster.fits_no_node(stage)) is not None:
-            return Hold(Reason.NO_NODE_FITS, NEVER, (stage.name, never))
+            return Verdict(Reason.NO_NODE_FITS, NEVER, (stage.name, never))
         live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
         forced = self.forced if live else None  # (with no executor free, nothing is forced yet)
         if forced is not None and forced.stage is not stage:
-            return Hold(Reason.RESERVATION, FORCED, (self.queues[forced.stage.job.queue].name,))
+            return Verdict(Reason.RESERVATION, FORCED, (self.queues[forced.stage.job.queue].name,))
         key = group_of(stage)
         whole, shapes = self.limits[q]
         limit = whole or shapes.get(key)
@@ -156,14 +156,14 @@ class Entries:
         if blocked is stage or (forced is not None and forced.stage is stage):
             return self._fit(cluster, live, stage)  # (overdue, entitled: room)
         if q not in self.served or key not in self.allowed.get(q, ()):
-            return Hold(Reason.QUOTA, QUOTA, (self.queues[q].name, self.quota_note))
+            return Verdict(Reason.QUOTA, QUOTA, (self.queues[q].name, self.quota_note))
         ranked = self.ranked_out.get(q)
         if ranked is not None and key in ranked:
             return ranked[key]
         if self.reserve is not None and not self.room(stage):
             reserved = self.reserve[0]
             name = self.queues[reserved.job.queue].name
-            return Hold(Reason.RESERVATION, RESERVED, (reserved.job.name, reserved.name, name))
+            return Verdict(Reason.RESERVATION, RESERVED, (reserved.job.name, reserved.name, name))
         if (
             live
             and cluster is not None
@@ -173,39 +173,39 @@ class Entries:
             return None
         return self._fit(cluster, live, stage)
 
-    def _fit(self, cluster: Pool | None, live: bool, stage: Stage) -> Hold:
+    def _fit(self, cluster: PoolState | None, live: bool, stage: Stage) -> Verdict:
         """Phase 7's verdict on an entitled stage: no executor free (not `live`), a gang
         wider than the free executors, no node with the room, or too little free, said
         in the pool's own terms (on nodes: never its executors, which are no room there;
         `why_unfit`). The Waiting Event says it as it is (`idlegate.api.notices.waiting`)."""
         if cluster is None:
-            return Hold(Reason.FREE_RESOURCES, "no executor of the pool is free")
+            return Verdict(Reason.FREE_RESOURCES, "no executor of the pool is free")
         size, free = cluster.num_executors, cluster.free_executors
         if not live:
             if cluster.follows_nodes:
                 text = "the pool runs as many task pods as its size allows ({})"
-                return Hold(Reason.FREE_RESOURCES, text, (size,))
-            return Hold(Reason.FREE_RESOURCES, "all {} executors of the pool are busy", (size,))
+                return Verdict(Reason.FREE_RESOURCES, text, (size,))
+            return Verdict(Reason.FREE_RESOURCES, "all {} executors of the pool are busy", (size,))
         need, tasks = stage.need, need_of(stage)
         if stage.gang and tasks > free:
             text = "it is a gang of {} tasks and only {} executors are free"
-            return Hold(Reason.FREE_RESOURCES, text, (stage.tasks, free))
+            return Verdict(Reason.FREE_RESOURCES, text, (stage.tasks, free))
         unfit = cluster.why_unfit(stage)
         if (
             need is not None
             and need.nodes
             and all(f >= a * tasks for f, a in zip(need.free, need.amounts, strict=True))
         ):
-            return Hold(Reason.NO_NODE_FITS, unfit or "no node has the room for its task")
+            return Verdict(Reason.NO_NODE_FITS, unfit or "no node has the room for its task")
         if unfit:
-            return Hold(Reason.FREE_RESOURCES, unfit)
+            return Verdict(Reason.FREE_RESOURCES, unfit)
         text = "the pool has {} free, too little for its task"
-        return Hold(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(),))
+        return Verdict(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(),))
 
     def entry_of(self, job: Job, position: int | None) -> Entry:
         """`job`'s entry at the open question: each runnable stage's room or hold."""
         may: dict[Stage, int] = {}
-        holds: dict[Stage, Hold] = {}
+        holds: dict[Stage, Verdict] = {}
         for stage in job.runnable:
             hold = self.hold_of(stage)
             if hold is None:
@@ -224,7 +224,7 @@ class Entries:
             jobs.sort(key=lambda j: (-j.priority, getattr(j, key)))
         return jobs
 
-    def result_of(self, cluster: Pool | None, key: str | None) -> AdmissionResult:
+    def result_of(self, cluster: PoolState | None, key: str | None) -> AdmissionResult:
         """The result of the open question of `cluster` (None: of the queues' usage alone,
         no workflow waiting), its positions in the order of the policy's `key`."""
         over, _idle = self.over_idle()
@@ -271,7 +271,7 @@ def first_limit(
     a: Sequence[float],
     tops: Sequence[tuple[float, float]],
     need: int,
-) -> Hold:
+) -> Verdict:
     """Phase 3's hold of a shape of demand `a` whose `need` tasks its queue may not start:
     the first resource whose room (`tops`, the phase's own) is short."""
     for i, (x, (_own, top)) in enumerate(zip(a, tops, strict=True)):
@@ -280,5 +280,5 @@ def first_limit(
         capped = nominal[i] + borrow[i] - used[i] < x * need
         limit = Limit(name, dims[i], used[i], nominal[i], borrow[i], capped)
         reason = Reason.BORROWING_LIMIT if capped and nominal[i] != inf else Reason.COHORT_FULL
-        return Hold(reason, limit=limit)
-    return Hold(Reason.COHORT_FULL, "queue {}: nothing idle to borrow in the cohort", (name,))
+        return Verdict(reason, limit=limit)
+    return Verdict(Reason.COHORT_FULL, "queue {}: nothing idle to borrow in the cohort", (name,))

@@ -1,13 +1,13 @@
-"""What the admission decided at a question, as its phases wrote it: the holds (`Hold`: a
-reason and the limit that held a stage back), the entries (`Entry`: per waiting workflow,
-its position and what it may start, or the hold of each of its stages), one result per
-question (`AdmissionResult`), and the plan a question answers with (`Plan`).
+"""What the admission decided at a question, as its phases wrote it: the verdicts
+(`Verdict`: a reason and the limit that held a stage back), the entries (`Entry`: per
+waiting workflow, its position and what it may start, or the verdict on each of its
+stages), and one result per question (`AdmissionResult`).
 
 Types only, imported by the admission (`idlegate.sim.admission`, whose phases write the
-holds), by the cluster (which asks for the plan and reads the result) and by everything
+verdicts), by the cluster (which reads the result) and by everything
 that shows a queue (the visibility API, `idlegate.api.queueing`, the operator's status,
 conditions, Events, metrics and lint), so that none of them imports another to name
-what they share. Nothing here works out a reason or a position: a `Hold` is written by
+what they share. Nothing here works out a reason or a position: a `Verdict` is written by
 the phase that decided it, an `Entry`'s position by the admission's order
 (`idlegate.sim.admission_entries`); what is read here is said, not decided.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from idlegate.sim.protocol import Decision, Job, Stage
+from idlegate.sim.protocol import Job, Stage
 from idlegate.sim.resources import format_quantities
 
 MANY = 1 << 30
@@ -75,7 +75,7 @@ class Limit(NamedTuple):
         return f"queue {self.queue}: {d} {have}/{own} used, nothing idle to borrow in the cohort"
 
 
-class Hold(NamedTuple):
+class Verdict(NamedTuple):
     """A phase's verdict that a stage (or every stage of a shape, or of a queue) may not
     start now: its `Reason`, and either the `Limit` that held it or the sentence's words
     (`text` with `words` filled in when it is read)."""
@@ -103,7 +103,7 @@ class Entry:
     (one of its stages waits, but it is not waiting to start)."""
     may_start: Mapping[Stage, int]
     """The stages the question lets start now, each with how many tasks at most."""
-    holds: Mapping[Stage, Hold]
+    holds: Mapping[Stage, Verdict]
     """Each other runnable stage: the hold its phase wrote."""
 
     @property
@@ -195,17 +195,3 @@ class AdmissionResult:
     def startable(self) -> dict[Stage, int]:
         """Every stage the question lets start, with its tasks."""
         return {s: n for q in self.queues for s, n in q.startable().items()}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The admission's answer to a question (`Admission.plan`, which `Cluster.decide_once`
-    asks): a decision past a wait bound to apply without the policy (`forced`), or the
-    queues to ask the policy for, in turn, each with the view it is asked of (the cluster
-    itself, for one queue with no quota) and the stages it may not start, hidden from it;
-    `room` cuts a decision's cap to what the question lets its stage start."""
-
-    forced: Decision | None
-    asks: tuple[tuple[object, Mapping[Job, frozenset[Stage]]], ...]
-    """(view, the stages to hide per job) for each queue to ask, in order; a view None is
-    the cluster itself."""

@@ -87,7 +87,7 @@ from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_result import AdmissionResult
-    from idlegate.sim.engine import SimResult
+    from idlegate.sim.runs import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
