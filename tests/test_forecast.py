@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from idlegate.policy import make_scheduler
+from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
 from idlegate.sim.forecast import (
@@ -20,10 +22,10 @@ from idlegate.sim.forecast import (
     WorkflowForecast,
     forecast,
     quantile,
-    queue_positions,
     start_quantile,
 )
-from idlegate.sim.protocol import ClusterView
+from idlegate.sim.protocol import ClusterView, Job, Stage
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import Future
 from tests.helpers import chain, workload
 
@@ -65,12 +67,76 @@ def test_the_pools_scheduler_orders_the_queue() -> None:
     assert [entry(fifo, j).position for j in (1, 2)] == [1, 2]
 
 
+INDEXES = ("shapes", "shares", "_orders", "_marks", "_alone", "_result", "_views")
+"""The indexes of the jobs kept from them (`Cluster.touch`) and the results made once
+a question (the admission's and its views): not the state."""
+
+
+def whole_state(cluster: Cluster) -> Any:
+    """Everything a cluster holds, its jobs' and stages' every slot included, as plain
+    values (a job or stage by its id, any other object as itself), indexes aside."""
+
+    path: set[int] = set()
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, Cluster):
+            return "cluster"
+        if isinstance(value, Dag):  # (immutable, shared with the forks; its caches aside)
+            return ("dag", id(value))
+        if isinstance(value, Job):
+            return ("job", value.id)
+        if isinstance(value, Stage):
+            return ("stage", value.job.id, value.index)
+        if isinstance(value, dict):
+            return [(plain(k), plain(v)) for k, v in value.items()]
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if hasattr(value, "__dict__") and not callable(value) and id(value) not in path:
+            path.add(id(value))  # (an object met again on its own path: by its type)
+            fields = {k: v for k, v in vars(value).items() if k not in INDEXES}
+            found = (type(value).__name__, plain(fields))
+            path.discard(id(value))
+            return found
+        return value if id(value) not in path else type(value).__name__
+
+    def slots(obj: Any, skip: str) -> dict[str, Any]:
+        return {n: plain(getattr(obj, n)) for n in type(obj).__slots__ if n != skip}
+
+    jobs = [(slots(j, "stages"), [slots(s, "job") for s in j.stages]) for j in cluster.jobs]
+    kept = {k: plain(v) for k, v in vars(cluster).items() if k not in INDEXES}
+    return jobs, kept
+
+
 def test_forecasting_leaves_the_cluster_as_it_was() -> None:
-    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
-    cluster = state_at(w, 10.0)
-    before = (cluster.now, cluster.free_executors, [j.first_start for j in cluster.jobs])
-    forecast(cluster, make_scheduler("fifo"), replays=3)
-    assert (cluster.now, cluster.free_executors, [j.first_start for j in cluster.jobs]) == before
+    # the promise (`forecast`'s docstring): the cluster is left as it is, each replay on
+    # a fork; compared whole (every job's and stage's slot, every executor, the clock,
+    # the queues' admission), not a few fields; with queues too (its positions are read)
+    w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)), (2.0, "c", chain(3.0)))
+    for queued in (False, True):
+        cluster = state_at(w, 10.0)
+        if queued:
+            specs = (QueueSpec("a", {"pods": 1000}),)
+            cluster.admission = Admission(specs, cluster.capacity, cluster.resource_names)
+            cluster.admission_result()  # (its question open, as a live pool's is)
+        before = whole_state(cluster)
+        made = forecast(cluster, make_scheduler("fifo"), replays=3)
+        assert made.replays == 3 and whole_state(cluster) == before
+
+
+def test_positions_are_the_order_the_policy_starts_them_in() -> None:
+    # a position is the admission's order: priority, then the policy's own order where
+    # it says one (sjf-cp: the shortest critical path), else arrival (fifo)
+    w = workload(
+        (0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)), (2.0, "c", chain(1.0)), executors=1
+    )
+    for rule, order in (("fifo", [None, 1, 2]), ("sjf-cp", [None, 2, 1])):
+        cluster = state_at(w, 3.0, rule)
+        f = forecast(cluster, make_scheduler(rule), replays=1)
+        assert [entry(f, j).position for j in (0, 1, 2)] == order
+        assert [cluster.admission_result().position(j) for j in cluster.jobs] == order
+        assert [entry(f, j).start.median for j in (1, 2)] == (
+            [20.0, 25.0] if rule == "fifo" else [21.0, 20.0]
+        )
 
 
 class Spread:
@@ -117,15 +183,6 @@ def test_invented_arrivals_delay_who_they_overtake() -> None:
     future = Future((JobArrival(12.0, "new", chain(1.0)),), 4)
     f = forecast(cluster, make_scheduler("sjf-cp"), futures=[future])
     assert entry(f, 1).start.median == 21.0 and f.replays == 1
-
-
-def test_positions_rank_waiting_workflows_per_queue_by_arrival() -> None:
-    w = workload(
-        (0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)), (2.0, "c", chain(1.0)), executors=1
-    )
-    cluster = state_at(w, 3.0)
-    cluster.jobs[2].queue = 1  # (c alone in another queue)
-    assert queue_positions(cluster) == {1: 1, 2: 1}
 
 
 def test_a_stage_without_an_estimate_is_unavailable_with_why() -> None:

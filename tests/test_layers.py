@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,166 @@ def test_no_operator_object_assigns_its_method_over_anothers():
                     if isinstance(target, ast.Attribute) and ast.unparse(target.value) != "self":
                         offenders.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
     assert offenders == []
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports: every import, those under
+    TYPE_CHECKING and inside functions included (a circle closed by a type is one)."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    modules = {}
+    for path in sorted((src / "idlegate").rglob("*.py")):
+        name = ".".join(path.relative_to(src).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_itself_through_others_types_included():
+    # issue 81: the admission, cluster, engine, fork, gate and legality closed a circle
+    # through TYPE_CHECKING imports while their objects called each other: the types
+    # they share are in modules each imports (`sim.admission_types`, `sim.runs`)
+    assert _cycles(_graph()) == []
+
+
+def test_a_circle_closed_by_a_type_only_import_is_found():
+    # the finder itself, on a circle of two closed by a type
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+KNOWN_TWINS = {
+    # (name: the modules that define it) today; each goes when one of them is renamed.
+    # The forecast's wing (issue 81, item 4) renames Forecast, Unavailable and Snapshot.
+    "Schedule": 4, "Forecast": 2, "Unavailable": 2, "Snapshot": 1, "Pace": 2, "Operator": 2,
+    "Condition": 3, "Comparison": 2, "Evaluation": 2, "Answer": 2, "Observed": 2, "Pool": 3,
+    "Lifecycle": 2, "Pools": 2, "Timers": 2, "Choice": 2, "Batch": 2, "RefusalReason": 2,
+    "MeasuredDurations": 2, "Stage": 2, "Rollout": 2, "Episode": 2,
+}  # fmt: skip
+
+
+def test_no_two_public_classes_share_a_name():
+    # one name per type (issue 81): a reader who meets `Forecast` must know which; the
+    # twins of today are counted and may only go (none new, none more)
+    src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
+    defined: dict[str, list[str]] = {}
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(str(path.relative_to(src)))
+    twins = {name: len(where) for name, where in defined.items() if len(where) > 1}
+    assert not twins.keys() - KNOWN_TWINS.keys(), {n: defined[n] for n in twins}
+    assert all(twins.get(name, 1) <= count for name, count in KNOWN_TWINS.items())
+
+
+COMPUTED = re.compile(r"\+= |\+ ?1\b|\benumerate\(|\bsorted\(|\.sort\(")
+"""What working out a position looks like, in a function that names one: counting, ranking."""
+MADE = re.compile(r"\b(Verdict|Entry|Limit|QueueResult|AdmissionResult)\(|\bReason\.[A-Z]")
+"""What deciding a reason looks like: building a verdict or an entry, naming a `Reason`."""
+
+
+def _worked_out(text: str, ours: bool) -> list[str]:
+    """The functions of a module's `text` that work out a position (name one and count
+    or rank) or, in a module that reads the admission's result (`ours`), a reason."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        body = "\n".join(line.split("#")[0] for line in ast.unparse(node).splitlines())
+        if ("position" in body.lower() and COMPUTED.search(body)) or (ours and MADE.search(body)):
+            found.append(node.name)
+    return found
+
+
+READERS = [
+    "dashboard/model.py: waiting_views",  # (the visibility document's positions, read)
+    "dashboard/model.py: workflow_rows",  # (rows in the document's order, read)
+    "evaluation/forecast_eval.py: evaluate_seed",  # (reads `AdmissionResult.position`)
+    "sim/forecast.py: forecast",  # (reads `AdmissionResult.position`)
+    "sim/queues.py: queue_of",  # (a namespace's position in a list)
+    "sim/resources.py: free_after",  # (a resource's position in a vector)
+]
+"""The functions the grep below meets that read a position, or name another kind."""
+
+
+def test_no_module_outside_the_admission_computes_a_reason_or_a_position():
+    # issue 81: the admission writes each reason where its phase decides it, and each
+    # position in its order (`sim.admission_entries`); everything else reads them (the
+    # forecast's ranking by arrival and the visibility API's count of the waiting ahead
+    # were the second position; `reason_of`, `_limit` and the Waiting Event's guesses the
+    # second reasons)
+    src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
+    offenders = []
+    for path in sorted(src.rglob("*.py")):
+        where = path.relative_to(src).as_posix()
+        if where.startswith(("sim/admission", "policy/", "training/")):
+            continue  # (the admission; a policy ranks what it decides, not a queue)
+        text = path.read_text(encoding="utf-8")
+        ours = "admission_result" in text  # (another module's Reason is its own)
+        offenders += [f"{where}: {name}" for name in _worked_out(text, ours)]
+    assert offenders == READERS
+
+
+def test_the_grep_finds_a_position_worked_out_and_a_reason_made():
+    # (the test above, on the code it was written against: main's two positions)
+    ranked = """
+def queue_positions(cluster):
+    waiting = sorted((j for j in cluster.jobs if j.first_start is None), key=lambda j: j.id)
+    seen = {}
+    for job in waiting:
+        seen[job.queue] = seen.get(job.queue, 0) + 1
+"""
+    counted = """
+def pool_entry(name, core):
+    ahead = 0
+    for job, _, reason in entries:
+        ahead += not started
+        waiting.append({"position": None if started else ahead})
+"""
+    reason = """
+def reason_of(adm, stage):
+    return Reason.QUOTA, "beyond its nominal quota"
+"""
+    assert _worked_out(ranked, False) == ["queue_positions"]
+    assert _worked_out(counted, False) == ["pool_entry"]
+    assert _worked_out(reason, True) == ["reason_of"] and _worked_out(reason, False) == []

@@ -329,3 +329,41 @@ def test_the_forecast_written_is_what_the_crd_and_the_status_model_take():
         jsonschema.validate(written, schema["forecast"])
         status = WorkflowStatus.model_validate({"forecast": written})
         assert parse_forecast(dump(status)) == parse_forecast({"forecast": written})
+
+
+@pytest.mark.parametrize("queued", [True, False])
+def test_the_two_positions_probe_gives_one_position_everywhere(queued: bool):
+    # issue 81: three workflows in one queue, the last of priority 5; the forecast ranked
+    # by arrival (position 2) where the admission put it first (position 1). One position
+    # now: the visibility document's, status.forecast.position's and the entries' are the
+    # admission's, and the started one is numbered nowhere. A pool without queues too.
+    from idlegate.api.forecast_refresh import as_shown
+    from idlegate.sim.forecast import forecast
+    from idlegate.sim.forecast_calibration import Calibration
+
+    cluster = Cluster(1)
+    if queued:
+        specs = queues_from([{"name": "a"}])
+        cluster.admission = Admission(specs, cluster.capacity, cluster.resource_names)
+    for t, (name, priority) in enumerate([("first", 0), ("second", 0), ("last", 5)]):
+        owner = Owner("t", name, f"uid-{name}", "DagWorkflow")
+        job = cluster.add_job(chain(100.0), float(t), name, Held(owner))
+        job.priority = priority
+        cluster.touch(job)
+        while cluster.decide_once(FifoScheduler(), float(t)) is not None:
+            pass
+    cluster.advance(3.0)
+    core = SimpleNamespace(cluster=cluster, at=3.0)
+    (queue,) = pending(Pools({"p": SimpleNamespace(core=core)}))["pools"][0]["queues"]
+    listed = {w["name"]: w["position"] for w in queue["waiting"]}
+    assert listed == {"last": 1, "second": 2}  # (first runs: not waiting)
+    result = cluster.admission_result()
+    entries = {j.name: result.position(j) for j in cluster.jobs}
+    assert entries == {"first": None, "second": 2, "last": 1}
+    made = forecast(cluster, FifoScheduler(), replays=2)
+    calibration = {"start": Calibration(), "finish": Calibration()}
+    shown = {
+        e.name: as_shown(e, 3.0, calibration).position  # type: ignore[union-attr]
+        for e in made.workflows
+    }
+    assert shown == entries

@@ -227,29 +227,23 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
     return ("Normal", "IdleSlotEnded", message)
 
 
-def waiting(stage: Stage, job: Job, pool: Cluster, why: str | None, queued: bool = False) -> Notice:
-    """Why a runnable stage of `pool` got no executor, in the pool's own terms (on nodes:
-    their CPU and memory, never its executors, which are no room there); `why`: its
-    queue's verdict (`queued`: the admission held it back), or how the decision round
-    ended with executors free (`chose_wait` or `all_rules_failed`), which is the reason
-    unless the pool is full, a gang does not fit, the workflow is at its cap, or its
-    task fits nowhere now (no WAIT held it back then: the policy could not start it);
-    None: the round ended with no answer to give (`held_back`)."""
-    free, size, nodes = pool.free_executors, pool.num_executors, pool.follows_nodes
-    if free == 0:
-        why = f"all {size} executors of the pool are busy"
-        if nodes:
-            why = f"the pool runs as many task pods as its size allows ({size})"
-    elif stage.gang and stage.tasks > free:
-        why = f"it is a gang of {stage.tasks} tasks and only {free} executors are free"
-    elif job.cap and job.held >= job.cap:
+def waiting(stage: Stage, job: Job, pool: Cluster, why: str | None) -> Notice:
+    """Why a runnable stage of `pool` got no executor; `why`: the hold the admission's
+    phase wrote for it (`Entry.holds`: its queue's quota, limits, wait bound or priority,
+    or the pool's room in the pool's own terms: all executors busy, a gang too wide, no
+    node with the room), else how the decision round ended with executors free
+    (`chose_wait` or `all_rules_failed`), unless the workflow is at the cap the policy
+    gave it; None: the admission let it start and the round gave no answer
+    (`not_started`)."""
+    free, nodes = pool.free_executors, pool.follows_nodes
+    if free and job.cap and job.held >= job.cap:
         why = f"the workflow holds its parallelism cap of {job.cap} executors"
-    else:
-        said = why if queued else pool.why_unfit(stage) or why
+    why = why or not_started(stage)
+    if free:
         left = f"{free} executor(s) stay free"
         if nodes:
             left = f"{_free(pool).format()} stay free on its nodes"
-        why = f"{said or held_back(stage, pool)}; {left} until the next event"
+        why = f"{why}; {left} until the next event"
     message = f"Stage {stage.name!r} is runnable and waits for an executor: {why}."
     return ("Normal", "Waiting", message)
 
@@ -260,20 +254,13 @@ def _free(pool: Cluster) -> ResourceVector:
     return ResourceVector({n: max(0, free[n]) for n in pool.resource_names})
 
 
-def held_back(stage: Stage, pool: Cluster) -> str:
-    """Why `stage` got nothing in a round that ended with executors free and no question
-    left (no WAIT said why): its requests do not fit the free resources or any node's
-    (`Cluster.why_unfit`), its next pod is not there yet (another controller's), or the
-    queues' admission shows it to no question."""
-    unfit = pool.why_unfit(stage)
-    if unfit is not None:
-        return unfit
+def not_started(stage: Stage) -> str:
+    """Why `stage`, which the admission let start, got nothing in a round that ended with
+    executors free and no answer to give: its next pod is not there yet (another
+    controller's), else the policy started something else."""
     if stage.launched >= stage.available:
         return "its next pod is not created yet"
-    return (
-        "the queues' admission lets none of its tasks start now (a workflow of higher "
-        "priority in its queue, or room held for a task past its wait bound)"
-    )
+    return "the policy started other work in this round"
 
 
 def no_node_fits(stage: str, why: str, pool: str) -> Notice:

@@ -155,11 +155,11 @@ def _amounts(
 
 def why_waiting(admission: Admission, q: int) -> str | None:
     """Why queue q's ready tasks wait when that is the queue's (its quota, borrowing
-    limit, the cohort, or a wait bound's reservation), in one sentence: the admission's
-    own verdict for its first waiting workflow (`AdmissionResult`'s `QueueResult.why`,
-    e.g. ``queue data-eng: pods 10/10 used, borrowing limit reached``); None if it waits
-    for the pool or its policy (`AdmissionResult.of` says why each workflow waits)."""
-    return admission.why(q)
+    limit, the cohort, or a wait bound's reservation), in one sentence: the hold the
+    admission's phase wrote for its first waiting workflow (`QueueResult.why`, e.g.
+    ``queue data-eng: pods 10/10 used, borrowing limit reached``); None if it waits for
+    the pool or its policy (`AdmissionResult.of` says why each workflow waits)."""
+    return admission.result().queues[q].why
 
 
 def queue_status(
@@ -183,7 +183,7 @@ def status_rows(
             "used": _amounts(result, nominal[q], r.used),
             "borrowed": _amounts(result, nominal[q], r.borrowed),
             "lent": _amounts(result, nominal[q], r.lent),
-            "waiting": len(r.waiting),
+            "waiting": len(r.entries()),  # (started ones with a stage that waits too)
             "oldestWait": round(r.oldest_wait, 3),
             "share": round(r.share, 4),
         }

@@ -18,15 +18,17 @@ narrows it; :func:`narrow`), as JSON::
      "unpooled": [{"namespace": ..., "name": ..., "kind": ..., "pool": "big",
                    "reason": "PoolNotFound"}]}
 
-A workflow *waits* while it has a runnable stage (the same test as ``status.queues[].waiting``
-of its ExecutorPool: `idlegate.api.queueing.queue_status`), whether it has started or not
-(``started``). A pool without queues has one queue, named ``""``.
+A workflow is listed while it has a runnable stage, whether it has started or not
+(``started``), as ``status.queues[].waiting`` of its ExecutorPool counts them
+(`idlegate.api.queueing.queue_status`). A pool without queues has one
+queue, named ``""``, read through the same code (`Admission.alone`).
 
-The order and reasons are the admission's own result (:func:`waiting_in_order`: the
-computation that decided, never worked out again); a position numbers the workflows not
-started yet in that order (1 starts next), and a started one, which waits for room for a
-next stage, has none (null); :func:`forecast_of` reads the forecast of the pool's last
-refresh. :func:`table` prints the document for a terminal (`WIDTH` columns).
+The order, positions and reasons are the admission's entries (:func:`waiting_in_order`:
+written by the phases that decided, never worked out again): a position numbers the
+workflows not started yet in the order the admission will start them (1 starts next,
+docs/queues.md), and a started one, which waits for room for a next stage, has none
+(null), as ``status.forecast.position``; :func:`forecast_of` reads the forecast of the
+pool's last refresh. :func:`table` prints the document for a terminal (`WIDTH` columns).
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
 core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
@@ -38,7 +40,6 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from idlegate.api import notices
 from idlegate.api.forecast_status import (
     Forecast,
     Unavailable,
@@ -49,6 +50,7 @@ from idlegate.api.forecast_status import (
 )
 from idlegate.api.queueing import pool_use
 from idlegate.errors import IdlegateError
+from idlegate.sim.admission_result import Entry
 
 API_VERSION = "visibility.idlegate.io/v1alpha1"
 KIND = "PendingWorkflows"
@@ -86,38 +88,15 @@ def visibility_source(value: str | None) -> str:
 # -- the adapters ------------------------------------------------------------------------------
 
 
-def waiting_in_order(core: Any) -> list[tuple[str, list[tuple[Any, int, str]]]]:
-    """Per queue of the pool of `core` (one named ``""`` without queues), its waiting
-    workflows in order, each with its position and why it waits: with queues, the
-    admission's own result (`idlegate.sim.admission_result`: the computation that
-    decided); without, arrival order and what the Waiting Event says (`reason_of`)."""
+def waiting_in_order(core: Any) -> list[tuple[str, list[Entry]]]:
+    """Per queue of the pool of `core` (one named ``""`` without queues), its entries in
+    the admission's order (`Cluster.admission_result`, `idlegate.sim.admission_entries`:
+    those not started with their positions, then the started with a stage that waits),
+    each with what it may start or why it waits, as the phases that decided wrote it."""
     cluster = core.cluster
     result = cluster.admission_result()
-    if result is not None:
-        return [
-            (q.name, [(w.job, w.position, w.message) for w in q.waiting]) for q in result.queues
-        ]
-    jobs = sorted(
-        (j for j in cluster.jobs if j.finish is None and j.runnable),
-        key=lambda j: (-j.priority, j.arrival, j.id),
-    )
-    return [("", [(job, i, reason_of(core, job)) for i, job in enumerate(jobs, start=1)])]
-
-
-def reason_of(core: Any, job: Any) -> str:
-    """Why `job` waits in a pool without queues: for a stage in a deliberate idle slot,
-    that; else the message of the Waiting Event (`idlegate.api.notices.waiting`) with how
-    the pool's last round ended (``core.waited``), the one text both are said from."""
-    cluster = core.cluster
-    stages = [s for s in job.runnable if s.launched < s.tasks] or list(job.runnable)
-    now = cluster.now
-    for stage in stages:
-        if stage.idle_until is not None and stage.idle_until > now:
-            return (
-                f"Stage {stage.name!r} waits on purpose (deliberate idle slot) for "
-                f"{stage.idle_until - now:.0f} s more."
-            )
-    return notices.waiting(stages[0], job, cluster, getattr(core, "waited", None))[2]
+    queued = cluster.admission is not None
+    return [(q.name if queued else "", list(q.entries())) for q in result.queues]
 
 
 def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
@@ -160,24 +139,22 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
     queues = []
     for queue, entries in waiting_in_order(core):
         waiting = []
-        ahead = 0
-        for job, _, reason in entries:
+        for entry in entries:
+            job = entry.job
             owner = _owner(job)
             if owner is None:
                 continue
             forecast = forecast_of(core, job)
-            started = job.first_start is not None
-            ahead += not started
             waiting.append(
                 {
-                    "position": None if started else ahead,
+                    "position": entry.position,
                     "namespace": owner.namespace,
                     "name": owner.name,
                     "kind": owner.kind,
                     "priority": int(job.priority),
-                    "started": started,
+                    "started": entry.position is None,
                     "waitingSeconds": round(max(0.0, now - _since(cluster.admission, job)), 3),
-                    "reason": reason,
+                    "reason": entry.message,
                     "forecast": dump_forecast(forecast) if forecast is not None else None,
                 }
             )

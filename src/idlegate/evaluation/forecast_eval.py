@@ -42,7 +42,7 @@ from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
-from idlegate.sim.forecast import Span, Unavailable, forecast, queue_positions, start_quantile
+from idlegate.sim.forecast import Span, Unavailable, forecast, start_quantile
 from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
@@ -252,7 +252,7 @@ def evaluate_seed(
             start_quantile=settings.start_at,
         )
         plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
-        positions = queue_positions(cluster)
+        positions = cluster.admission_result()  # (the admission's, as the operator's)
         out.refreshes += 1
         for job in asked:
             started = job.first_start is not None
@@ -263,7 +263,7 @@ def evaluate_seed(
                     out.predictions.append(
                         Prediction(method, job.id, t, started, entry.start, entry.finish)
                     )
-            _baselines(out, watch, job, positions.get(job.id), t)
+            _baselines(out, watch, job, positions.position(job), t)
             raw = ours.of(job.id)
             if not isinstance(raw, Unavailable):
                 out.predictions.append(tuning.calibrated(job, raw.start, raw.finish, t))

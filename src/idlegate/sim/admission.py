@@ -74,14 +74,15 @@ compares with, is exactly what the view shows.
 The API a driver reads (the operator's status, conditions, Events, metrics, lint):
 
 * `Cluster.admission_result()` (`result`): one `AdmissionResult` per question (made once,
-  kept while the state is the same), from these phases' own verdicts: per queue
-  (`QueueResult`) its waiting workflows in order (`Waiting`: a position each, what it may
-  start, or its `Reason` and a sentence, never empty), its usage, borrowed and lent
-  amounts, share, oldest wait and the queue's own reason (`why`); `AdmissionResult.of(job)`
-  is one workflow's entry. Nothing works a reason out again.
-* `why(q)`: the queue's reason from its first waiting workflow's entry alone (the same
-  function), for a driver that asks once per waiting stage
-  (`idlegate.api.queueing.why_waiting`).
+  kept while the state is the same), read from the holds the phases wrote as they
+  decided (`idlegate.sim.admission_entries`): per queue (`QueueResult`) an `Entry` per
+  workflow with a stage that waits, in the order the admission will start them (a
+  position each for those not started), with what it may start or each stage's `Verdict`
+  (its `Reason`, the limit that held it, a sentence), its usage, borrowed and lent
+  amounts, share and oldest wait; `AdmissionResult.of(job)` is one workflow's entry and
+  `hold_of(stage)` one stage's. Nothing works a reason or a position out again.
+* A pool without queues is read through the same code: `Admission.alone` is its one
+  queue with no quota (its entries only; the cluster decides without it).
 * What it is told: `touch` (a job changed: the cluster's `touch` calls it), `use` and
   `started` (tasks started or ended), `set_capacity` (the cluster's `capacity_changed`, on
   every capacity a driver tells it: nodes read, added, removed). A driver that changes a
@@ -111,28 +112,20 @@ from typing import TYPE_CHECKING, Any
 from idlegate.errors import IdlegateError, IllegalDecisionError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
+from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
 from idlegate.sim.admission_ledger import Ledger, Usage
-from idlegate.sim.admission_result import (
-    AdmissionResult,
-    head_of,
-    queue_why,
-    reason_of,
-    result_of,
-)
-from idlegate.sim.admission_snapshot import Group, Snapshot, group_of, need_of
+from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
+from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
 from idlegate.sim.admission_view import QueueView
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.cluster import Cluster
-
-_MANY = 1 << 30
-"""As many tasks as may be: the room of a resource no quota limits."""
+    from idlegate.sim.admission_types import Deciding
 
 
-class Admission(Usage):
+class Admission(Usage, Entries):
     """A pool's queues and what they use: the module docstring's stage, consulted by the
     cluster at every question (`open`, `decide_once`, `room`, `may_go_on`), told what
     changed (`touch`, `use`, `started`, `set_capacity`), read by `result`."""
@@ -143,6 +136,7 @@ class Admission(Usage):
         capacity: ResourceVector,
         resource_names: Sequence[str],
         mode: str = "queues",
+        ranked: bool = True,
     ) -> None:
         if mode not in MODES:
             raise IdlegateError(f"admission mode {mode!r} is unknown; use {', '.join(MODES)}")
@@ -150,6 +144,9 @@ class Admission(Usage):
             raise IdlegateError("an admission needs at least one queue")
         self.queues = tuple(queues)
         self.mode = mode
+        self.ranked = ranked
+        """Whether phase 6 holds a queue's lower priorities back (False: the one queue of
+        a pool without queues, read for its entries: `Admission.alone`)."""
         self.ours = mode in ("queues", "pooled")
         """idlegate's queues (``pooled``: with the policy asked of the whole pool)."""
         self.dims = ("pods", *resource_names)
@@ -185,7 +182,7 @@ class Admission(Usage):
         self.waits_since: list[dict[Stage, float]] = [{} for _ in queues]
         """Per queue, each waiting stage's oldest ready task: when it began to wait, in
         that order (times only grow: a stage is put back at the end when it is set again)."""
-        self.snapshot = Snapshot(len(queues), len(dims), self.demand)
+        self.snapshot = QueueSnapshot(len(queues), len(dims), self.demand)
         self.reserved: dict[Job, list[float]] = {}
         """Kueue mode: the admitted workflows' reservations."""
         self.widths: dict[Job, list[float]] = {}
@@ -197,7 +194,7 @@ class Admission(Usage):
         )
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
-        self.cluster_asked: Cluster | None = None
+        self.cluster_asked: Deciding | None = None
         self._claim = [[0.0] * len(dims) for _ in queues]
         """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
         self._claim_sum = [0.0] * len(dims)
@@ -207,6 +204,7 @@ class Admission(Usage):
         """Per queue, phase 3's (within nominal, in all) tasks by demand, while it holds."""
         self._verdicts: list[tuple[dict[Group, int], dict[Group, int], bool] | None]
         self._verdicts = [None] * len(queues)
+        self.limits = [(None, {}) for _ in queues]
         """Per queue, phase 3's shapes within its nominal quota (and their tasks), those it
         may start borrowing, and whether it has room for no pod (None: to work out)."""
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
@@ -231,6 +229,15 @@ class Admission(Usage):
         self.top: dict[int, int] = {}
         self.blocked: dict[int, Stage] = {}
         self.reserve: tuple[Stage, float] | None = None
+        self.holds = {}
+        self.ranked_out = {}
+        self.quota_note = "queues start within theirs first"
+
+    @classmethod
+    def alone(cls, capacity: ResourceVector, resource_names: Sequence[str]) -> Admission:
+        """The one queue of a pool without queues (no quota, no bound, no priority held
+        back, as the cluster decides without an admission), read for its entries alone."""
+        return cls((QueueSpec("default"),), capacity, resource_names, ranked=False)
 
     def set_capacity(self, capacity: ResourceVector) -> None:
         """The pool's capacity is now `capacity` (pods included): the cluster tells it on
@@ -252,7 +259,7 @@ class Admission(Usage):
 
     # -- phase 1: the snapshot ---------------------------------------------------------
 
-    def _observe(self, cluster: Cluster, now: float) -> None:
+    def _observe(self, cluster: Deciding, now: float) -> None:
         """Read the jobs that changed, end overdue idle slots, and note which queues wait."""
         self._tick(now)
         if self.cluster_asked is not cluster:  # (attached to a pool with jobs: read them all)
@@ -312,7 +319,7 @@ class Admission(Usage):
 
     # -- the question ----------------------------------------------------------------
 
-    def open(self, cluster: Cluster) -> bool:
+    def open(self, cluster: Deciding) -> bool:
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
         now = cluster.now
@@ -335,7 +342,7 @@ class Admission(Usage):
             self._open = self.forced is not None or any(self._startable(q) for q in self.served)
         return self._open
 
-    def _question(self, cluster: Cluster, now: float) -> None:
+    def _question(self, cluster: Deciding, now: float) -> None:
         """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
         self.asked = True
         # 2. claims
@@ -371,14 +378,14 @@ class Admission(Usage):
             for _t, stage, total, need in overdue:
                 q = stage.job.queue
                 if total < need:
-                    self.blocked.setdefault(q, stage)  # (its own tasks must end first)
+                    self._block(q, stage)  # (its own tasks must end first)
                     continue
                 if self.reserve is None and free > 0 and launchable(stage, free):
                     self.forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
                     return
                 if self.reserve is None:
                     self.reserve = (stage, self._shadow(cluster, stage, need))
-                    self.blocked.setdefault(q, stage)
+                    self._block(q, stage)
         # 5. serve
         blocked = self.blocked
         served = [q for q in nominal if q not in blocked]
@@ -397,12 +404,29 @@ class Admission(Usage):
                 served = [q]
                 rooms = {q: self._fill(q, borrow[q], order[1:])}
                 self.phase = {q: "borrow"}
+                self.quota_note = f"queue {self.queues[q].name} borrows first"
         self.served = served
         # 6. priority
         for q in served:
             self.allowed[q] = set(rooms[q])
             top = self.top[q] = max(key.priority for key in rooms[q])
+            if not self.ranked or all(k.priority == top for k in rooms[q]):
+                self.rooms[q] = rooms[q]
+                continue
             self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
+            name = self.queues[q].name
+            self.ranked_out[q] = {
+                k: Verdict(Reason.PRIORITY, PRIORITY, (name, top, k.priority))
+                for k in rooms[q]
+                if k.priority != top
+            }
+
+    def _block(self, q: int, stage: Stage) -> None:
+        """Phase 4: queue q's task of `stage`, past its wait bound, goes first in it."""
+        if q not in self.blocked:
+            self.blocked[q] = stage
+            words = (self.queues[q].name, stage.job.name, stage.name)
+            self.holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
 
     def _update_claims(self) -> None:
         """Phase 2: the claims of the queues that changed; if any claim moved, every
@@ -434,9 +458,11 @@ class Admission(Usage):
         """Phase 3 for queue q: its shapes it may start within its nominal quota (with
         the tasks), those it may start borrowing (with the tasks a start needs), and
         whether it has room for no pod at all (no stage of it shows, bound or not)."""
-        full = self.entitled_for(q, None)[1] == 0 and self.bound[q] == inf
+        none = self.entitled_for(q, None)[1] == 0
+        full = none and self.bound[q] == inf
         nominal: dict[Group, int] = {}
         borrow: dict[Group, int] = {}
+        held: dict[Group, Verdict] = {}
         if not full:
             for key, stages in self.snapshot.groups[q].items():
                 need = need_of(next(iter(stages)))
@@ -445,8 +471,22 @@ class Admission(Usage):
                     nominal[key] = within
                 elif total >= need:
                     borrow[key] = need
+                else:
+                    held[key] = self._limit(q, key.amounts, need)
+        self.limits[q] = (self._limit(q, None, 1) if none else None, held)
         got = self._verdicts[q] = (nominal, borrow, full)
         return got
+
+    def _limit(self, q: int, amounts: tuple[int, ...] | None, need: int) -> Verdict:
+        """Phase 3's hold of `need` tasks of a demand of `amounts` queue q may not start."""
+        a = [MILLI, *(amounts or [0.0] * (len(self.dims) - 1))]
+        name, used, nominal, borrow = (
+            self.queues[q].name,
+            self.used[q],
+            self.nominal[q],
+            self.borrow[q],
+        )
+        return first_limit(name, self.dims, used, nominal, borrow, a, self.tops(q, a), need)
 
     def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]:
         """(tasks of a demand of `amounts` (None: a pod only) queue q may start within its
@@ -473,7 +513,7 @@ class Admission(Usage):
         return out
 
     def _tasks(self, q: int, a: Sequence[float]) -> tuple[int, int]:
-        within = total = _MANY
+        within = total = MANY
         for need, (own, top) in zip(a, self.tops(q, a), strict=True):
             if need <= 0:
                 continue
@@ -503,7 +543,7 @@ class Admission(Usage):
             out[key] = max(need, room)
         return out
 
-    def _shadow(self, cluster: Cluster, stage: Stage, need: int) -> float:
+    def _shadow(self, cluster: Deciding, stage: Stage, need: int) -> float:
         """When the running tasks' estimated ends first leave room for `need` tasks of
         `stage` in the free resources (EASY's shadow time); inf if they never do."""
         want = [a * need for a in self.demand(stage)]
@@ -525,45 +565,6 @@ class Admission(Usage):
         cluster = self.cluster_asked
         return cluster is not None and cluster.never_fits(stage)
 
-    def _free(self, cluster: Cluster) -> list[float]:
-        free = cluster.free_resources
-        return [float(free[d]) for d in self.dims]
-
-    # -- phase 7: a stage's room -------------------------------------------------------
-
-    def room(self, stage: Stage) -> int:
-        """How many tasks of `stage` the open question lets start (a decision's cap is cut
-        to it; 0: it may not start), its fit to the free resources aside."""
-        forced = self.forced
-        if forced is not None:
-            return need_of(stage) if forced.stage is stage else 0
-        if not self.ours:
-            return self._visible.get(stage, 0)
-        rooms = self.rooms.get(stage.job.queue)
-        if rooms is None or stage not in stage.job.runnable:
-            return 0
-        n = rooms.get(group_of(stage), 0)
-        return n if n and self.reserve is None else self._beside(stage, n)
-
-    def _beside(self, stage: Stage, n: int) -> int:
-        """Of `n` tasks of `stage`, those that may start beside the reservation."""
-        if not n or self.reserve is None or self.cluster_asked is None:
-            return n
-        reserved, shadow = self.reserve
-        cluster = self.cluster_asked
-        if cluster.now + stage.duration <= shadow:
-            return n
-        want, a = self.demand(reserved), self.demand(stage)
-        spare = min(
-            (
-                int((f - w) // x)
-                for f, w, x in zip(self._free(cluster), want, a, strict=True)
-                if x > 0
-            ),
-            default=n,
-        )
-        return min(n, spare) if spare >= need_of(stage) else 0
-
     def _startable(self, q: int) -> bool:
         """Whether a stage of served queue q may start now (phase 7 on each shape)."""
         cluster = self.cluster_asked
@@ -583,7 +584,7 @@ class Admission(Usage):
     # -- asking the policy ---------------------------------------------------------------
 
     def decide_once(
-        self, cluster: Cluster, scheduler: Scheduler, now: float
+        self, cluster: Deciding, scheduler: Scheduler, now: float
     ) -> tuple[Action, list[Launch]]:
         """Ask `scheduler` the open question (or make the wait bound's decision without it)
         and apply the answer: each served queue in turn, with its view, until one answers
@@ -604,7 +605,7 @@ class Admission(Usage):
         return answer
 
     def _ask(
-        self, cluster: Cluster, scheduler: Scheduler, now: float, q: int | None
+        self, cluster: Deciding, scheduler: Scheduler, now: float, q: int | None
     ) -> tuple[Action, list[Launch]]:
         """Ask `scheduler` with queue q's view, its stages the question does not let start
         hidden (q None: the whole cluster, every such stage hidden)."""
@@ -644,7 +645,7 @@ class Admission(Usage):
     def _jobs_of(self, q: int) -> list[Job]:
         return self.snapshot.members(q)
 
-    def _view(self, cluster: Cluster, q: int, jobs: list[Job]) -> Any:
+    def _view(self, cluster: Deciding, q: int, jobs: list[Job]) -> Any:
         """Queue q's view (the cluster itself for one queue with no quota: bit for bit)."""
         entitled = self.entitlement(q)
         if len(self.queues) == 1 and all(
@@ -671,13 +672,14 @@ class Admission(Usage):
             out.append(cap if room == inf else min(cap, u + max(0.0, room)))
         return out
 
-    def _apply(self, cluster: Cluster, decision: Decision, now: float) -> list[Launch]:
+    def _apply(self, cluster: Deciding, decision: Decision, now: float) -> list[Launch]:
         """Apply `decision`, its cap lowered to what the question lets its stage start; a
         stage it does not let start is an illegal decision (nothing changes)."""
         stage, job = decision.stage, decision.stage.job
         room = self.room(stage)
         if not room and self.ours and stage in job.runnable:
-            why_ = reason_of(self, stage)[1]
+            hold = self.hold_of(stage)
+            why_ = "its queue lets none of its tasks start" if hold is None else hold.message
             raise IllegalDecisionError(
                 f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
                 "view.runnable_stages() or return WAIT"
@@ -734,36 +736,24 @@ class Admission(Usage):
 
     # -- the result ----------------------------------------------------------------------
 
-    def result(self, cluster: Cluster | None = None) -> AdmissionResult:
+    def result(self, cluster: Deciding | None = None) -> AdmissionResult:
         """The present question's `AdmissionResult` (the module docstring), of `cluster`
         (None: the one last asked). It opens the question if the state changed since,
         as the next round would; the phases' verdicts are read, not worked out again
         (`idlegate.sim.admission_result.result_of`)."""
         cluster = cluster if cluster is not None else self.cluster_asked
         if cluster is None:
-            return result_of(self, None)
+            return self.result_of(None, None)
         self._present(cluster)
+        key = cluster.order_key
         kept = self._result
-        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
+        if kept is not None and kept[0] == (self._at, key) and kept[1].now == cluster.now:
             return kept[1]  # (the same question: made once, however many read it)
-        made = result_of(self, cluster)
-        self._result = (self._at, made)
+        made = self.result_of(cluster, key)
+        self._result = ((self._at, key), made)
         return made
 
-    def why(self, q: int) -> str | None:
-        """`result().queues[q].why` (why queue q's first waiting workflow waits, when that
-        is the queue's quota, limits or wait bound), made from that workflow's entry
-        alone: a driver asks it once per stage that waits."""
-        cluster = self.cluster_asked
-        if cluster is None:
-            return None
-        self._present(cluster)
-        kept = self._result
-        if kept is not None and kept[0] == self._at and kept[1].now == cluster.now:
-            return kept[1].queues[q].why
-        return queue_why(head_of(self, cluster, q))
-
-    def _present(self, cluster: Cluster) -> None:
+    def _present(self, cluster: Deciding) -> None:
         """The present question opened, its phases run even with no executor free (the
         reasons need them)."""
         self.open(cluster)
@@ -782,7 +772,7 @@ class Admission(Usage):
             {jobs[s.job].stages[s.index]: t for s, t in since.items() if s.job in jobs}
             for since in self.waits_since
         ]
-        twin.snapshot = Snapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
+        twin.snapshot = QueueSnapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
         twin.widths = {}
         zeros = [[0.0] * len(self.dims) for _ in self.queues]
@@ -795,6 +785,7 @@ class Admission(Usage):
         twin._changed = set(range(len(self.queues)))
         twin._ent = [{} for _ in self.queues]
         twin._verdicts = [None] * len(self.queues)
+        twin.limits = [(None, {}) for _ in self.queues]
         twin._views = {}
         twin._reset_question()
         return twin

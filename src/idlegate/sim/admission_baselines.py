@@ -13,14 +13,14 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.protocol import Action, Job, Scheduler, Stage, launchable
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission import Admission
-    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.admission_ledger import Usage
+    from idlegate.sim.admission_types import PoolState
 
 MODES = ("queues", "kueue", "drf", "pooled")
 """The admission's modes: idlegate's (``queues``), the baselines, and ``pooled``."""
 
 
-def kueue(adm: Admission, cluster: Cluster) -> dict[Stage, int]:
+def kueue(adm: Usage, cluster: PoolState) -> dict[Stage, int]:
     """Kueue mode: the stages the admitted workflows' reservations let start."""
     reserved = adm.reserved
     for job in list(reserved):
@@ -75,7 +75,7 @@ def kueue(adm: Admission, cluster: Cluster) -> dict[Stage, int]:
     return visible
 
 
-def _others(adm: Admission, q: int, held: list[list[float]], hungry: set[int]) -> list[float]:
+def _others(adm: Usage, q: int, held: list[list[float]], hungry: set[int]) -> list[float]:
     """Kueue mode: the cohort's claims of the queues but q, per resource."""
     return [
         sum(
@@ -87,7 +87,7 @@ def _others(adm: Admission, q: int, held: list[list[float]], hungry: set[int]) -
     ]
 
 
-def width(adm: Admission, job: Job) -> list[float]:
+def width(adm: Usage, job: Job) -> list[float]:
     """Kueue mode: a workflow's reservation, its widest stage's demand (all its tasks),
     at most its queue's nominal quota (as a user sizes a workflow's parallelism to fit
     it: a larger request would wait for the whole cohort to be idle)."""
@@ -99,7 +99,7 @@ def width(adm: Admission, job: Job) -> list[float]:
     return [min(w, t) for w, t in zip(widest, top, strict=True)]
 
 
-def drf(adm: Admission, cluster: Cluster) -> dict[Stage, int]:
+def drf(adm: Usage, cluster: PoolState) -> dict[Stage, int]:
     """DRF mode: one task, for the queue with a startable stage of the lowest share."""
     free = cluster.free_executors
     by_queue: dict[int, dict[Stage, int]] = {}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import inf
 
-from idlegate.sim.protocol import Stage
+from idlegate.sim.protocol import Job, Stage
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import MILLI
 
 
@@ -34,10 +35,17 @@ class Ledger:
 
 
 class Usage:
-    """Each queue's usage and share, and the ledger (`Admission` derives from it)."""
+    """Each queue's usage and share, and the ledger (`Admission` derives from it); with
+    the queues' limits and the Kueue baseline's reservations, what the baselines read
+    (`idlegate.sim.admission_baselines`)."""
 
+    queues: tuple[QueueSpec, ...]
     dims: tuple[str, ...]
     nominal: list[list[float]]
+    borrow: list[list[float]]
+    keep: list[list[float]]
+    reserved: dict[Job, list[float]]
+    widths: dict[Job, list[float]]
     cohort: list[float]
     weight: list[float]
     used: list[list[float]]

@@ -52,7 +52,7 @@ class _Read(NamedTuple):
     pending: list[float]
 
 
-class Snapshot:
+class QueueSnapshot:
     """Per queue: jobs, runnable stages by `Group`, pending demand, waiting workflows."""
 
     __slots__ = (

@@ -23,7 +23,7 @@ from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
-    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.admission_types import PoolState
 
 
 class QueueView:
@@ -32,7 +32,7 @@ class QueueView:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: PoolState,
         queue: int,
         jobs: list[Job],
         entitled: Sequence[float],

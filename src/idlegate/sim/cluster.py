@@ -52,10 +52,9 @@ Semantics (Decima and the idle-slot papers):
   stage only to an available task, so no executor waits for a task that does not exist.
   A task that failed, to be retried by the driver (`task_failed`), frees its executor
   and is not launched any more.
-* Queues (`idlegate.sim.admission`, `admission`; None: one queue, and none of this): a
-  question shows the scheduler only the runnable stages the pool's queues let start now,
-  a decision's cap is cut to what they let its stage start, a wait bound may decide
-  without the scheduler, and an executor goes on with its stage only where they allow.
+* Queues (`idlegate.sim.admission`, `admission`; None: one queue): a question shows the
+  scheduler only the stages the queues let start now, cut to what they let start; a wait
+  bound may decide without it; an executor goes on with its stage only where they allow.
 """
 
 from __future__ import annotations
@@ -63,11 +62,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import (
-    GangTooWideError,
-    IdlegateError,
-    IllegalDecisionError,
-)
+from idlegate.errors import GangTooWideError, IdlegateError, IllegalDecisionError
+from idlegate.sim.admission import Admission
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
 from idlegate.sim.legality import check_decision
@@ -90,9 +86,8 @@ from idlegate.sim.shapes import Shapes
 from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission import Admission
     from idlegate.sim.admission_result import AdmissionResult
-    from idlegate.sim.engine import SimResult
+    from idlegate.sim.runs import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
@@ -104,6 +99,10 @@ class Cluster(PoolResources):
     _orders: dict[str, Order] | None = None
     """The jobs by each key a rule asked for (`order`); None: none asked yet (a class
     default, so a fork, made without `__init__`, starts with none and builds its own)."""
+    _alone: Admission | None = None
+    """Without queues: its one, read for its entries alone (`admission_result`)."""
+    order_key: str | None = None
+    """The order the policy last asked says it starts workflows in (its ``order_key``)."""
 
     def __init__(
         self,
@@ -157,8 +156,7 @@ class Cluster(PoolResources):
         self._marks: tuple[dict[Job, None], ...] | None = None
         """Each index's ``stale`` set, where `touch` marks a job (None: gathered again)."""
         self.changed: dict[Job, None] | None = None
-        """The jobs `touch`ed since the driver last emptied it, for a driver that sets it
-        to ``{}`` (the operator's Waiting Events); None: not kept."""
+        """Jobs `touch`ed since a driver that keeps it (``{}``) emptied it; None: not kept."""
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -492,14 +490,16 @@ class Cluster(PoolResources):
     def capacity_changed(self) -> None:
         """`PoolResources.capacity_changed`: the pool's queues are told the new capacity,
         so the cohort they borrow from is the pool's as it is now (nodes added, removed)."""
-        if self.admission is not None:
-            self.admission.set_capacity(self.capacity)
+        if (admission := self.admission or self._alone) is not None:
+            admission.set_capacity(self.capacity)
 
-    def admission_result(self) -> AdmissionResult | None:
-        """The pool's queues at the present question (`Admission.result`): per queue, its
-        waiting workflows in order, what may start and why each other waits; None with no
-        queues."""
-        return None if self.admission is None else self.admission.result(self)
+    def admission_result(self) -> AdmissionResult:
+        """The pool's queues at the present question (`Admission.result`): their entries
+        (a pool without queues: its one, `Admission.alone`)."""
+        admission = self.admission or self._alone
+        if admission is None:
+            admission = self._alone = Admission.alone(self.capacity, self.resource_names)
+        return admission.result(self)
 
     def can_schedule(self) -> bool:
         if self.admission is not None:
@@ -541,8 +541,8 @@ class Cluster(PoolResources):
             if self._orders:
                 for order in self._orders.values():
                     order.touch(job)
-        if self.admission is not None:
-            self.admission.touch(job)
+        if (admission := self.admission or self._alone) is not None:
+            admission.touch(job)
         if self.changed is not None:
             self.changed[job] = None
 
@@ -559,6 +559,7 @@ class Cluster(PoolResources):
             self.advance(now)
         if not self.can_schedule():
             return None
+        self.order_key = getattr(scheduler, "order_key", None)
         if self.admission is not None:
             return self.admission.decide_once(self, scheduler, now)
         return self.answer(scheduler, now, self.apply)

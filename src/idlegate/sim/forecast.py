@@ -142,25 +142,6 @@ class Forecast:
         return by_id[job_id]
 
 
-def queue_positions(cluster: Cluster) -> dict[int, int]:
-    """Job id → 1-based rank among the waiting (not started) workflows of its queue, in
-    arrival order (ties by id).
-
-    The admission's own result will carry each waiting workflow's position (the issue
-    "One admission that decides, orders and explains"); until then this is the one place
-    a position is worked out, and the one to point at that result.
-    """
-    waiting = sorted(
-        (j for j in cluster.jobs if j.first_start is None), key=lambda j: (j.arrival, j.id)
-    )
-    seen: dict[int, int] = {}
-    out = {}
-    for job in waiting:
-        seen[job.queue] = seen.get(job.queue, 0) + 1
-        out[job.id] = seen[job.queue]
-    return out
-
-
 def forecast(
     cluster: Cluster,
     scheduler: Scheduler,
@@ -262,12 +243,12 @@ def forecast(
             "ask again when fewer workflows wait"
         )
         return _unavailable(now, wanted, reason)
-    positions = queue_positions(cluster)
+    result = cluster.admission_result()  # (the admission's positions: one per workflow)
     return Forecast(
         now,
         done,
         tuple(
-            _summary(j, positions.get(j.id), starts[j.id], finishes[j.id], horizon, start_quantile)
+            _summary(j, result.position(j), starts[j.id], finishes[j.id], horizon, start_quantile)
             for j in wanted
         ),
         spent,

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from idlegate.sim.protocol import Job, Need, Stage
 from idlegate.sim.shapes import Shapes
 from idlegate.sim.shares import Shares
-
-if TYPE_CHECKING:
-    from idlegate.sim.cluster import Cluster
 
 
 def _copy_job(job: Job) -> Job:
@@ -69,9 +66,10 @@ def _copy_job(job: Job) -> Job:
 _new = object.__new__
 
 
-def fork_cluster(cluster: Cluster, twin: Cluster, only: Iterable[Job] | None = None) -> Cluster:
+def fork_cluster(cluster: Any, twin: Any, only: Iterable[Job] | None = None) -> Any:
     """`Cluster.fork`: `twin`, an uninitialised Cluster, made an independent copy of
-    `cluster`'s present state."""
+    `cluster`'s present state (both typed by what they are, not by their class: the
+    cluster's module imports this one, which reads every field of it)."""
     kept = cluster.jobs
     if only is not None:
         chosen = set(only)
@@ -110,6 +108,7 @@ def fork_cluster(cluster: Cluster, twin: Cluster, only: Iterable[Job] | None = N
     twin._busy_done = cluster._busy_done
     twin._done_area = cluster._done_area
     twin.admission = None if cluster.admission is None else cluster.admission.fork(jobs)
+    twin.order_key = cluster.order_key
     twin.shapes = Shapes(twin.jobs)
     twin.shares = Shares(twin.jobs)
     twin._marks = None

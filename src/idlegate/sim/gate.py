@@ -48,7 +48,7 @@ from idlegate.sim.protocol import Job, Launch, PodsGate, Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.engine import SimResult, Workload
+    from idlegate.sim.runs import SimResult, Workload
 
 
 def gate_size(workload: Workload) -> int:

@@ -11,7 +11,7 @@ from idlegate.errors import IllegalDecisionError
 from idlegate.sim.protocol import Decision, Stage
 
 if TYPE_CHECKING:
-    from idlegate.sim.cluster import Cluster
+    from idlegate.sim.admission_types import PoolState
 
 
 def _where(stage: Stage) -> str:
@@ -20,7 +20,7 @@ def _where(stage: Stage) -> str:
     return f"stage {stage.job.name}/{stage.name}"
 
 
-def check_decision(cluster: Cluster, decision: Decision) -> None:
+def check_decision(cluster: PoolState, decision: Decision) -> None:
     """Raise IllegalDecisionError unless `decision` is legal now (`apply` runs this too)."""
     stage, cap, delay = decision.stage, decision.parallelism_cap, decision.idle_delay
     job = stage.job

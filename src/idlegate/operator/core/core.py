@@ -95,7 +95,6 @@ from idlegate.operator.core.tracking import (
 )
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.admission import Admission
-from idlegate.sim.admission_result import reason_of as admission_reason
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
@@ -146,10 +145,6 @@ class Core(Lifecycle):
         """The pool's queues (none: one queue, no quotas, as without them)."""
         self.bound = inf
         """When the wait bound's timer is armed for (`Admission.next_bound`)."""
-        self.waited: str | None = None
-        """How the last decision round ended with executors free (`Decided.waited`): what
-        its Waiting Events said, and what the visibility API says of a pool without
-        queues (`idlegate.api.visibility.reason_of`), so the two never differ."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
@@ -477,7 +472,6 @@ class Core(Lifecycle):
                     self._idle_started(answer)
             self._launch(done.taken)
             post_round(done, self.cluster, self.intents.event, self.reporter)
-            self.waited = done.waited
             self._note_waiting(done.waited)
             if (admission := self.cluster.admission) is not None:
                 for hit in self.metrics.note_queues(admission):
@@ -539,19 +533,23 @@ class Core(Lifecycle):
     def _note_waiting(self, why: str | None) -> None:
         """One Event per stage that became runnable but got no executor: why it waits.
         Only a job whose runnable stages changed since the last round can have one (the
-        cluster's `changed`, read in arrival order)."""
-        admission, changed = self.cluster.admission, self.cluster.changed or {}
+        cluster's `changed`, read in arrival order); the reason is its entry's hold, as
+        the admission's phase wrote it (`Cluster.admission_result`), else `why`."""
+        changed = self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
+        result = None
         for job in jobs:
             wf = job.payload
             for stage in job.runnable:
                 if not stage.launched and stage.name not in wf.noted:
                     wf.noted.add(stage.name)
-                    held = admission is not None and not admission.room(stage)
-                    # (the admission held it back: its own verdict, never worked out again)
-                    said = admission_reason(admission, stage)[1] if held and admission else why
-                    notice = notices.waiting(stage, job, self.cluster, said, held)
+                    if result is None:  # (once a round, and only when something is said)
+                        result = self.cluster.admission_result()
+                    entry = result.of(job)
+                    hold = None if entry is None else entry.holds.get(stage)
+                    said = why if hold is None else hold.message
+                    notice = notices.waiting(stage, job, self.cluster, said)
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from idlegate.config import Config
 from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Fidelity, JobArrival, Workload
+from idlegate.sim.workloads.knobs import _Options as _Options
 
 if TYPE_CHECKING:
     from idlegate.sim.workloads.sources import JobSource
@@ -75,14 +75,6 @@ def offered_load(mean_work: float, interarrival: float, num_executors: int) -> f
 
 # ---------------------------------------------------------------------------------------
 # option models (typed configs)
-
-
-class _Options(Config):
-    # a workload's numbers are counts, seconds and ratios: NaN or inf in one (`--load
-    # nan`) is a mistake, said as such rather than as a bound it happens to break
-    model_config = ConfigDict(allow_inf_nan=False)
-    EXTRA_OPTIONS: ClassVar[dict[str, str]] = {}
-    """Input-only option names (translated before validation) and what they mean."""
 
 
 class ArrivalOptions(_Options):

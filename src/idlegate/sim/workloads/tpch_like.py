@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from idlegate.sim.spec import MAX_TASK_SECONDS, StageSpec, WorkflowSpec
-from idlegate.sim.workloads.base import _Options
+from idlegate.sim.workloads.knobs import _Options
 
 
 class DagShape(_Options):

@@ -1,0 +1,284 @@
+"""The admission's entries: per workflow with a stage that waits, its position and what it
+may start, or the hold its phase wrote for each of its stages (`idlegate.sim.admission`,
+whose `Admission` derives from `Entries`).
+
+A phase writes its hold as it decides (`idlegate.sim.admission_result.Verdict`): phase 3 the
+limit that keeps a shape from starting at all, phase 4 the task past its wait bound that
+goes first, phase 5 the quota a queue not served is beyond, phase 6 the priority that goes
+first, phase 7 the pool's room (read per stage when it is asked, as the phase itself
+decides per stage). A stage's entry reads them in the phases' order of precedence
+(`hold_of`); nothing works a reason out again. The holds are written per queue and per
+shape, the unit the phases decide over (every stage of one shape gets the same answer,
+`idlegate.sim.admission_snapshot`), not per workflow: a question at 4,000 waiting costs
+what the change costs, not what the waiting do.
+
+A position is the order the admission will start a queue's workflows in: by priority
+(phase 6 serves the highest first), then by the order the policy says it starts them in
+when it says one (its ``order_key``: srpt's remaining work, sjf-cp's critical path, as
+`Cluster.order` indexes them; the cluster keeps the one it was last asked with), else by
+arrival. Only workflows that have not started are numbered: one that started and has
+another stage waiting has an entry without a position. docs/queues.md says the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import inf
+from typing import TYPE_CHECKING
+
+from idlegate.sim.admission_result import (
+    AdmissionResult,
+    Entry,
+    Limit,
+    QueueResult,
+    Reason,
+    Verdict,
+)
+from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
+from idlegate.sim.protocol import Decision, Job, Stage, launchable
+
+if TYPE_CHECKING:
+    from idlegate.sim.admission_types import PoolState
+    from idlegate.sim.queues import QueueSpec
+
+NEVER = (
+    "stage {} {}: it waits for a node that can hold it, and reserves no room nor holds any "
+    "other workflow back meanwhile"
+)
+FORCED = "a task of queue {} past its wait bound starts first"
+BLOCKED = "queue {}: its task of {}/{}, past the queue's wait bound, starts first"
+RESERVED = "room is kept for {}/{} of queue {}, past its wait bound"
+QUOTA = "queue {}: beyond its nominal quota, and {}"
+PRIORITY = "queue {}: its workflows of priority {} go first (this one: {})"
+
+
+class Entries:
+    """What the phases wrote, read as entries (the module docstring)."""
+
+    queues: tuple[QueueSpec, ...]
+    dims: tuple[str, ...]
+    used: list[list[float]]
+    waits_since: list[dict[Stage, float]]
+    snapshot: QueueSnapshot
+    cluster_asked: PoolState | None
+    forced: Decision | None
+    served: list[int]
+    allowed: dict[int, set[Group]]
+    top: dict[int, int]
+    blocked: dict[int, Stage]
+    reserve: tuple[Stage, float] | None
+    limits: list[tuple[Verdict | None, dict[Group, Verdict]]]
+    """Phase 3's holds per queue (kept while its verdict is): of the whole queue, with
+    room for no pod, else of each shape it may not start at all."""
+    holds: dict[int, Verdict]
+    """Phase 4's hold of a queue whose task past its wait bound goes first."""
+    ranked_out: dict[int, dict[Group, Verdict]]
+    """Phase 6's holds of a served queue's shapes of a lower priority."""
+    quota_note: str
+    """Phase 5's cause of a queue's stages beyond its nominal quota waiting."""
+    last_tick: float
+
+    rooms: dict[int, dict[Group, int]]
+    ours: bool
+    _visible: dict[Stage, int]
+
+    def demand(self, stage: Stage) -> list[float]:
+        raise NotImplementedError
+
+    def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
+        raise NotImplementedError
+
+    def lent(self) -> list[list[float]]:
+        raise NotImplementedError
+
+    def share(self, q: int) -> float:
+        raise NotImplementedError
+
+    # -- phase 7: a stage's room -------------------------------------------------------
+
+    def room(self, stage: Stage) -> int:
+        """How many tasks of `stage` the open question lets start (a decision's cap is cut
+        to it; 0: it may not start), its fit to the free resources aside."""
+        forced = self.forced
+        if forced is not None:
+            return need_of(stage) if forced.stage is stage else 0
+        if not self.ours:
+            return self._visible.get(stage, 0)
+        rooms = self.rooms.get(stage.job.queue)
+        if rooms is None or stage not in stage.job.runnable:
+            return 0
+        n = rooms.get(group_of(stage), 0)
+        return n if n and self.reserve is None else self._beside(stage, n)
+
+    def _beside(self, stage: Stage, n: int) -> int:
+        """Of `n` tasks of `stage`, those that may start beside the reservation."""
+        if not n or self.reserve is None or self.cluster_asked is None:
+            return n
+        reserved, shadow = self.reserve
+        cluster = self.cluster_asked
+        if cluster.now + stage.duration <= shadow:
+            return n
+        want, a = self.demand(reserved), self.demand(stage)
+        spare = min(
+            (
+                int((f - w) // x)
+                for f, w, x in zip(self._free(cluster), want, a, strict=True)
+                if x > 0
+            ),
+            default=n,
+        )
+        return min(n, spare) if spare >= need_of(stage) else 0
+
+    def _free(self, cluster: PoolState) -> list[float]:
+        free = cluster.free_resources
+        return [float(free[d]) for d in self.dims]
+
+    def hold_of(self, stage: Stage) -> Verdict | None:
+        """The hold the phases wrote for `stage` at the open question (None: it may start
+        now), in their order of precedence: a stage no node holds, a task forced past its
+        wait bound, its queue's limits (phase 3), its queue's task past the bound (4),
+        its quota (5), its priority (6), the reservation and the pool's room (7)."""
+        cluster, q = self.cluster_asked, stage.job.queue
+        if cluster is not None and (never := cluster.fits_no_node(stage)) is not None:
+            return Verdict(Reason.NO_NODE_FITS, NEVER, (stage.name, never))
+        live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
+        forced = self.forced if live else None  # (with no executor free, nothing is forced yet)
+        if forced is not None and forced.stage is not stage:
+            return Verdict(Reason.RESERVATION, FORCED, (self.queues[forced.stage.job.queue].name,))
+        key = group_of(stage)
+        whole, shapes = self.limits[q]
+        limit = whole or shapes.get(key)
+        if limit is not None:
+            return limit
+        blocked = self.blocked.get(q)
+        if blocked is not None and blocked is not stage:
+            return self.holds[q]
+        if blocked is stage or (forced is not None and forced.stage is stage):
+            return self._fit(cluster, live, stage)  # (overdue, entitled: room)
+        if q not in self.served or key not in self.allowed.get(q, ()):
+            return Verdict(Reason.QUOTA, QUOTA, (self.queues[q].name, self.quota_note))
+        ranked = self.ranked_out.get(q)
+        if ranked is not None and key in ranked:
+            return ranked[key]
+        if self.reserve is not None and not self.room(stage):
+            reserved = self.reserve[0]
+            name = self.queues[reserved.job.queue].name
+            return Verdict(Reason.RESERVATION, RESERVED, (reserved.job.name, reserved.name, name))
+        if (
+            live
+            and cluster is not None
+            and self.room(stage)
+            and launchable(stage, cluster.free_executors)
+        ):
+            return None
+        return self._fit(cluster, live, stage)
+
+    def _fit(self, cluster: PoolState | None, live: bool, stage: Stage) -> Verdict:
+        """Phase 7's verdict on an entitled stage: no executor free (not `live`), a gang
+        wider than the free executors, no node with the room, or too little free, said
+        in the pool's own terms (on nodes: never its executors, which are no room there;
+        `why_unfit`). The Waiting Event says it as it is (`idlegate.api.notices.waiting`)."""
+        if cluster is None:
+            return Verdict(Reason.FREE_RESOURCES, "no executor of the pool is free")
+        size, free = cluster.num_executors, cluster.free_executors
+        if not live:
+            if cluster.follows_nodes:
+                text = "the pool runs as many task pods as its size allows ({})"
+                return Verdict(Reason.FREE_RESOURCES, text, (size,))
+            return Verdict(Reason.FREE_RESOURCES, "all {} executors of the pool are busy", (size,))
+        need, tasks = stage.need, need_of(stage)
+        if stage.gang and tasks > free:
+            text = "it is a gang of {} tasks and only {} executors are free"
+            return Verdict(Reason.FREE_RESOURCES, text, (stage.tasks, free))
+        unfit = cluster.why_unfit(stage)
+        if (
+            need is not None
+            and need.nodes
+            and all(f >= a * tasks for f, a in zip(need.free, need.amounts, strict=True))
+        ):
+            return Verdict(Reason.NO_NODE_FITS, unfit or "no node has the room for its task")
+        if unfit:
+            return Verdict(Reason.FREE_RESOURCES, unfit)
+        text = "the pool has {} free, too little for its task"
+        return Verdict(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(),))
+
+    def entry_of(self, job: Job, position: int | None) -> Entry:
+        """`job`'s entry at the open question: each runnable stage's room or hold."""
+        may: dict[Stage, int] = {}
+        holds: dict[Stage, Verdict] = {}
+        for stage in job.runnable:
+            hold = self.hold_of(stage)
+            if hold is None:
+                may[stage] = self.room(stage)
+            else:
+                holds[stage] = hold
+        return Entry(job, position, may, holds)
+
+    def in_order(self, q: int, key: str | None) -> list[Job]:
+        """Queue q's workflows with a stage that waits, in the order the admission will
+        start them (the module docstring): priority, the policy's `key`, arrival."""
+        jobs = [j for j in self.snapshot.jobs[q] if j.runnable]  # (arrival order)
+        if key is None:
+            jobs.sort(key=lambda j: -j.priority)  # (stable: arrival within a priority)
+        else:
+            jobs.sort(key=lambda j: (-j.priority, getattr(j, key)))
+        return jobs
+
+    def result_of(self, cluster: PoolState | None, key: str | None) -> AdmissionResult:
+        """The result of the open question of `cluster` (None: of the queues' usage alone,
+        no workflow waiting), its positions in the order of the policy's `key`."""
+        over, _idle = self.over_idle()
+        lent = self.lent()
+        now = self.last_tick if cluster is None else cluster.now
+        queues = []
+        for q, spec in enumerate(self.queues):
+            waiting: list[Entry] = []
+            started: list[Entry] = []
+            for job in [] if cluster is None else self.in_order(q, key):
+                if job.first_start is None:
+                    waiting.append(self.entry_of(job, len(waiting) + 1))
+                else:
+                    started.append(self.entry_of(job, None))
+            queues.append(
+                QueueResult(
+                    name=spec.name,
+                    waiting=tuple(waiting),
+                    started=tuple(started),
+                    used=tuple(self.used[q]),
+                    borrowed=tuple(over[q]),
+                    lent=tuple(lent[q]),
+                    share=self.share(q),
+                    oldest_wait=self._oldest(q, now),
+                )
+            )
+        live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
+        forced = None if self.forced is None or not live else self.forced.stage
+        return AdmissionResult(now, self.dims, tuple(queues), forced)
+
+    def _oldest(self, q: int, now: float) -> float:
+        for stage, t in self.waits_since[q].items():
+            if stage.job.finish is None and stage.launched < stage.available:
+                return max(0.0, now - t)
+        return 0.0
+
+
+def first_limit(
+    name: str,
+    dims: Sequence[str],
+    used: Sequence[float],
+    nominal: Sequence[float],
+    borrow: Sequence[float],
+    a: Sequence[float],
+    tops: Sequence[tuple[float, float]],
+    need: int,
+) -> Verdict:
+    """Phase 3's hold of a shape of demand `a` whose `need` tasks its queue may not start:
+    the first resource whose room (`tops`, the phase's own) is short."""
+    for i, (x, (_own, top)) in enumerate(zip(a, tops, strict=True)):
+        if x <= 0 or top >= x * need:
+            continue
+        capped = nominal[i] + borrow[i] - used[i] < x * need
+        limit = Limit(name, dims[i], used[i], nominal[i], borrow[i], capped)
+        reason = Reason.BORROWING_LIMIT if capped and nominal[i] != inf else Reason.COHORT_FULL
+        return Verdict(reason, limit=limit)
+    return Verdict(Reason.COHORT_FULL, "queue {}: nothing idle to borrow in the cohort", (name,))

@@ -1,0 +1,72 @@
+"""What the admission, the legality rule and a queue's view read of a pool (`PoolState`), so
+that they name the cluster by what they read of it rather than by its class: the cluster
+(`idlegate.sim.cluster.Cluster`) imports them, and none of them imports it, so the
+simulator's modules import in one direction (tests/test_layers.py counts the imports
+under TYPE_CHECKING too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from idlegate.sim.protocol import Action, Decision, Job, Launch, Scheduler, Stage
+from idlegate.sim.resources import ResourceVector
+
+
+class PoolState(Protocol):
+    """A pool at a question: its clock, jobs, free room and the rules of its fit (what
+    `idlegate.sim.cluster.Cluster` is, read-only)."""
+
+    now: float
+    jobs: list[Job]
+    order_key: str | None
+    num_executors: int
+    free_executors: int
+    decisions: int
+    beyond: list[tuple[Stage, Any]]
+
+    @property
+    def resource_names(self) -> Sequence[str]: ...
+
+    @property
+    def capacity(self) -> ResourceVector: ...
+
+    @property
+    def free_resources(self) -> ResourceVector: ...
+
+    @property
+    def used_resources(self) -> Mapping[str, int]: ...
+
+    @property
+    def follows_nodes(self) -> bool: ...
+
+    def running_tasks(self) -> list[tuple[int, Stage, float]]: ...
+
+    def runnable_stages(self) -> list[Stage]: ...
+
+    def why_unfit(self, stage: Stage) -> str | None: ...
+
+    def never_fits(self, stage: Stage) -> bool: ...
+
+    def fits_no_node(self, stage: Stage) -> str | None: ...
+
+
+class Deciding(PoolState, Protocol):
+    """A pool the admission decides on (`Admission.decide_once`): what it reads, the
+    policy's order, and the steps it has the pool take (a deliberate idle slot ended at
+    its wait bound, a decision asked and applied, a job it showed part of read again)."""
+
+    def idle_expired(self, stage: Stage, now: float) -> None: ...
+
+    def answer(
+        self,
+        scheduler: Scheduler,
+        now: float,
+        apply: Callable[[Decision, float], list[Launch]],
+        view: Any = None,
+    ) -> tuple[Action, list[Launch]]: ...
+
+    def apply(self, decision: Decision, now: float) -> list[Launch]: ...
+
+    def touch(self, job: Job) -> None: ...
