@@ -81,7 +81,7 @@ def test_a_preemption_that_is_no_mapping_of_its_keys_is_one_sentence(given, mess
 
 
 def test_a_setting_made_in_code_is_checked_too():
-    with pytest.raises(IdlegateError, match="preemption.reclaim: 'Some'"):
+    with pytest.raises(IdlegateError, match=r"preemption\.reclaim: 'Some'"):
         Preemption(reclaim="Some")
 
 
