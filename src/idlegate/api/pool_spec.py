@@ -270,7 +270,7 @@ class PreemptionModel(BaseModel):
     @classmethod
     def _settings(cls, data: Any) -> Any:
         # (the queues file's own sentences, before pydantic's: one check of each setting)
-        for key, value in (data.items() if isinstance(data, Mapping) else ()):
+        for key, value in data.items() if isinstance(data, Mapping) else ():
             problem = preemption_problem(key, value)
             if problem is not None:
                 raise ValueError(f"{key}: {problem}")

@@ -152,8 +152,7 @@ def preemption_from(data: object, where: str) -> Preemption:
     unknown = sorted(set(data) - set(_PREEMPTION_KEYS))
     if unknown:
         raise IdlegateError(
-            f"{where}: unknown key {unknown[0]!r}; preemption takes "
-            f"{', '.join(_PREEMPTION_KEYS)}"
+            f"{where}: unknown key {unknown[0]!r}; preemption takes {', '.join(_PREEMPTION_KEYS)}"
         )
     for key, value in data.items():
         problem = preemption_problem(key, value)

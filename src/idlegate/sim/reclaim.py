@@ -62,12 +62,15 @@ The algorithm, exact (why it is, point by point):
    covers the deficit is compared by the whole order. It stops after `BUDGET` steps with
    the best found, never worse than the greedy one: exact unless the budget ends it
    (tests/test_reclaim.py compares it with every subset of small cases). One shape, a
-   pods-only pool's or one task size's, is one step. The choice is then passed once more
+   pods-only pool's or one task size's, is a few steps. The choice is then passed once more
    from the most expensive back, dropping what is not needed: minimal whatever ended it.
 
-Cost: the candidates are read once and sorted within their shapes; the search is at most
-`BUDGET` steps for all nodes together (each node with candidates is searched, the nodes
-in order).
+Cost: the candidates are read once (a shape's `gives` once per demand object and queue:
+a stage's tasks may share theirs), and of each shape only its cheapest `bound` are kept.
+The search is at most `BUDGET` steps for all nodes together. Nodes are searched in the
+order of their cheapest candidate's loss, and no further once that passes the best
+choice's loss (a node's choice loses at least as much). So the cost grows with the
+candidates, read once each: a driver passes only those `reclaim_rules.eligible` gives.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from heapq import nsmallest
 from math import ceil
 
 from idlegate.errors import IdlegateError
@@ -205,7 +209,11 @@ def choose_victims(
         if fits(need, room, (), limits):
             return Victims((), 0, n)
     best: tuple[tuple[object, ...], Victims] | None = None
-    for n in sorted(on):
+    # a node's choice loses at least its cheapest candidate's loss: nodes in that order,
+    # until one's is past the best choice's (the rest cannot be less)
+    for least, n in sorted((min(c.loss(now) for c in on[n]), n) for n in on):
+        if best is not None and least > best[1].lost:
+            break
         got = _choose(need, nodes[n], on[n], limits, bounds, most, now, order, steps)
         if got is not None:
             rank = (*_rank(got.tasks, now, order), n)
@@ -277,31 +285,45 @@ def _shapes(
     """The candidates that give to the deficit, by shape (point 1), each with its bound
     (point 2); cheapest shape first."""
     by: dict[tuple[object, ...], _Shape] = {}
+    seen: dict[tuple[int, int], _Shape | None] = {}  # (a stage's tasks share their demand)
     for c in candidates:
-        gives = tuple(
-            c.demand.get(x, 0) if i < 0 or c.queue in limits[i].queues else 0 for i, x, _ in deficit
-        )
-        over = bounds.get(c.queue)
-        if not any(gives) or (over is not None and not any(b > 0 for b in over.values())):
-            continue  # (it gives nothing lacking, or its queue borrows nothing it needs)
-        queue, held = (c.queue, tuple(c.demand.get(x, 0) for x in over)) if over else (None, ())
-        key = (gives, queue, held)
-        shape = by.get(key)
-        if shape is None:
-            shape = by[key] = _Shape(gives, queue, held, [])
-        shape.members.append(c)
+        known = (id(c.demand), c.queue)
+        if known in seen:
+            shape = seen[known]
+        else:
+            gives = tuple(
+                c.demand.get(x, 0) if i < 0 or c.queue in limits[i].queues else 0
+                for i, x, _ in deficit
+            )
+            over = bounds.get(c.queue)
+            if not any(gives) or (over is not None and not any(b > 0 for b in over.values())):
+                shape = None  # (it gives nothing lacking, or its queue borrows nothing needed)
+            else:
+                queue, held = (
+                    (c.queue, tuple(c.demand.get(x, 0) for x in over)) if over else (None, ())
+                )
+                key = (gives, queue, held)
+                shape = by.get(key)
+                if shape is None:
+                    shape = by[key] = _Shape(gives, queue, held, [])
+            seen[known] = shape
+        if shape is not None:
+            shape.members.append(c)
     shapes = list(by.values())
     for s in shapes:
-        keyed = sorted((c.loss(now), c.priority, -c.start, order[id(c)], c) for c in s.members)
+        s.bound = min(
+            len(s.members),
+            max(ceil(d / g) for (_, _, d), g in zip(deficit, s.gives, strict=True) if g > 0),
+        )
+        # (only its cheapest `bound` can be taken: point 2)
+        keyed = nsmallest(
+            s.bound, ((c.loss(now), c.priority, -c.start, order[id(c)], c) for c in s.members)
+        )
         s.members = [k[-1] for k in keyed]
         s.keys = [k[:4] for k in keyed]
         s.prefix = [0]
         for k in s.keys:
             s.prefix.append(s.prefix[-1] + k[0])
-        s.bound = min(
-            len(s.members),
-            max(ceil(d / g) for (_, _, d), g in zip(deficit, s.gives, strict=True) if g > 0),
-        )
     shapes.sort(key=lambda s: s.keys[0])
     return shapes
 
