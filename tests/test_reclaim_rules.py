@@ -108,6 +108,19 @@ def test_a_borrowing_task_is_bounded_by_its_borrowing_limit_which_only_its_queue
     assert chosen is not None and names(chosen.tasks) == ["a1"]
 
 
+def test_a_task_the_cohort_does_not_lend_to_is_bounded_by_its_nominal_quota():
+    # a at its nominal quota, the pool with room but nothing lent: only a's own tasks help
+    queues = pool(Preemption(within_queue="LowerPriority"))
+    usage = [{"pods": 2 * POD}, {"pods": POD}, {"pods": POD}]
+    got = eligible(Claimant(0, 3, {"pods": POD}), queues, usage, RUNNING, lends=False)
+    assert got.limits == (Limit({"pods": 0}, frozenset({0})),)
+    assert not eligible(Claimant(0, 3, {"pods": POD}), queues, usage, RUNNING).limits
+    chosen = choose_victims(
+        {"pods": POD}, got.candidates, NOW, free={"pods": 2 * POD}, limits=got.limits
+    )
+    assert chosen is not None and names(chosen.tasks) == ["a1"]
+
+
 def test_the_rules_and_the_choice_together():
     got = eligible(Claimant(0, 2, {"pods": POD}), pool(Preemption("LowerPriority")), USAGE, RUNNING)
     chosen = choose_victims(

@@ -24,10 +24,11 @@ nominal quota, B_r its borrowing limit; only the resources the task needs count)
     would borrow), q has a ``borrowBelow`` b, and p' < p and p' < b (Kueue's
     ``borrowWithinCohort`` with ``maxPriorityThreshold`` b − 1).
   No other task is one; with every setting at its default (``Never``) none is.
-* When q is not within its nominal quota with the task, its borrowing limit bounds it:
-  a `Limit` of N_q + B_q − U_q on each resource B_q names, which only q's own stopped
-  tasks give back. Whether the cohort lends what the task then borrows is the
-  admission's question, asked again after the victims are stopped (the wiring's).
+* When q is not within its nominal quota with the task, a `Limit` bounds it, which only
+  q's own stopped tasks give back: where the cohort lends (``lends``, the admission's
+  answer), its borrowing limit, N_q + B_q − U_q on each resource B_q names; where it does
+  not, its nominal quota, N_q − U_q on each resource N_q names. How much the cohort lends
+  is the admission's question, asked again after the victims are stopped (the wiring's).
 """
 
 from __future__ import annotations
@@ -99,9 +100,12 @@ def eligible(
     queues: Sequence[QueueSpec],
     usage: Sequence[Mapping[str, int]],
     running: Iterable[Running],
+    *,
+    lends: bool = True,
 ) -> Eligible:
     """The running tasks `claimant` may stop, by the settings of its queue (the module
-    docstring), `usage` being what each queue's running tasks hold, by position."""
+    docstring), `usage` being what each queue's running tasks hold, by position, and
+    `lends` whether the cohort lends the task what it needs beyond its nominal quota."""
     q, p, need = claimant.queue, claimant.priority, claimant.need
     settings = queues[q].preemption
     within = within_nominal(queues[q], usage[q], need)
@@ -122,10 +126,11 @@ def eligible(
             ceiling[r] = min(p, settings.borrow_below)
     chosen = tuple(t for t in running if t.queue in reasons and t.priority < ceiling[t.queue])
     limits: tuple[Limit, ...] = ()
-    if not within and queues[q].borrowing_limit:
-        top = queues[q].borrowing_limit or {}
+    if not within:
+        spec, used = queues[q], usage[q]
+        top = (spec.borrowing_limit or {}) if lends else {x: 0 for x in spec.nominal}
         room = {
-            x: queues[q].nominal.get(x, 0) + b - usage[q].get(x, 0)
+            x: spec.nominal.get(x, 0) + b - used.get(x, 0)
             for x, b in top.items()
             if need.get(x, 0) > 0
         }
