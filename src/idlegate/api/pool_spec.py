@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -33,7 +33,7 @@ from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
-from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
+from idlegate.sim.queues import QueueSpec, check_cohort, preemption_problem, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
@@ -239,6 +239,44 @@ def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return all(r.matches(labels) for r in selector.match_expressions)
 
 
+class PreemptionModel(BaseModel):
+    """Which running tasks a queue's ready task may stop to start (docs/queues.md,
+    "Preemption", being built: read and checked, not yet applied)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    reclaim: Literal["Never", "LowerPriority", "Any"] | None = Field(
+        default=None,
+        description="While the queue is within its nominal quota, stop tasks that other "
+        "queues run beyond theirs: Never, LowerPriority (of lower priority than the "
+        "waiting task) or Any (Kueue's reclaimWithinCohort). Unset: Never.",
+    )
+    within_queue: Literal["Never", "LowerPriority"] | None = Field(
+        default=None,
+        alias="withinQueue",
+        description="Stop the queue's own tasks of lower priority: Never or LowerPriority "
+        "(Kueue's withinClusterQueue). Unset: Never.",
+    )
+    borrow_below: int | None = Field(
+        default=None,
+        alias="borrowBelow",
+        strict=True,
+        description="While the queue borrows, stop tasks that other queues run beyond their "
+        "nominal quota, of lower priority than the waiting task and below this one (Kueue's "
+        "borrowWithinCohort). Unset: never.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _settings(cls, data: Any) -> Any:
+        # (the queues file's own sentences, before pydantic's: one check of each setting)
+        for key, value in data.items() if isinstance(data, Mapping) else ():
+            problem = preemption_problem(key, value)
+            if problem is not None:
+                raise ValueError(f"{key}: {problem}")
+        return data
+
+
 class QueueModel(BaseModel):
     """One queue of a pool, as `idlegate.sim.queues.queue_from` reads it (docs/queues.md)."""
 
@@ -276,6 +314,11 @@ class QueueModel(BaseModel):
     namespaces: list[str] | None = Field(
         default=None,
         description="The namespaces whose workflows join this queue when they name none.",
+    )
+    preemption: PreemptionModel | None = Field(
+        default=None,
+        description="Which running tasks its ready tasks may stop to start (being built: "
+        "checked, not yet applied). Unset: none, ever.",
     )
 
 

@@ -16,6 +16,13 @@ executors), and the cohort lends what a queue leaves idle to the others:
   room is reserved for it (`idlegate.sim.admission`'s wait bound).
 * ``namespaces``: the operator routes a workflow of these namespaces to the queue (when
   the workflow names no queue itself).
+* ``preemption`` (`Preemption`; being built: read and checked, not yet applied): which
+  running tasks a ready task of the queue may stop to start, ``reclaim`` (from queues
+  above their nominal, while it is within its own: ``Never``, ``LowerPriority``, ``Any``),
+  ``withinQueue`` (its own queue's tasks of lower priority: ``Never``, ``LowerPriority``)
+  and ``borrowBelow`` (while it borrows, other queues' borrowed tasks of lower priority
+  than it and below this one; absent: never). All absent: never, today's behaviour. The
+  victims are chosen by `idlegate.sim.reclaim`, by the rules of `idlegate.sim.reclaim_rules`.
 
 The admission stage that applies them is `idlegate.sim.admission`. A workflow joins
 (`queue_of`, in the simulator and in the operator alike): the queue it names (a
@@ -55,7 +62,13 @@ _KEYS = (
     "priority",
     "waitBound",
     "namespaces",
+    "preemption",
 )
+RECLAIM = ("Never", "LowerPriority", "Any")
+"""A queue's ``preemption.reclaim`` settings (Kueue's ``reclaimWithinCohort``)."""
+WITHIN_QUEUE = ("Never", "LowerPriority")
+"""A queue's ``preemption.withinQueue`` settings (Kueue's ``withinClusterQueue``)."""
+_PREEMPTION_KEYS = ("reclaim", "withinQueue", "borrowBelow")
 
 
 def check_queue_name(name: object) -> None:
@@ -65,6 +78,91 @@ def check_queue_name(name: object) -> None:
             f"queue name {name!r} is not a DNS label; use lowercase letters, digits and '-', "
             "e.g. data-eng"
         )
+
+
+def preemption_problem(key: str, value: object) -> str | None:
+    """What is wrong with `value` for ``preemption.KEY`` of a queue, a sentence without
+    its place (None: nothing): the one check of the queues file's parser (`queue_from`)
+    and of an ExecutorPool's ``spec.queues[]`` (`idlegate.api.pool_spec`)."""
+    if key == "reclaim" and value not in RECLAIM:
+        return (
+            f"{value!r} is not a reclaim setting; use Never (the default: lent quota comes "
+            "back only as borrowed tasks end), LowerPriority (stop borrowed tasks of lower "
+            "priority) or Any (stop any borrowed task)"
+        )
+    if key == "withinQueue" and value not in WITHIN_QUEUE:
+        return (
+            f"{value!r} is not a withinQueue setting; use Never (the default) or "
+            "LowerPriority (stop the queue's own tasks of lower priority)"
+        )
+    if key == "borrowBelow" and (isinstance(value, bool) or not isinstance(value, int)):
+        return (
+            f"{value!r} is not a priority; give a whole number (a borrowing task may stop "
+            "other queues' borrowed tasks of priority below it), or leave it out for never"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Which running tasks a ready task of a queue may stop to start (the module
+    docstring's ``preemption``). The default is never, on all three counts."""
+
+    reclaim: str = "Never"
+    within_queue: str = "Never"
+    borrow_below: int | None = None
+    """Absent (None): a borrowing task stops nothing."""
+
+    def __post_init__(self) -> None:
+        for key, value in self.to_dict().items():
+            problem = preemption_problem(key, value)
+            if problem is not None:
+                raise IdlegateError(f"preemption.{key}: {problem}")
+
+    @property
+    def never(self) -> bool:
+        """Whether it stops nothing, ever (the default: today's behaviour)."""
+        return self == NEVER
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings that are not the default, as `preemption_from` reads them."""
+        out: dict[str, Any] = {}
+        if self.reclaim != "Never":
+            out["reclaim"] = self.reclaim
+        if self.within_queue != "Never":
+            out["withinQueue"] = self.within_queue
+        if self.borrow_below is not None:
+            out["borrowBelow"] = self.borrow_below
+        return out
+
+
+NEVER = Preemption()
+"""A queue's preemption when it gives none: it stops nothing."""
+
+
+def preemption_from(data: object, where: str) -> Preemption:
+    """A queue's ``preemption`` mapping (`where`: its place, for the sentences)."""
+    if data is None:
+        return NEVER
+    if not isinstance(data, Mapping):
+        raise IdlegateError(
+            f"{where}: give a mapping of {', '.join(_PREEMPTION_KEYS)}, e.g. "
+            "preemption: {reclaim: LowerPriority}"
+        )
+    unknown = sorted(set(data) - set(_PREEMPTION_KEYS))
+    if unknown:
+        raise IdlegateError(
+            f"{where}: unknown key {unknown[0]!r}; preemption takes {', '.join(_PREEMPTION_KEYS)}"
+        )
+    for key, value in data.items():
+        problem = preemption_problem(key, value)
+        if problem is not None:
+            raise IdlegateError(f"{where}.{key}: {problem}")
+    return Preemption(
+        reclaim=data.get("reclaim", "Never"),
+        within_queue=data.get("withinQueue", "Never"),
+        borrow_below=data.get("borrowBelow"),
+    )
 
 
 @dataclass(frozen=True)
@@ -80,6 +178,7 @@ class QueueSpec:
     priority: int = 0
     wait_bound: float = inf
     namespaces: tuple[str, ...] = ()
+    preemption: Preemption = NEVER
 
     def __post_init__(self) -> None:
         where = f"queue {self.name!r}"
@@ -120,6 +219,8 @@ class QueueSpec:
             out["waitBound"] = self.wait_bound
         if self.namespaces:
             out["namespaces"] = list(self.namespaces)
+        if not self.preemption.never:
+            out["preemption"] = self.preemption.to_dict()
         return out
 
 
@@ -161,6 +262,7 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
         priority=data.get("priority", 0),
         wait_bound=bound,
         namespaces=tuple(namespaces),
+        preemption=preemption_from(data.get("preemption"), f"{at}.preemption"),
     )
 
 

@@ -115,6 +115,14 @@ class StageSpec(BaseModel):
         strict=True,
         description="Retries of a failed task pod before the workflow fails (operator only).",
     )
+    checkpointed: bool = Field(
+        default=False,
+        strict=True,
+        description="A stopped task resumes where it was (it saves its progress and reads "
+        "it back when run again): stopping it to give quota back loses no work, so it is "
+        "stopped first (docs/queues.md, Preemption, being built). Unset: false, a stopped "
+        "task starts over.",
+    )
     template: dict[str, Any] | None = Field(
         default=None,
         description="Pod template for the stage's task pods (operator only; the "

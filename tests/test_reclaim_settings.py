@@ -1,0 +1,146 @@
+"""A queue's preemption settings and a stage's ``checkpointed`` (issue 82, item 1): read by
+the one queues parser (a queues file, an ExecutorPool's ``spec.queues[]``) and the one
+spec parser, default never (a queue without them reads and writes as before), a bad value
+one sentence in every path, and `idlegate lint` refuses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from idlegate.api.crd import render_crd
+from idlegate.api.lint import lint_paths
+from idlegate.api.pool_spec import parse_pool_spec
+from idlegate.cli import app
+from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.queues import NEVER, Preemption, preemption_problem, queues_from
+from idlegate.sim.spec import parse_workflow
+
+runner = CliRunner()
+
+
+def test_a_queue_without_preemption_stops_nothing_and_writes_as_before():
+    (a,) = queues_from([{"name": "a", "nominal": {"pods": 2}}])
+    assert a.preemption is NEVER and a.preemption.never
+    assert a.to_dict() == {"name": "a", "nominal": {"pods": "2"}}  # (no new key)
+
+
+def test_the_settings_are_read_and_written_back():
+    given = {"reclaim": "LowerPriority", "withinQueue": "LowerPriority", "borrowBelow": 100}
+    (a,) = queues_from([{"name": "a", "nominal": {"pods": 2}, "preemption": given}])
+    assert a.preemption == Preemption("LowerPriority", "LowerPriority", 100)
+    assert not a.preemption.never
+    assert a.to_dict()["preemption"] == given
+    assert queues_from([a.to_dict()]) == (a,)
+    (b,) = queues_from([{"name": "b", "preemption": {"reclaim": "Any"}}])
+    assert b.to_dict()["preemption"] == {"reclaim": "Any"}
+
+
+BAD = [
+    ({"reclaim": "Sometimes"}, "reclaim: 'Sometimes' is not a reclaim setting; use Never"),
+    ({"reclaim": "never"}, "'never' is not a reclaim setting"),
+    ({"withinQueue": "Any"}, "withinQueue: 'Any' is not a withinQueue setting; use Never"),
+    ({"borrowBelow": "10"}, "borrowBelow: '10' is not a priority; give a whole number"),
+    ({"borrowBelow": True}, "True is not a priority"),
+    ({"borrowBelow": 1.5}, "1.5 is not a priority"),
+]
+
+
+@pytest.mark.parametrize(("given", "message"), BAD)
+def test_a_bad_setting_is_one_sentence_in_a_queues_file(given, message):
+    with pytest.raises(IdlegateError, match=message) as err:
+        queues_from([{"name": "a", "preemption": given}])
+    assert str(err.value).startswith("queues[0][a].preemption.")
+    assert str(err.value).count(";") == 1  # (what is wrong; how to fix it)
+
+
+@pytest.mark.parametrize(("given", "message"), BAD)
+def test_a_bad_setting_is_the_same_sentence_in_an_executor_pool(given, message):
+    key, value = next(iter(given.items()))
+    with pytest.raises(SpecError) as err:
+        parse_pool_spec(
+            {"size": 4, "queues": [{"name": "a", "nominal": {"pods": 2}, "preemption": given}]},
+            "p",
+        )
+    assert f"queues[0].preemption: {key}: {preemption_problem(key, value)}" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"reclam": "Any"}, "unknown key 'reclam'; preemption takes reclaim, withinQueue"),
+        ("Any", "give a mapping of reclaim, withinQueue, borrowBelow"),
+    ],
+)
+def test_a_preemption_that_is_no_mapping_of_its_keys_is_one_sentence(given, message):
+    with pytest.raises(IdlegateError, match=message):
+        queues_from([{"name": "a", "preemption": given}])
+
+
+def test_a_setting_made_in_code_is_checked_too():
+    with pytest.raises(IdlegateError, match=r"preemption\.reclaim: 'Some'"):
+        Preemption(reclaim="Some")
+
+
+def test_the_pool_crd_lists_the_settings_values():
+    schema = render_crd("ExecutorPool")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    queue = schema["properties"]["spec"]["properties"]["queues"]["items"]
+    settings = queue["properties"]["preemption"]["properties"]
+    assert settings["reclaim"]["enum"] == ["Never", "LowerPriority", "Any"]
+    assert settings["withinQueue"]["enum"] == ["Never", "LowerPriority"]
+    assert settings["borrowBelow"]["type"] == "integer"
+
+
+def _pool(preemption: object) -> dict:
+    return {
+        "apiVersion": "idlegate.io/v1alpha1",
+        "kind": "ExecutorPool",
+        "metadata": {"name": "p"},
+        "spec": {
+            "size": 4,
+            "queues": [{"name": "a", "nominal": {"pods": 2}, "preemption": preemption}],
+        },
+    }
+
+
+def test_lint_refuses_a_bad_setting_in_a_queues_file_and_in_a_pool(tmp_path: Path):
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {pods: 2}, preemption: {reclaim: Sometimes}}\n")
+    out = runner.invoke(app, ["lint", str(queues)])
+    assert out.exit_code == 1
+    assert "'Sometimes' is not a reclaim setting; use Never" in out.output
+    assert "Traceback" not in out.output
+    queues.write_text("- {name: a, nominal: {pods: 2}, preemption: {reclaim: Any}}\n")
+    assert runner.invoke(app, ["lint", str(queues)]).exit_code == 0
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump(_pool({"withinQueue": "Always"})))
+    report = lint_paths([str(pool)])
+    assert report.invalid == 1
+    (problem,) = report.problems
+    assert "'Always' is not a withinQueue setting" in problem.message
+    pool.write_text(yaml.safe_dump(_pool({"withinQueue": "LowerPriority", "borrowBelow": 5})))
+    assert lint_paths([str(pool)]).invalid == 0
+
+
+def stage(**fields: object) -> dict:
+    return {"stages": [{"name": "s", "tasks": 2, "taskDurationSeconds": 3.0, **fields}]}
+
+
+def test_a_stage_says_it_is_checkpointed_and_is_not_by_default():
+    assert parse_workflow(stage(checkpointed=True)).stages[0].checkpointed is True
+    assert parse_workflow(stage()).stages[0].checkpointed is False
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_checkpointed_is_true_or_false(value):
+    with pytest.raises(SpecError, match=r"stages\[0\]\.checkpointed: "):
+        parse_workflow(stage(checkpointed=value))
+
+
+def test_the_dagworkflow_crd_has_checkpointed():
+    schema = render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    stages = schema["properties"]["spec"]["properties"]["stages"]["items"]["properties"]
+    assert stages["checkpointed"]["type"] == "boolean"
