@@ -44,7 +44,7 @@ The algorithm, exact (why it is, point by point):
    where positive, per room (the pool or node, each Bound) and resource. A candidate's
    *shape* is what it gives to each deficit (with its queue and demand, when its queue
    is bounded by `borrowed`). Candidates of a shape are interchangeable but for their
-   keys (loss, priority, −start, position in the input): the victims an optimal set takes
+   keys (loss, priority, −start, index in the input): the victims an optimal set takes
    of a shape are its cheapest by key (were a cheaper one left out, swapping it in
    loses no more and ranks lower by the order's later terms, the set still fitting and
    allowed). So a choice is a count k_s per shape, of its first k_s by key.
@@ -96,7 +96,7 @@ class Running:
     task: Hashable
     """Which task (the driver's name for it: the simulator's, a pod's)."""
     queue: int
-    """Its queue's position in the pool's queues."""
+    """Its queue's index in the pool's queues."""
     priority: int
     """Its workflow's priority."""
     start: float
@@ -107,7 +107,7 @@ class Running:
     checkpointed: bool = False
     """A stopped task resumes where it was: it loses nothing."""
     node: int | None = None
-    """Its node's position in `nodes` (a pool of nodes), else None."""
+    """Its node's index in `nodes` (a pool of nodes), else None."""
     workflow: Hashable = None
     """Its workflow (the Kueue-like baseline stops whole ones)."""
     admitted: float | None = None
@@ -432,7 +432,7 @@ class _Search:
             self.best = list(counts)
 
     def _ties(self, counts: Sequence[int]) -> list[tuple[int, float, int]]:
-        """The order's last terms of a set: (priority, −start, position), highest first."""
+        """The order's last terms of a set: (priority, −start, index), highest first."""
         keys = [k[1:] for s, n in zip(self.shapes, counts, strict=True) for k in s.keys[:n]]
         return sorted(keys, reverse=True)
 

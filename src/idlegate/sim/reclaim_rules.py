@@ -50,7 +50,7 @@ BORROWING = "Borrowing"
 
 @dataclass(frozen=True)
 class Claimant:
-    """The waiting task that does not fit: its queue's position, its workflow's
+    """The waiting task that does not fit: its queue's index, its workflow's
     priority, and what it needs (milli-units, pods included)."""
 
     queue: int
@@ -104,7 +104,7 @@ def eligible(
     lends: bool = True,
 ) -> Eligible:
     """The running tasks `claimant` may stop, by the settings of its queue (the module
-    docstring), `usage` being what each queue's running tasks hold, by position, and
+    docstring), `usage` being what each queue's running tasks hold, by index, and
     `lends` whether the cohort lends the task what it needs beyond its nominal quota."""
     q, p, need = claimant.queue, claimant.priority, claimant.need
     settings = queues[q].preemption
