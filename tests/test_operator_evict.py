@@ -270,3 +270,28 @@ def test_the_api_client_takes_an_evictions_429_as_its_answer() -> None:
         assert [(m, p) for _, m, p in server.seen] == [
             ("POST", "/api/v1/namespaces/ns/pods/p/eviction")
         ] * 2
+
+
+def test_a_pod_that_fails_on_its_own_while_its_eviction_is_asked_is_a_failure() -> None:
+    # its eviction then refused: the failure was taken in (a retry), nothing is stopped;
+    # the evicted pod's own end (Failed, being deleted) is its stop's, no failure
+    core = core_of(pool=2)
+    spec = stage("a", tasks=2, backoffLimit=1)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0, 1), 2, "reclaim", "owners"), T0 + 5)
+    first, second = of(taken(core), EvictPod)
+    failed = pod("w", spec, 0, "Failed", executor=0)
+    said(core, PodSeen(failed), T0 + 6)
+    assert "TaskRetry" in reasons(taken(core))
+    said(core, Refused(first, 429, "TooManyRequests", "disruption budget"), T0 + 7)
+    stopping = marked(pod("w", spec, 1, "Failed", executor=1), second)
+    stopping["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    said(core, PodSeen(stopping), T0 + 7)
+    said(core, Confirmed(second, marked(pod("w", spec, 1, "Running", executor=1), second)), T0 + 8)
+    intents = taken(core)
+    assert "Preempted" in reasons(intents) and "TaskRetry" not in reasons(intents)
+    track = core.workflows[("default", "w")].stages[0]
+    assert (track.tasks[0].failures, track.tasks[1].failures, track.tasks[1].preempted) == (1, 0, 1)
+    assert not track.tasks[0].evicting  # (its retry may be stopped later)
+    assert first.evictions.stopped == [1] and core.cluster.preempted == 1

@@ -65,7 +65,7 @@ class DagWorkflow(Workflow):
         task = track.tasks.get(pod.index) if track is not None else None
         if track is None or task is None or task.attempt != pod.attempt:
             return  # not ours, or an attempt already dealt with
-        if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting or pod.stop):
+        if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting):
             return  # (its eviction's doing: the eviction's answer stops its task)
         if (deleted or pod.deleting) and not pod.terminal:
             self.pod_vanished = True
@@ -184,9 +184,11 @@ class DagWorkflow(Workflow):
         its pod ended first, which is taken in as any end)."""
         track = self.by_name[intent.stage]
         task = track.tasks.get(intent.index)
-        if task is None or task.attempt != intent.attempt or not task.evicting:
+        if task is None or not task.evicting:
             return None
-        task.evicting = False
+        task.evicting = False  # (none other is asked meanwhile: `evict`)
+        if task.attempt != intent.attempt:  # (it failed meanwhile: retried)
+            return None
         if isinstance(outcome, Refused):
             if outcome.status == 404 and task.state is TaskState.RELEASED:  # (its deletion
                 self.pod_vanished = True  # was this eviction's to answer: someone else's)
