@@ -89,6 +89,7 @@ def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
     assert core.metrics.value("idlegate_preempted_tasks_total", queue="owners", reason="reclaim")
     assert core.metrics.value("idlegate_preempted_work_seconds_total") == 6.0
     assert core.cluster.preempted == 1 and core.cluster.preempted_seconds == 6.0
+    assert core.cluster.stopped == ()  # (the driver took it: nothing kept)
     # the old pod's end (attempt 0) is its stop's: nothing happens
     said(core, PodSeen(deleting, deleted=True), T0 + 7)
     assert taken(core) == []

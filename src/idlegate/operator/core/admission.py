@@ -202,6 +202,7 @@ class DagWorkflow(Workflow):
             return None
         assert task.executor is not None  # (released on the pool's executor it was asked for)
         (stopped,) = pool.cluster.stop([task.executor], pool.now())
+        pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
         task.attempt, task.preempted = task.attempt + 1, task.preempted + 1
         track.replan(task)
         self.top_up(pool, track)
