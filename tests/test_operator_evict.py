@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.eviction import Evictions, stop_mark
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
 from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import read_task_pod
@@ -27,7 +27,8 @@ from idlegate.operator.core.intents import (
     RemoveGate,
 )
 from idlegate.operator.edge.kube import ApiError
-from tests.operator_fakes import harness
+from idlegate.policy import make_scheduler
+from tests.operator_fakes import Harness, harness
 from tests.operator_fakes import stage as fake_stage
 from tests.test_kube_client import Script, client, serving
 from tests.test_operator_core import T0, core_of, pod, said, stage, taken, workflow
@@ -296,3 +297,77 @@ def test_a_pod_that_fails_on_its_own_while_its_eviction_is_asked_is_a_failure() 
     assert (track.tasks[0].failures, track.tasks[1].failures, track.tasks[1].preempted) == (1, 0, 1)
     assert not track.tasks[0].evicting  # (its retry may be stopped later)
     assert first.evictions.stopped == [1] and core.cluster.preempted == 1
+
+
+# -- a leader taking over mid-way (two operators, one after the other, on one fake API)
+
+
+def _refused_as_it_dies(kube: Any, method: str, after: bool) -> None:
+    """The leader dies at its `method` call: before it takes effect, or after (its answer
+    lost with it); it learns only a refusal, which it cannot act on any more."""
+    gone = ApiError(403, "Forbidden", "this replica is not the leader any more")
+    if not after:
+        kube.fail[method] = [gone]
+        return
+
+    def effect(called: str, name: str) -> None:
+        if called == method:
+            kube.on_effect = None
+            raise gone
+
+    kube.on_effect = effect
+
+
+async def _take_over(h: Any) -> Any:
+    """A new leader on the same API: it admits the workflow from the API as it is."""
+    new = Harness(h.kube, h.clock, 2, make_scheduler("fifo"))
+    new.admit(h.kube.workflows[("default", "w")])
+    await new.settle()
+    return new
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_that_died_after_marking_a_pod_has_its_stop_finished_once() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    _refused_as_it_dies(h.kube, "evict_pod", after=False)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    assert h.kube.pods[("default", "w-a-0")]["metadata"]["annotations"][ANNOTATION_STOP]
+    new = await _take_over(h)
+    evictions = [n for _, m, n in h.kube.done if m == "evict_pod"]
+    assert evictions == ["w-a-0"] and new.core.cluster.preempted == 1
+    assert "Preempted" in h.kube.reasons("w")
+    del h.kube.pods[("default", "w-a-0")]  # (its grace period over)
+    await new.run_to_completion()
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+    assert sorted(n for _, n in h.kube.pods) == ["w-a-0-r1", "w-a-1"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_that_died_once_its_eviction_was_taken_has_the_task_run_again_once() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    _refused_as_it_dies(h.kube, "evict_pod", after=True)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    assert h.kube.pods[("default", "w-a-0")]["metadata"].get("deletionTimestamp")
+    new = await _take_over(h)
+    assert [m for _, m, _ in h.kube.done].count("evict_pod") == 1  # (not evicted again)
+    assert ("default", "w-a-0-r1") in h.kube.pods  # (its task runs again)
+    del h.kube.pods[("default", "w-a-0")]
+    await new.run_to_completion()
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+
+
+def test_a_gangs_task_is_not_stopped_on_kubernetes() -> None:
+    core = core_of(pool=2)
+    admitted(core, "g", stage("a", tasks=2, gang=True))
+    taken(core)
+    evictions = core.stop_tasks((0, 1), 1, "reclaim", "owners")
+    assert not of(core.intents.take(), EvictPod) and evictions.done
+    assert set(evictions.refused.values()) == {GANG_NOT_STOPPED}

@@ -10,7 +10,8 @@ applier's eviction) as follows:
    that ends by itself meanwhile frees as much, and counts) or none is left.
 2. Only a DagWorkflow's task pod is stopped: idlegate makes its next attempt and counts
    none of its stops as a failure. An Argo Workflow's or an Airflow task's pod is never
-   stopped (`NEVER_EXTERNAL`).
+   stopped (`NEVER_EXTERNAL`), nor a gang stage's (`GANG_NOT_STOPPED`: its pods would be
+   evicted one by one, each budget apart, and a gang runs as one).
 3. Before its eviction, the stop is written on the pod (annotation ``idlegate.io/stop``:
    the queue that reclaims and why, `stop_mark`), so that a leader taking over mid-way
    finishes it: a running pod that carries it is evicted again, one being deleted (or
@@ -45,6 +46,8 @@ NEVER_EXTERNAL = (
     "stops only DagWorkflows' task pods"
 )
 """Why a task of a workflow whose pods another controller makes is not stopped."""
+GANG_NOT_STOPPED = "its stage is a gang, whose tasks run as one: it is not stopped"
+"""Why a gang's task is not stopped on Kubernetes (the state machine stops a gang whole)."""
 
 
 @dataclass(eq=False)

@@ -21,7 +21,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.eviction import Evictions, stop_mark, was_stopped
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Clock, Settings
 from idlegate.api.status import (
@@ -170,6 +170,8 @@ class DagWorkflow(Workflow):
         task = next(
             (t for t in track.tasks.values() if (t.executor, t.state) == (executor, released)), None
         )
+        if track.spec.gang:
+            return GANG_NOT_STOPPED
         if task is None or task.evicting:
             return "it is being stopped" if task else "its task is not running on it now"
         task.evicting, mark = True, stop_mark(evictions.queue, evictions.reason)
