@@ -99,6 +99,7 @@ from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
@@ -106,6 +107,7 @@ from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.queues import queue_of
 from idlegate.sim.rollout import planning_fork
+from idlegate.sim.task_times import EVIDENCE, TaskTimes
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +232,7 @@ class ForecastRefresh:
         arrivals: str = "none",
         key: str = "forecast",
         process: ReplayProcess | None = None,
+        times: TaskTimes | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise SpecError(
@@ -256,7 +259,11 @@ class ForecastRefresh:
         """Owner uid → its last forecast (what the visibility API and the page show)."""
         self.kept: dict[int, Kept] = {}
         """Job id → its first forecast made while it waited, until it starts and ends."""
-        self.calibration = calibrations()
+        self.times = times
+        """The pool's own task times (`sim.task_times`; None: its replays run every task of
+        a stage with nothing measured for its estimate, as before a pool learned them):
+        its replays draw from them, and until they are `ready` it says so instead."""
+        self.calibration = calibrations(live=times is not None)
         self.held: dict[str, deque[bool]] = {k: deque(maxlen=WINDOW) for k in self.calibration}
         """Per kind (start, finish), whether each of the last `WINDOW` resolved forecasts
         held its actual inside the interval shown (`coverage`)."""
@@ -278,7 +285,7 @@ class ForecastRefresh:
         """The event loop's CPU clock, which charges the fork and the result to `DUTY`."""
         self._charged = 0.0
         """CPU seconds of the running refresh so far (its fork, in the event loop)."""
-        self._seen: tuple[int, int] = (0, -1)
+        self._seen: tuple[int, int, bool] = (0, -1, True)
         self._armed_change = self._ticking = False
         self._tick_at = -math.inf
         """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
@@ -297,7 +304,8 @@ class ForecastRefresh:
         changed (one arrived or ended), refresh `debounce` seconds from now, once for all
         the changes meanwhile. The first call also arms the scheduled refresh."""
         jobs = self.cluster.jobs
-        seen = (len(jobs), jobs[-1].id if jobs else -1)  # (ids grow: an arrival moves the last)
+        # (ids grow: an arrival moves the last; the pool's task times becoming ready too)
+        seen = (len(jobs), jobs[-1].id if jobs else -1, self.unknown() is None)
         if seen == self._seen or self._closed:
             return
         self._seen = seen
@@ -370,6 +378,12 @@ class ForecastRefresh:
                 self._arm(f"{self.key}-change", self.not_before, self._on_change)
             return
         began = self.cpu_clock()
+        unknown = self.unknown()
+        if unknown is not None:  # (nothing to replay: said at once, in the loop)
+            snapshot = self.request()
+            self._charged = self.cpu_clock() - began
+            self.take(snapshot, sim_forecast.unavailable(snapshot.fork, unknown), 0.0)
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # (a pool driven without a loop: refresh in place)
@@ -521,6 +535,16 @@ class ForecastRefresh:
         self.recent.extend(merged)
         self.resumed_log = [(r.arrival, r.dag.total_work) for r in found[-RATE_WINDOW:]]
 
+    def unknown(self) -> str | None:
+        """Why the pool cannot forecast yet (its own task times not `ready`), or None."""
+        if self.times is None or self.times.ready or not self.cluster.jobs:
+            return None
+        return (
+            f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
+            "tasks take against what their stages declare (their start latency, their "
+            "stretch) is not known yet; its forecast follows once they have"
+        )
+
     def request(self) -> Snapshot:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
         forecasts whose workflow started or ended since are scored first (after the
@@ -532,6 +556,13 @@ class ForecastRefresh:
         fork = planning_fork(self.cluster)
         if fork.now < now:
             fork.advance(now)
+        if self.times is not None and self.times.ready:
+            # (one for all: a replay draws its error once; the running tasks, censored)
+            running = [(now - t0, st.duration) for _, st, t0 in self.cluster.running_tasks()]
+            live = self.times.frozen(running)
+            for job in fork.jobs:
+                if isinstance(job.payload, MeasuredDurations):
+                    job.payload = job.payload.frozen(live)
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
         wanted = replayed_spec(spec, learns)
@@ -551,7 +582,9 @@ class ForecastRefresh:
         frozen now (a refresh's, and a what-if's on the pool)."""
         snap.arrivals = self.arrivals
         # (a pool's arrivals may change at run time: its start prior follows them)
-        self.calibration["start"].prior = start_prior(self.arrivals != "none")
+        self.calibration["start"].prior = start_prior(
+            self.arrivals != "none", self.times is not None
+        )
         if self.arrivals != "none":
             self.note_arrivals()
             snap.recent = templates(self.recent)

@@ -136,14 +136,21 @@ class Calibration:
         return Span(low, span.median, max(span.median, span.high + widening))
 
 
-def start_prior(invented: bool) -> float:
-    """The start's prior of a pool whose replays invent arrivals (`invented`) or not."""
+def start_prior(invented: bool, live: bool = False) -> float | None:
+    """The start's prior of a pool whose replays invent arrivals (`invented`) or not; a
+    `live` pool's (one whose replays draw from its own task times, `sim.task_times`) has
+    none: its intervals spread with what its own tasks did, and widen by its own scores
+    once it has `MIN_SCORES`, never by what the simulator's runs gave."""
+    if live:
+        return None
     return START_PRIOR_INVENTED if invented else START_PRIOR
 
 
-def calibrations(invented: bool = False) -> dict[str, Calibration]:
+def calibrations(invented: bool = False, live: bool = False) -> dict[str, Calibration]:
     """A pool's fresh pair, start and finish, with their priors and coverages (the start's
-    as `start_prior(invented)`): what the operator keeps per pool and the evaluation per
-    run, made here alone so that what is measured is what runs."""
-    start = Calibration(start_prior(invented))
-    return {"start": start, "finish": Calibration(FINISH_PRIOR, FINISH_COVERAGE, after=start)}
+    as `start_prior(invented, live)`; a `live` pool's finish has no prior either): what
+    the operator keeps per pool and the evaluation per run, made here alone so that what
+    is measured is what runs."""
+    start = Calibration(start_prior(invented, live))
+    finish_prior = None if live else FINISH_PRIOR
+    return {"start": start, "finish": Calibration(finish_prior, FINISH_COVERAGE, after=start)}

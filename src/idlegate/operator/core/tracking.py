@@ -35,6 +35,7 @@ from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.task_times import TaskTimes
 from idlegate.sim.timestamps import stamp, to_datetime
 
 WorkflowKey = tuple[str, str]
@@ -73,6 +74,8 @@ class Task:
     """Such a task succeeded before an executor was free for it."""
     released_at: float | None = None
     """Clock time the operator released it (None: before a restart, or by others)."""
+    running_at: float | None = None
+    """Clock time the operator saw its pod Running (None: not yet, or not seen)."""
 
 
 class StageTrack:
@@ -300,9 +303,16 @@ class Workflow:
         return out
 
     def measured(
-        self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
+        self,
+        track: StageTrack,
+        task: Task,
+        now: float,
+        pod_seconds: float | None,
+        keep: int,
+        times: TaskTimes,
     ) -> None:
-        """`task` succeeded at `now`: its run time joins the stage's measured durations.
+        """`task` succeeded at `now`: its run time joins the stage's measured durations,
+        and its latency and stretch the pool's `times` (`sim.task_times`).
 
         Measured from the operator's release to its observed success: how long the task
         held its executor (pod start latency and the watch's lag included), what a rollout
@@ -315,6 +325,8 @@ class Workflow:
         if task.released_at is not None and task.failures == 0 and task.attempt == 0:
             held = max(0.0, now - task.released_at)
             self.durations.record(track.index, held)
+            running = None if task.running_at is None else now - task.running_at
+            times.record(track.spec.task_duration_seconds, held, running)
         seconds = pod_seconds or held
         if seconds:
             track.sample(seconds, keep, self.history_rng)
