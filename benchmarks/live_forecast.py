@@ -265,16 +265,18 @@ class Row:
         }
 
 
-def row_of(run: str, outcomes: Sequence[Outcome]) -> Row:
-    scored = seed_run(outcomes)
+def row_of(run: str, outcomes: Sequence[Sequence[Outcome]]) -> Row:
+    """The row of `run`: its runs' `outcomes` (one list per run), scored together."""
+    scored = [seed_run(o) for o in outcomes]
+    every = [o for one in outcomes for o in one]
     return Row(
         run,
-        figures([scored], "calibrated", WAITED),
-        figures([scored], "forecast", WAITED),
-        figures([scored], "position×rate", WAITED),
-        len(outcomes),
-        sum(o.made is not None for o in outcomes),
-        tuple(outcomes),
+        figures(scored, "calibrated", WAITED),
+        figures(scored, "forecast", WAITED),
+        figures(scored, "position×rate", WAITED),
+        len(every),
+        sum(o.made is not None for o in every),
+        tuple(every),
     )
 
 
@@ -319,9 +321,11 @@ def note(r: Row) -> str:
     )
 
 
-def run(kind: str, src: Path, args: argparse.Namespace, log: Any) -> list[Row]:
+def run(
+    kind: str, src: Path, args: argparse.Namespace, seed: int, log: Any
+) -> dict[str, list[Outcome]]:
     """The pool `kind`'s bursts (two on ``node``: cold, warm; one on ``fixed``) under
-    `src`'s operator: a row each."""
+    `src`'s operator, the kubelets drawing from `seed`: each one's outcomes by its row."""
     namespaces = NAMESPACES[kind]
     phases = ("cold", "warm") if kind == "node" else ("cold",)
     nodes = (
@@ -329,7 +333,7 @@ def run(kind: str, src: Path, args: argparse.Namespace, log: Any) -> list[Row]:
         if kind == "node"
         else []
     )
-    rows = []
+    rows: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         prepare(api, namespaces, nodes)
         recorder = Recorder(api)
@@ -342,7 +346,7 @@ def run(kind: str, src: Path, args: argparse.Namespace, log: Any) -> list[Row]:
                         time_factor=1 / args.speed,
                         stretch=args.stretch,
                         start_latency=args.latency,
-                        seed=args.seed,
+                        seed=seed,
                     )
                     stack.enter_context(kubelet)
                 flags = [f"--forecast-interval={INTERVAL:g}", f"--pool-size={FIXED_PODS}"]
@@ -358,7 +362,7 @@ def run(kind: str, src: Path, args: argparse.Namespace, log: Any) -> list[Row]:
                         outcome(api.get(DWF, ns, name), namespaces.index(ns)) for ns, name in names
                     ]
                     label = f"{kind} pool, {phase}" if kind == "node" else "fixed pool, 2 queues"
-                    rows.append(row_of(label, outcomes))
+                    rows[label] = outcomes
         finally:
             recorder.close()
         api.assert_no_internal_errors()
@@ -389,7 +393,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
     parser.add_argument("--latency", type=float, default=3.0, help="mean start latency, s")
     parser.add_argument("--later", type=float, default=60.0, help="seconds before the 8 more")
     parser.add_argument("--policy", default="default", help="the pools' policy")
-    parser.add_argument("--seed", type=int, default=0, help="the kubelets' draws")
+    parser.add_argument("--seed", type=int, default=0, help="the kubelets' draws (first run's)")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each pool, seeds in turn")
     parser.add_argument(
         "--against",
         type=Path,
@@ -412,7 +417,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
             "python -m benchmarks.live_forecast",
             f"--pools {args.pools} --speed {args.speed:g} --stretch {args.stretch:g}",
             f"--latency {args.latency:g} --later {args.later:g} --policy {args.policy}",
-            f"--seed {args.seed}",
+            f"--seed {args.seed} --runs {args.runs}",
             *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         ]
     )
@@ -425,11 +430,18 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
         for kind in kinds:
             for src in sources:
                 code = "" if len(sources) == 1 else "this" if src == sources[0] else str(src)
-                try:
-                    rows = run(kind, src, args, log)
-                except (RuntimeError, TimeoutError) as exc:
-                    sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
-                for r in rows:
+                runs: dict[str, list[list[Outcome]]] = {}
+                for i in range(args.runs):
+                    try:
+                        found_now = run(kind, src, args, args.seed + i, log)
+                    except (RuntimeError, TimeoutError) as exc:
+                        sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
+                    for label, outcomes in found_now.items():
+                        runs.setdefault(label, []).append(outcomes)
+                        if args.runs > 1:
+                            notes.append(f"  run {i}: " + line(row_of(label, [outcomes]), code))
+                for label, outcomes_per_run in runs.items():
+                    r = row_of(label, outcomes_per_run)
                     print(line(r, code), flush=True)
                     notes.append(note(r) + (f" ({code})" if code else ""))
                     found.append((str(src), r))

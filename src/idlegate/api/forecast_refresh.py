@@ -94,6 +94,7 @@ from idlegate.api.forecast_replay import (
     replayed_spec,
     scheduler_copy,
 )
+from idlegate.api.forecast_scores import Scored
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
@@ -264,6 +265,9 @@ class ForecastRefresh:
         a stage with nothing measured for its estimate, as before a pool learned them):
         its replays draw from them, and until they are `ready` it says so instead."""
         self.calibration = calibrations(live=times is not None)
+        self.scored = Scored(self.calibration, interval if times is not None else math.inf)
+        """The forecasts the calibration scores: the first of each waiting workflow, and on
+        a live pool one an interval after (`api.forecast_scores`)."""
         self.held: dict[str, deque[bool]] = {k: deque(maxlen=WINDOW) for k in self.calibration}
         """Per kind (start, finish), whether each of the last `WINDOW` resolved forecasts
         held its actual inside the interval shown (`coverage`)."""
@@ -343,6 +347,7 @@ class ForecastRefresh:
                 made = payload.forecast_made
                 told = job.first_start is not None
                 self.kept[job.id] = Kept(job, queue, made, start, finish, start_told=told)
+                self.scored.note(job, made.computed_at, start, finish)
 
     def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
         async def fired() -> None:
@@ -558,7 +563,12 @@ class ForecastRefresh:
             fork.advance(now)
         if self.times is not None and self.times.ready:
             # (one for all: a replay draws its error once; the running tasks, censored)
-            running = [(now - t0, st.duration) for _, st, t0 in self.cluster.running_tasks()]
+            running = []
+            for executor, stage, _ in self.cluster.running_tasks():
+                since = getattr(stage.job.payload, "running_since", None)
+                seen = since(stage.index, executor) if since is not None else None
+                if seen is not None:  # (a pod seen Running: its stretch is at least this)
+                    running.append((now - seen, stage.duration))
             live = self.times.frozen(running)
             for job in fork.jobs:
                 if isinstance(job.payload, MeasuredDurations):
@@ -619,6 +629,9 @@ class ForecastRefresh:
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
             shown = as_shown(entry, made, self.calibration)
+            if isinstance(shown, Forecast) and job.first_start is None:
+                assert isinstance(entry, sim_forecast.WorkflowForecast)
+                self.scored.note(job, made, entry.start, entry.finish)
             first = False
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
@@ -644,7 +657,8 @@ class ForecastRefresh:
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
-        the metric and the calibration; returns (queue, which, error) of each."""
+        the metric; the forecasts the calibration scores (`scored`) to it; returns (queue,
+        which, error) of each kept."""
         out = []
         live = {j.id for j in self.cluster.jobs}
         for job_id, kept in list(self.kept.items()):
@@ -656,13 +670,12 @@ class ForecastRefresh:
                 kept.started = True
                 if not kept.start_told:
                     out.append((kept.queue, "start", abs(job.first_start - f.start)))
-                self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
                 self._held("start", f.start_interval, job.first_start)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))
-                self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
                 self._held("finish", f.finish_interval, job.finish)
                 del self.kept[job_id]
+        self.scored.resolve(live)
         if self.metrics is not None:
             for queue, which, error in out:
                 self.metrics.forecast_error.labels(queue, which).observe(error)

@@ -38,6 +38,10 @@ WINDOW = 200
 """Scores kept: the most recent, so that the widening follows a pool that changes."""
 MIN_SCORES = 20
 """Scores needed before any widening."""
+LIVE_MIN_SCORES = 4
+"""`MIN_SCORES` of a live pool (`calibrations`' `live`), which has no prior to fall back on:
+the fewest scores whose conformal quantile exists, ⌈(n + 1) · 0.8⌉ ≤ n (with 4, the largest
+of them: the least a pool's own forecasts can say of how far off they are, at once)."""
 FLOOR = 5.0
 """Seconds: the least lead time a score is divided by, and an interval widened by (a
 forecast of now: a start a second or two later, as the pool's next decision makes it,
@@ -76,12 +80,15 @@ class Calibration:
         prior: float | None = None,
         coverage: float = COVERAGE,
         after: Calibration | None = None,
+        least: int = MIN_SCORES,
     ) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"a calibration's coverage is a share in (0, 1), not {coverage}")
         self.scores: deque[float] = deque(maxlen=WINDOW)
         self.prior = prior
         self.coverage = coverage
+        self.least = least
+        """Scores needed before the quantile is taken."""
         self.after = after
         """The calibration of the forecast this one's comes after (a finish's: its start's),
         whose margin widens the part of the lead time before that forecast while this one
@@ -98,10 +105,10 @@ class Calibration:
         self.scores.append(max(span.low - actual, actual - span.high) / ahead)
 
     def margin(self) -> float | None:
-        """Q: the widening per second ahead (before `MIN_SCORES` scores: the prior, None
+        """Q: the widening per second ahead (before `least` scores: the prior, None
         without one)."""
         n = len(self.scores)
-        if n < MIN_SCORES:
+        if n < self.least:
             return self.prior
         ordered = sorted(self.scores)
         # the conformal quantile: the ⌈(n + 1)·coverage⌉-th smallest score
@@ -126,7 +133,7 @@ class Calibration:
         ahead = max(span.median - made_at, FLOOR)
         widening = q * ahead
         waits = 0.0 if start is None else min(max(start.median - made_at, 0.0), ahead)
-        if waits > 0.0 and self.after is not None and len(self.scores) < MIN_SCORES:
+        if waits > 0.0 and self.after is not None and len(self.scores) < self.least:
             before = self.after.margin()
             if before is not None:
                 widening = before * waits + q * (ahead - waits)
@@ -151,6 +158,8 @@ def calibrations(invented: bool = False, live: bool = False) -> dict[str, Calibr
     as `start_prior(invented, live)`; a `live` pool's finish has no prior either): what
     the operator keeps per pool and the evaluation per run, made here alone so that what
     is measured is what runs."""
-    start = Calibration(start_prior(invented, live))
+    least = LIVE_MIN_SCORES if live else MIN_SCORES
+    start = Calibration(start_prior(invented, live), least=least)
     finish_prior = None if live else FINISH_PRIOR
-    return {"start": start, "finish": Calibration(finish_prior, FINISH_COVERAGE, after=start)}
+    finish = Calibration(finish_prior, FINISH_COVERAGE, after=start, least=least)
+    return {"start": start, "finish": finish}

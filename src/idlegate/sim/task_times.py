@@ -44,7 +44,9 @@ import numpy as np
 
 WINDOW = 200
 """Tasks kept: the most recent, so that what is learned follows a pool that changes."""
-EVIDENCE = 5
+LATENCIES = 50
+"""Tasks whose latencies the replays draw from: the most recent (`TaskTimes.frozen`)."""
+EVIDENCE = 10
 """Tasks that must have ended before a pool's forecasts draw from them (`TaskTimes.ready`)."""
 
 
@@ -71,24 +73,21 @@ class TaskTimes:
         return len(self.seen) >= EVIDENCE
 
     def frozen(self, running: Iterable[tuple[float, float]] = ()) -> LiveTimes:
-        """What a refresh's replays draw from, as it is now; `running`: (seconds since its
-        release, declared seconds) of each task running now.
+        """What a refresh's replays draw from, as it is now; `running`: (seconds it has run
+        since its pod was seen ``Running``, declared seconds) of each task running now.
 
-        The tasks that ended first are the quick ones: in a burst the pool has seen only
+        The tasks that end first are the quick ones: in a burst the pool has seen only
         them when its first forecasts are made, and their stretches alone would make every
         forecast early. A running task's stretch is known to exceed what it has run so far
-        (less the pool's mean latency) ÷ what it declares: the stretches are the
-        Kaplan-Meier estimate over both, the ended tasks' and these censored ones, and
-        the weight left beyond the last ended task goes to the running ones beyond it, at
-        what they have run (Efron's redistribution to the right: the least they take)."""
-        latencies = tuple(p[0] for p in self.seen)
-        mean_latency = sum(latencies) / len(latencies) if latencies else 0.0
+        ÷ what it declares: the stretches are the Kaplan-Meier estimate over both, the
+        ended tasks' and these censored ones, and the weight left beyond the last ended
+        task goes to the running ones beyond it, at what they have run (Efron's
+        redistribution to the right: the least they take). The latencies are the last
+        `LATENCIES` tasks': a latency follows the pool's load (a burst's first pods wait
+        on the operator's own writes), and what comes next starts as the last did."""
+        latencies = tuple(p[0] for p in list(self.seen)[-LATENCIES:])
         observed = [(p[1], True) for p in self.seen]
-        observed += [
-            (ran, False)
-            for elapsed, declared in running
-            if declared > 0 and (ran := (elapsed - mean_latency) / declared) > 0
-        ]
+        observed += [(ran / declared, False) for ran, declared in running if declared > 0]
         return LiveTimes(latencies, *kaplan_meier(observed))
 
 

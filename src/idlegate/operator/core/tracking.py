@@ -331,6 +331,11 @@ class Workflow:
         if seconds:
             track.sample(seconds, keep, self.history_rng)
 
+    def running_since(self, stage: int, executor: int) -> float | None:
+        """When the pod of stage `stage` on `executor` was seen Running (None: not yet)."""
+        found = (t for t in self.stages[stage].tasks.values() if t.executor == executor)
+        return next((t.running_at for t in found if t.state is TaskState.RELEASED), None)
+
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set
         where they change)."""
