@@ -36,6 +36,10 @@ path (docs/forecast.md, "In the operator"):
   arrive, finished ones included: the cluster keeps no finished workflow's DAG), frozen in
   the loop (`Recent`); the worker draws the futures from a generator seeded by the
   refresh's seed, so the same state and seed give the same forecast.
+* **Live.** An operator's pool learns its own tasks' latency and stretch as they end
+  (`times`, `sim.task_times`); its replays draw from them (:meth:`live`), its calibration
+  has no simulator prior, and until `EVIDENCE` of its tasks have ended each workflow's
+  forecast is Unavailable with why (:meth:`unknown`; the refresh after they have is at once).
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -94,7 +98,6 @@ from idlegate.api.forecast_replay import (
     replayed_spec,
     scheduler_copy,
 )
-from idlegate.api.forecast_scores import Scored
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
@@ -265,9 +268,6 @@ class ForecastRefresh:
         a stage with nothing measured for its estimate, as before a pool learned them):
         its replays draw from them, and until they are `ready` it says so instead."""
         self.calibration = calibrations(live=times is not None)
-        self.scored = Scored(self.calibration, interval if times is not None else math.inf)
-        """The forecasts the calibration scores: the first of each waiting workflow, and on
-        a live pool one an interval after (`api.forecast_scores`)."""
         self.held: dict[str, deque[bool]] = {k: deque(maxlen=WINDOW) for k in self.calibration}
         """Per kind (start, finish), whether each of the last `WINDOW` resolved forecasts
         held its actual inside the interval shown (`coverage`)."""
@@ -347,7 +347,6 @@ class ForecastRefresh:
                 made = payload.forecast_made
                 told = job.first_start is not None
                 self.kept[job.id] = Kept(job, queue, made, start, finish, start_told=told)
-                self.scored.note(job, made.computed_at, start, finish)
 
     def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
         async def fired() -> None:
@@ -561,18 +560,7 @@ class ForecastRefresh:
         fork = planning_fork(self.cluster)
         if fork.now < now:
             fork.advance(now)
-        if self.times is not None and self.times.ready:
-            # (one for all: a replay draws its error once; the running tasks, censored)
-            running = []
-            for executor, stage, _ in self.cluster.running_tasks():
-                since = getattr(stage.job.payload, "running_since", None)
-                seen = since(stage.index, executor) if since is not None else None
-                if seen is not None:  # (a pod seen Running: its stretch is at least this)
-                    running.append((now - seen, stage.duration))
-            live = self.times.frozen(running)
-            for job in fork.jobs:
-                if isinstance(job.payload, MeasuredDurations):
-                    job.payload = job.payload.frozen(live)
+        self.live(fork)
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
         wanted = replayed_spec(spec, learns)
@@ -586,6 +574,25 @@ class ForecastRefresh:
             snap.owners[job.id] = job.payload
             snap.jobs[job.id] = job
         return snap
+
+    def live(self, fork: Cluster) -> None:
+        """Event loop: the jobs of `fork` (the pool's, forked now) draw the tasks of a stage
+        with nothing measured from the pool's own task times, once they are `ready`
+        (`sim.task_times`): one copy for all, so that a replay draws its error of their
+        average once; the tasks running now, their pods seen Running, are the censored
+        stretches it corrects the quick ones that ended first by."""
+        if self.times is None or not self.times.ready:
+            return
+        running = []
+        for executor, stage, _ in self.cluster.running_tasks():
+            since = getattr(stage.job.payload, "running_since", None)
+            seen = since(stage.index, executor) if since is not None else None
+            if seen is not None:
+                running.append((fork.now - seen, stage.duration))
+        times = self.times.frozen(running)
+        for job in fork.jobs:
+            if isinstance(job.payload, MeasuredDurations):
+                job.payload = job.payload.frozen(times)
 
     def with_arrivals(self, snap: Snapshot) -> None:
         """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
@@ -605,10 +612,12 @@ class ForecastRefresh:
     def for_what_if(self, snap: Snapshot) -> dict[str, Calibration]:
         """Event loop: a what-if's `snap` set up as the pool's refresh sets up its own
         (`with_arrivals`), and a copy of the calibration to widen its interval (the loop
-        records scores while the worker thread reads it). The history sink's records are
+        records scores while the worker thread reads it); its replays draw from the pool's
+        own task times as the refresh's do (`live`). The history sink's records are
         taken first if read (`_resume`): a what-if asked after a restart, before the pool's
         first refresh, has the resumed calibration and arrivals, not cold ones."""
         self._resume()
+        self.live(snap.fork)
         self.with_arrivals(snap)
         return copy.deepcopy(self.calibration)
 
@@ -629,9 +638,6 @@ class ForecastRefresh:
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
             shown = as_shown(entry, made, self.calibration)
-            if isinstance(shown, Forecast) and job.first_start is None:
-                assert isinstance(entry, sim_forecast.WorkflowForecast)
-                self.scored.note(job, made, entry.start, entry.finish)
             first = False
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
@@ -657,8 +663,7 @@ class ForecastRefresh:
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
-        the metric; the forecasts the calibration scores (`scored`) to it; returns (queue,
-        which, error) of each kept."""
+        the metric and the calibration; returns (queue, which, error) of each."""
         out = []
         live = {j.id for j in self.cluster.jobs}
         for job_id, kept in list(self.kept.items()):
@@ -670,12 +675,13 @@ class ForecastRefresh:
                 kept.started = True
                 if not kept.start_told:
                     out.append((kept.queue, "start", abs(job.first_start - f.start)))
+                self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
                 self._held("start", f.start_interval, job.first_start)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))
+                self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
                 self._held("finish", f.finish_interval, job.finish)
                 del self.kept[job_id]
-        self.scored.resolve(live)
         if self.metrics is not None:
             for queue, which, error in out:
                 self.metrics.forecast_error.labels(queue, which).observe(error)
