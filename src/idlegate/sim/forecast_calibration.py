@@ -128,15 +128,16 @@ class Calibration:
         by the `after` calibration's margin over the start's lead and by the prior over
         the rest: a finish is as far off as its start, and its run's own error on top."""
         q = self.margin()
-        if q is None:
-            return span
         ahead = max(span.median - made_at, FLOOR)
-        widening = q * ahead
         waits = 0.0 if start is None else min(max(start.median - made_at, 0.0), ahead)
+        before = None
         if waits > 0.0 and self.after is not None and len(self.scores) < self.least:
             before = self.after.margin()
-            if before is not None:
-                widening = before * waits + q * (ahead - waits)
+        if q is None and before is None:
+            return span
+        widening = (q or 0.0) * ahead
+        if before is not None:  # (a live pool's finish has no prior: its run's part is 0)
+            widening = before * waits + (q or 0.0) * (ahead - waits)
         low = min(span.median, span.low - widening)
         if earliest is not None:
             low = max(low, min(earliest, span.median))

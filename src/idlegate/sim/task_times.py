@@ -88,7 +88,7 @@ class TaskTimes:
         latencies = tuple(p[0] for p in list(self.seen)[-LATENCIES:])
         observed = [(p[1], True) for p in self.seen]
         observed += [(ran / declared, False) for ran, declared in running if declared > 0]
-        return LiveTimes(latencies, *kaplan_meier(observed))
+        return LiveTimes(latencies, *kaplan_meier(observed), ended=len(self.seen))
 
 
 def kaplan_meier(
@@ -134,6 +134,18 @@ def t_scale(df: int) -> float:
     return 1.0 + 1.0 / (4.0 * df)
 
 
+def _error(values: np.ndarray, weights: np.ndarray | None, n: int) -> float:
+    """The standard error of the mean of `values` (with `weights`, summing to 1), known from
+    `n` of them, widened by Student's t for n − 1 degrees of freedom; 0 below two."""
+    if n < 2 or not len(values):
+        return 0.0
+    if weights is None:
+        weights = np.full(len(values), 1.0 / len(values))
+    mean = float(np.dot(weights, values))
+    sd = math.sqrt(float(np.dot(weights, (values - mean) ** 2)) * n / (n - 1))
+    return t_scale(n - 1) * sd / math.sqrt(n)
+
+
 @dataclass
 class LiveTimes:
     """A frozen copy of a pool's task times: the latencies of its ended tasks, the stretches
@@ -143,6 +155,8 @@ class LiveTimes:
     latencies: tuple[float, ...]
     stretches: tuple[float, ...]
     cumulative: tuple[float, ...]
+    ended: int = 0
+    """The ended tasks the stretches come from (the rest: running ones, censored)."""
     shift: tuple[float, float] = (0.0, 1.0)
     """This replay's error of the average (latency added, factor on the stretch)."""
     _spread: tuple[float, float] | None = field(default=None, repr=False)
@@ -153,17 +167,12 @@ class LiveTimes:
 
     def begin(self, rng: np.random.Generator) -> None:
         """A new replay: draw its error of the pool's average (module docstring)."""
-        n = len(self.latencies)
-        if n < 2:
-            self.shift = (0.0, 1.0)
-            return
         if self._spread is None:
-            scale = t_scale(n - 1) / math.sqrt(n)
-            weights = np.diff(np.asarray((0.0, *self.cumulative)))
-            logs = np.log(np.maximum(np.asarray(self.stretches), 1e-9))
-            mean = float(np.dot(weights, logs))
-            log_sd = math.sqrt(float(np.dot(weights, (logs - mean) ** 2)) * n / (n - 1))
-            self._spread = (scale * float(np.std(self.latencies, ddof=1)), scale * log_sd)
+            self._spread = (
+                _error(np.asarray(self.latencies), None, len(self.latencies)),
+                _error(np.log(np.maximum(np.asarray(self.stretches), 1e-9)),
+                       np.diff(np.asarray((0.0, *self.cumulative))), self.ended),
+            )  # fmt: skip
         z = rng.standard_normal(2)
         self.shift = (float(z[0]) * self._spread[0], math.exp(float(z[1]) * self._spread[1]))
 
