@@ -31,8 +31,8 @@ from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
-from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from idlegate.sim.protocol import Action, ClusterView, Decision
+from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from tests.k8s._patching import PatchFailed, apply_json_patch
 
 

@@ -70,7 +70,9 @@ def test_baselines_need_a_queue_that_admitted() -> None:
     b = engine.cluster.jobs[1]
     assert watch.by_rate(b.queue, 1, 1.0) is None  # (one admission: no rate yet)
     assert watch.by_ema(b, 1.0) == 1.0  # (a waited 0 s: b is due now)
-    assert watch.run_time(b.queue, b.dag.critical_path) == 10.0  # (none finished: its critical path)
+    assert (
+        watch.run_time(b.queue, b.dag.critical_path) == 10.0
+    )  # (none finished: its critical path)
 
 
 def test_checkpoints_are_arrivals_and_with_every_their_multiples() -> None:

@@ -32,7 +32,7 @@ def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them
     async def scenario() -> None:
         cluster = busy_pool()  # (one executor; w0 runs since T0, w1-w3 of 100 s wait)
         times = TaskTimes()
-        refresh, written = refresh_of(cluster, times=times, debounce=2.0)
+        refresh, _ = refresh_of(cluster, times=times, debounce=2.0)
         refresh.changed()
         at, fire = refresh.timers.pop("forecast-change")  # type: ignore[attr-defined]
         await fire()

@@ -39,7 +39,7 @@ path (docs/forecast.md, "In the operator"):
 * **Live.** An operator's pool learns its own tasks' latency and stretch as they end
   (`times`, `sim.task_times`); its replays draw from them (:meth:`live`), its calibration
   has no simulator prior, and until `EVIDENCE` of its tasks have ended each workflow's
-  forecast is Unavailable with why (:meth:`unknown`; the refresh after they have is at once).
+  forecast is Unavailable with why (:meth:`unknown`; their becoming known is a change).
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
