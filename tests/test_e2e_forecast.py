@@ -292,8 +292,8 @@ def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer
         running_operator(
             api, ns, pool=1, clock=ScaledClock(SPEED), policy=None, scheduler=Raising(),
             forecast_interval=30.0,
-        ),
-    ) as operator:  # fmt: skip
+        ) as operator,
+    ):  # fmt: skip
         as_declared(operator.bridge.core.times)  # (its tasks of 600 s end after the test)
         for name in ("first", "second"):
             api.create(DWF, workflow(name, stage("s", 1, 600.0)), ns)
