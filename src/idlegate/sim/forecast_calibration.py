@@ -21,6 +21,12 @@ workflow still waiting is widened by the start's margin over the start's lead an
 own prior over the rest (`Calibration.widen`'s `start`), since a finish is a start plus a
 run and is as far off as its start was.
 
+A live pool's (the operator's, whose replays draw from its own task times:
+`sim.task_times`, `calibrations(live=True)`) has no prior: what the simulator's runs gave
+is not what a cluster's pool does, so it widens by its own scores alone, from the
+`LIVE_MIN_SCORES`-th, and before them gives the replays' interval (its finishes, their
+start's margin over their wait once the start has one).
+
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
 """

@@ -13,9 +13,10 @@ they end (`TaskTimes.record`), two things per task:
 * its **stretch**: the time it then ran ÷ the duration its stage declares;
 
 and the replays draw a task of a stage with nothing measured as latency + stretch ×
-declared, the pair of one of the pool's last `WINDOW` tasks, drawn at random
-(`MeasuredDurations`'s `times`): the bias goes, and the interval spreads as the pool's
-tasks do. A pool that has not seen `EVIDENCE` of its tasks end knows neither
+declared, a latency of the pool's last `LATENCIES` tasks and a stretch of its last
+`WINDOW`, each drawn at random (`MeasuredDurations`'s `times`; the stretches corrected for
+the tasks still running, `TaskTimes.frozen`): the bias goes, and the interval spreads as
+the pool's tasks do. A pool that has not seen `EVIDENCE` of its tasks end knows neither
 (`TaskTimes.ready`): the operator then says so instead of forecasting
 (`api.forecast_refresh`).
 
