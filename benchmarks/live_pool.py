@@ -58,28 +58,33 @@ import dataclasses
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
 from benchmarks.live_figures import Figures, Recorder, figures, quantile
-from benchmarks.operator_burst import children, fetch, free_port
-from idlegate.api.crd import KINDS, render_crd
-from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from benchmarks.live_operator import (
+    POOLS,
+    ROOT,
+    operator_process,
+    prepare,
+    wait_ended,
+    wait_pool,
+)
+from benchmarks.operator_burst import children
+from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.flags import missing_extra, one_line
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
     import kopf  # noqa: F401 (not used here: the operator's process needs it)
 
     from tests.e2e import DWF, stage, workflow
-    from tests.k8s.apiserver import NODES
     from tests.k8s.harness import ApiServer
     from tests.k8s.kubelet import SimKubelet
     from tests.k8s.scheduler import node
@@ -93,8 +98,6 @@ except ModuleNotFoundError as exc:
         raise
     sys.exit(f"Error: {one_line(error)}")
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
@@ -106,7 +109,6 @@ class Shape:
     seconds: float
 
 
-POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
 NODE_COUNT, NODE_CPU, NODE_MEMORY = 3, "8", "32Gi"
 QUOTA_CPU, BORROW_CPU = "8", "4"
 POOL_PODS = 330
@@ -121,8 +123,6 @@ FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", 
 them: 900 pods, 1,800 CPU seconds, 150 s of the 12 CPU its queue may hold)."""
 TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
 ALONE = {"b": "alone-b", "c": "alone-c"}
-HANG = 900.0
-"""Wall seconds a phase may take before it is taken for a hang."""
 
 
 def sized(name: str, shape: Shape) -> dict[str, Any]:
@@ -177,48 +177,6 @@ def burning(count: int) -> Iterator[None]:
             burner.wait()
 
 
-@contextlib.contextmanager
-def operator_process(
-    api: ApiServer, src: Path, speed: float, anchor: float, log: Any
-) -> Iterator[subprocess.Popen]:
-    """The operator (`src`'s) serving the teams' namespaces, until it answers /healthz."""
-    metrics, health = free_port(), free_port()
-    served = [f"--namespace={ns}" for ns in [*TEAMS.values(), *ALONE.values()]]
-    flags = [
-        "--standalone",
-        *served,
-        f"--pool-size={POOL_PODS}",
-        f"--kubeconfig={api.kubeconfig}",
-        "--listen-host=127.0.0.1",
-        f"--metrics-port={metrics}",
-        f"--health-port={health}",
-    ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(src), str(ROOT)]),
-        "PYTHONUNBUFFERED": "1",
-        "POD_ID": "idlegate-live-pool",
-    }
-    command = [sys.executable, "-m", "benchmarks.scaled_operator", f"{speed:g}", f"{anchor}"]
-    proc = subprocess.Popen(
-        [*command, "--", *flags], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not fetch(f"http://127.0.0.1:{health}/healthz"):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"the operator of {src} did not start; its log: {log.name}")
-            time.sleep(0.1)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def operator_cpu(pid: int) -> dict[str, float]:
     """CPU seconds of the operator, from /proc: of its main thread (kopf's event loop), of
     its other threads (the workers: Python names no thread for the OS), of its children it
@@ -260,37 +218,25 @@ def submit_steady(
     return out
 
 
-def wait_ended(
-    recorder: Recorder, names: Sequence[tuple[str, str]], proc: subprocess.Popen, what: str
-) -> None:
-    deadline = time.monotonic() + HANG
-    while not recorder.ended(names):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the operator exited while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not ended after {HANG:g} s, taken for a hang")
-        time.sleep(0.1)
-
-
 def run(
     policy: str, src: Path, speed: float, flood: int, log: Any, flood_seconds: float = 4.0
 ) -> dict[str, Any]:
     """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
     the flood's tasks `flood_seconds` long: its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
-        for kind in KINDS:
-            api.create("customresourcedefinitions", render_crd(kind))
-        for ns in [*TEAMS.values(), *ALONE.values()]:
-            api.create("namespaces", {"metadata": {"name": ns, "labels": {"live-pool": "yes"}}})
-        for i in range(NODE_COUNT):
-            api.create(NODES, node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY))
+        nodes = [node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY) for i in range(NODE_COUNT)]
+        prepare(api, [*TEAMS.values(), *ALONE.values()], nodes)
         recorder = Recorder(api)
         anchor = time.time()
         try:
             with contextlib.ExitStack() as stack:
                 for ns in [*TEAMS.values(), *ALONE.values()]:
                     stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
-                proc = stack.enter_context(operator_process(api, src, speed, anchor, log))
+                served = [*TEAMS.values(), *ALONE.values()]
+                flags = [f"--pool-size={POOL_PODS}"]
+                proc = stack.enter_context(
+                    operator_process(api, src, speed, anchor, log, served, flags)
+                )
                 api.create(POOLS, pool(policy))
                 wait_pool(recorder, proc)
                 began, before = time.monotonic(), operator_cpu(proc.pid)
@@ -324,15 +270,6 @@ def run(
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
     }
-
-
-def wait_pool(recorder: Recorder, proc: subprocess.Popen) -> None:
-    """Until the operator has written the pool's status (it built the pool)."""
-    deadline = time.monotonic() + 120
-    while not recorder.pool_seen.is_set():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the operator did not build the pool")
-        time.sleep(0.05)
 
 
 def seconds(value: float | None) -> str:

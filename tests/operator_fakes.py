@@ -32,6 +32,7 @@ from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
+from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from tests.k8s._patching import PatchFailed, apply_json_patch
 
 
@@ -622,11 +623,23 @@ def harness(pool: int = 2, scheduler: Any = None, kube: Any = None, **settings: 
 
 def forecasting(kube: FakeKube, sink: Any, t: float) -> Harness:
     """An operator's pool of one under fifo at `t`, its forecasts refreshed every 30 s and
-    its history in the sink at `sink` (the restart tests': a second one on the same sink)."""
-    return Harness(
+    its history in the sink at `sink` (the restart tests': a second one on the same sink),
+    its tasks known to run as they declare (`as_declared`)."""
+    h = Harness(
         kube, FakeClock(t), 1, make_scheduler("fifo"), history_file=sink,
         forecast_interval=30.0,
     )  # fmt: skip
+    as_declared(h.bridge.core.times)
+    return h
+
+
+def as_declared(times: TaskTimes) -> None:
+    """A pool's own task times (`sim.task_times`) as if `EVIDENCE` of its tasks had run
+    exactly what they declare, started the moment they were released: what the fakes' pods
+    do, so that its forecasts are made at once and replay the declared durations (a pool
+    that has seen none of its tasks end says it cannot forecast yet)."""
+    for _ in range(EVIDENCE):
+        times.record(1.0, 1.0, 1.0)
 
 
 async def refreshed(h: Harness) -> Any:

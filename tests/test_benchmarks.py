@@ -444,3 +444,58 @@ def test_live_pool_reads_a_gated_pod_and_an_events_whole_second_stamp() -> None:
     got = live.entry_of("events", "ADDED", event, 6.0)
     assert got.involved == ("DagWorkflow", "w") and got.reason == "Released"
     assert got.stamp == 1767323045
+
+
+def test_live_forecast_scores_the_operators_first_forecasts_as_forecast_evaluate_does() -> None:
+    """benchmarks/live_forecast.py reads each finished DagWorkflow's status (its first
+    forecast, start, finish, JCT) and scores it with `forecast_report.figures`, waits of
+    20 s or more, and position × rate told the starts and finishes before each forecast."""
+    live = load_benchmark("live_forecast")
+    from idlegate.sim.timestamps import to_datetime
+
+    t0 = 1_800_000_000.0
+
+    def at(t: float) -> str:
+        return to_datetime(t0 + t).isoformat()
+
+    def finished(name: str, arrival: float, start: float, finish: float, first: Any) -> Any:
+        status = {"completionTime": at(finish), "jctSeconds": finish - arrival}
+        if first is None:
+            status["startSummary"] = at(start)[:19] + "Z"
+        else:
+            status["firstForecast"] = {**first, "startedAt": at(start)}
+        spec = {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 30.0}]}
+        return live.outcome({"metadata": {"name": name}, "spec": spec, "status": status}, 0)
+
+    def first(made: float, start: tuple[float, ...], finish: tuple[float, ...]) -> Any:
+        return {
+            "computedAt": at(made), "start": at(start[1]),
+            "startInterval": [at(start[0]), at(start[2])],
+            "startReplayed": [at(start[1]), at(start[1])],
+            "finish": at(finish[1]), "finishInterval": [at(finish[0]), at(finish[2])],
+            "finishReplayed": [at(finish[1]), at(finish[1])],
+        }  # fmt: skip
+
+    outcomes = [
+        finished("a", 0, 0, 30, None),  # (ran at once: no forecast)
+        finished("b", 0, 5, 35, None),
+        # forecast at 10 s: start 35 in [30, 50] (it was 45: early, inside; a wait of 45 s,
+        # scored here, not by `forecast evaluate`'s 60 s), finish 80 in [70, 90] (100)
+        finished("c", 0, 45, 100, first(10, (30, 35, 50), (70, 80, 90))),
+        # a wait of 15 s: its start not scored (under 20 s), its finish is
+        finished("d", 0, 15, 45, first(10, (12, 20, 30), (40, 50, 60))),
+    ]
+    run = live.seed_run(outcomes)
+    row = live.row_of("node pool, cold", [outcomes])
+    assert (row.workflows, row.forecast) == (4, 2)
+    f = row.ours
+    assert f.start_n == 1 and f.start_rel_median == pytest.approx(10 / 45)
+    assert f.start_bias_median == pytest.approx(-10.0)  # (early)
+    assert f.start_inside == 1.0 and f.finish_inside == 0.5  # (c's finish 100 past 90)
+    assert row.replays.start_inside == 0.0  # (its point interval)
+    # position × rate at 10 s: a and b admitted at 0 and 5, so a rate of 2 in 10 s; c is
+    # first in line (d arrived with it, after it by name): starts at 10 + 1 / 0.2 = 15
+    (rate,) = [p for p in run.predictions if p.method == "position×rate" and p.job_id == 2]
+    assert rate.start.median == pytest.approx(15.0 + t0)
+    assert rate.finish.median == pytest.approx(15.0 + t0 + 30.0)  # (b's run: the median)
+    assert "| node pool, cold | 1 | 22.2 % (early by a median 10 s) |" in live.line(row)

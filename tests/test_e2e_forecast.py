@@ -47,6 +47,7 @@ from tests.k8s.harness import ApiServer, serving_crd
 from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
 from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS, POOLS
+from tests.operator_fakes import as_declared
 
 pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
 
@@ -137,6 +138,9 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
                 **POOLS[pool],
             )
         )
+        # (no pod runs before the forecasts are checked: the pool is told its tasks run as
+        # they declare, as the simulated kubelet's do, else it could not forecast yet)
+        as_declared(operator.bridge.core.times)
         names = [f"w{i}" for i in range(FLOOD)]
         for name in names:
             api.create(DWF, _body(name), ns)
@@ -288,8 +292,9 @@ def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer
         running_operator(
             api, ns, pool=1, clock=ScaledClock(SPEED), policy=None, scheduler=Raising(),
             forecast_interval=30.0,
-        ),
+        ) as operator,
     ):  # fmt: skip
+        as_declared(operator.bridge.core.times)  # (its tasks of 600 s end after the test)
         for name in ("first", "second"):
             api.create(DWF, workflow(name, stage("s", 1, 600.0)), ns)
 

@@ -7,6 +7,7 @@ import pytest
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import (
     FINISH_PRIOR,
+    LIVE_MIN_SCORES,
     MIN_SCORES,
     START_PRIOR,
     WINDOW,
@@ -115,3 +116,24 @@ def test_a_calibration_without_an_earlier_one_ignores_the_start():
     cal = Calibration(prior=0.05)
     ends = Span(280.0, 300.0, 320.0)
     assert cal.widen(ends, 0.0, start=Span(100.0, 100.0, 100.0)) == cal.widen(ends, 0.0)
+
+
+def test_a_live_pool_has_no_prior_and_takes_its_own_scores_as_soon_as_they_say_anything() -> None:
+    """A pool that learns its own task times (issue 80) is widened by its own forecasts'
+    scores, not by a prior fitted on the simulator's runs, from the fourth: the fewest whose
+    conformal quantile, ⌈(n + 1) · 0.8⌉-th, exists (with four, their largest)."""
+    fresh = calibrations(live=True)
+    assert fresh["start"].prior is None and fresh["finish"].prior is None
+    assert fresh["start"].least == fresh["finish"].least == LIVE_MIN_SCORES == 4
+    assert calibrations(invented=True, live=True)["start"].prior is None
+    start = fresh["start"]
+    for actual in (40.0, 30.0, 50.0):  # (10, 0 and 20 s past its top, 20 s ahead)
+        start.record(Span(10.0, 20.0, 30.0), 0.0, actual)
+    assert start.margin() is None
+    assert fresh["finish"].widen(Span(10.0, 20.0, 30.0), 0.0) == Span(10.0, 20.0, 30.0)
+    start.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)
+    assert start.margin() == 1.0  # (20 / 20: the largest of the four)
+    # a waiting workflow's finish follows its start's margin over its wait
+    assert fresh["finish"].widen(Span(90.0, 100.0, 110.0), 0.0, start=Span(40.0, 50.0, 60.0)) == (
+        Span(40.0, 100.0, 160.0)
+    )

@@ -53,12 +53,12 @@ def test_baselines_from_the_queues_past() -> None:
     watch.see(engine.cluster)
     d = next(j for j in engine.cluster.jobs if j.name == "d")
     # admissions at 0, 10, 20: three in the 20.5 s since the first, one every 6.83 s
-    assert watch.by_rate(d, 1, 20.5) == pytest.approx(20.5 + 20.5 / 3)
+    assert watch.by_rate(d.queue, 1, 20.5) == pytest.approx(20.5 + 20.5 / 3)
     # waits 0, 9, 18 in start order: EMA 0 → 1.8 → 5.04; d arrived at 3
     assert watch.by_ema(d, 20.5) == 20.5  # (3 + 5.04 is past: no earlier than now)
     assert watch.queues[0].ema == 0.2 * 18 + 0.8 * (0.2 * 9)
     # run times of the finished (a and b): 10 s each
-    assert watch.run_time(d) == 10.0
+    assert watch.run_time(d.queue, d.dag.critical_path) == 10.0
 
 
 def test_baselines_need_a_queue_that_admitted() -> None:
@@ -68,9 +68,11 @@ def test_baselines_need_a_queue_that_admitted() -> None:
     watch = Watch()
     watch.see(engine.cluster)
     b = engine.cluster.jobs[1]
-    assert watch.by_rate(b, 1, 1.0) is None  # (one admission: no rate yet)
+    assert watch.by_rate(b.queue, 1, 1.0) is None  # (one admission: no rate yet)
     assert watch.by_ema(b, 1.0) == 1.0  # (a waited 0 s: b is due now)
-    assert watch.run_time(b) == 10.0  # (none finished: its critical path)
+    assert (
+        watch.run_time(b.queue, b.dag.critical_path) == 10.0
+    )  # (none finished: its critical path)
 
 
 def test_checkpoints_are_arrivals_and_with_every_their_multiples() -> None:

@@ -4,6 +4,8 @@ tests rely on without checking them one by one."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
 import time
 import urllib.error
@@ -399,3 +401,42 @@ def test_an_eviction_honours_disruption_budgets_and_the_kubelet_stops_the_pod(
     api.create("pods", {**pod("pending", labels={"app": "a"})}, "evict-idle")
     assert http(api, "POST", "/api/v1/namespaces/evict-idle/pods/pending/eviction", body)[0] == 201
     assert api.get("pods", "evict-idle", "pending") is None
+
+
+def test_the_kubelet_stretches_durations_and_delays_starts_only_when_asked(
+    api: ApiServer,
+) -> None:
+    """Off by default (a pod runs what it declares, at once); with `stretch` and
+    `start_latency`, a released pod stays Pending for its latency, then runs its declared
+    duration times its stretch, both drawn per pod from the seed (benchmarks/live_forecast.py)."""
+    plain = SimKubelet(api, "stretch")
+    assert plain.draws("p0") == (1.0, 0.0)
+    kubelet = SimKubelet(api, "stretch", stretch=0.3, start_latency=4.0, seed=7)
+    draws = [kubelet.draws(f"p{i}") for i in range(2000)]
+    assert draws[:3] == [kubelet.draws(f"p{i}") for i in range(3)]  # the pod's, not the order's
+    assert SimKubelet(api, "stretch", stretch=0.3, seed=8).draws("p0") != draws[0]
+    logs = sorted(math.log(f) for f, _ in draws)
+    assert abs(logs[len(logs) // 2]) < 0.03  # median 1
+    assert 0.27 < statistics.stdev(logs) < 0.33
+    assert all(2.0 <= lat <= 6.0 for _, lat in draws)
+    assert 3.8 < statistics.mean(lat for _, lat in draws) < 4.2
+
+    later: list[tuple[float, str]] = []
+
+    class Recorded(SimKubelet):
+        def _later(self, wall: float, fn: Any, *args: Any) -> Any:
+            later.append((wall, fn.__name__))
+            return super()._later(wall, fn, *args)
+
+    api.create("pods", pod("p0"), "stretch")  # (declares 1 s)
+    factor, latency = kubelet.draws("p0")
+    with Recorded(api, "stretch", time_factor=0.01, stretch=0.3, start_latency=4.0, seed=7):
+        wait(
+            lambda: api.get("pods", "stretch", "p0")["status"].get("phase") == "Succeeded",
+            30,
+            "the stretched pod to end",
+        )
+    assert later == [
+        (pytest.approx(latency * 0.01), "_running"),
+        (pytest.approx(factor * 0.01), "_finish"),
+    ]

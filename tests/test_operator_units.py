@@ -204,12 +204,9 @@ def test_settings_refuse_nonsense(kwargs, needle):
 
 def test_webhook_certs_without_their_files_are_one_sentence(tmp_path):
     # kopf reads them only when its webhook server starts, after the API answers
-    from idlegate.operator.main import webhook_certs_problem
-
     def problem(certs: Path, **flags: Any) -> str | None:
-        return webhook_certs_problem(
-            Settings(pool_size=2, webhook_port=8443, webhook_certs=certs, **flags)
-        )
+        settings = Settings(pool_size=2, webhook_port=8443, webhook_certs=certs, **flags)
+        return settings.webhook_certs_problem()
 
     assert problem(tmp_path / "nowhere", argo=True) == (
         f"--webhook-certs {tmp_path / 'nowhere'} holds no tls.crt and no tls.key; give the "

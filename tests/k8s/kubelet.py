@@ -12,6 +12,14 @@ status writes reach kopf's watches as a real kubelet's would. For every pod it
    different run times) times `time_factor` wall seconds, ends it ``Succeeded``, or ``Failed`` with the
    exit code ``failure(pod)`` returns, reported in ``containerStatuses`` as a kubelet does.
 
+Opt-in, off by default, so that a pod runs exactly what it declares unless asked (a live
+forecast's benchmark, benchmarks/live_forecast.py, asks): `stretch` σ > 0 runs each pod for
+its declared duration times a lognormal draw, exp(σ·Z) (median 1: a declared duration is
+the typical one, some run longer, some shorter), and `start_latency` L > 0 keeps a released
+(and bound) pod ``Pending`` for a uniform draw in [L/2, 3L/2] seconds (binding, image pull,
+container start) before it is ``Running``. Both are drawn from a generator seeded by `seed`
+and the pod's namespace and name, so a pod's draws do not depend on the order pods come in.
+
 A deleted pod is simply gone: deletion is immediate on the test API server, but for a
 running pod given a grace period (an eviction): the kubelet stops it then, after
 `stop_seconds` (at most its grace period) times `time_factor`, ends it ``Failed`` (exit
@@ -22,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
+import random
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
@@ -72,7 +82,12 @@ class SimKubelet:
         durations: Callable[[Mapping[str, Any]], float] = duration_of,
         selects: Callable[[Mapping[str, Any]], bool] = lambda pod: True,
         stop_seconds: float = 0.0,
+        stretch: float = 0.0,
+        start_latency: float = 0.0,
+        seed: int = 0,
     ) -> None:
+        if stretch < 0 or start_latency < 0:
+            raise ValueError("a kubelet's stretch and start latency are at least 0")
         self.api, self.emulator, self.namespace = api, api.emulator, namespace
         self.stop_seconds = stop_seconds
         """How long a pod takes to stop once its graceful deletion began (at most its grace
@@ -80,6 +95,7 @@ class SimKubelet:
         self.time_factor, self.failure = time_factor, failure
         self.durations = durations
         """A pod's simulated run time; a test may replace it before it creates the pods."""
+        self.stretch, self.start_latency, self.seed = stretch, start_latency, seed
         self.selects = selects
         """Which pods of the namespace this kubelet runs (another kubelet may run the rest)."""
         self._timers: dict[str, asyncio.TimerHandle | asyncio.Task] = {}  # pod name -> its end
@@ -145,6 +161,28 @@ class SimKubelet:
             return
         if self.api.scheduler.placing and not pod["spec"].get("nodeName"):
             return  # not bound yet: its binding's event brings it back here
+        latency = self.draws(name)[1]
+        if latency > 0:  # (Pending meanwhile: its timer keeps `_reconcile` from starting it)
+            self._timers[name] = self._later(latency * self.time_factor, self._running, name)
+            return
+        self._running(name)
+
+    def draws(self, name: str) -> tuple[float, float]:
+        """The pod `name`'s (stretch factor, start latency in seconds): (1, 0) unless asked
+        for (the module docstring)."""
+        if not (self.stretch or self.start_latency):
+            return 1.0, 0.0
+        rng = random.Random(f"{self.seed}/{self.namespace}/{name}")
+        factor = math.exp(self.stretch * rng.gauss(0.0, 1.0))
+        return factor, self.start_latency * (0.5 + rng.random())
+
+    def _running(self, name: str) -> None:
+        """The pod `name` (released, bound if nodes exist, its latency over) is ``Running``."""
+        try:
+            pod = self.emulator.get(PODS, self.namespace, name)
+        except kmock.KubernetesError:
+            self._timers.pop(name, None)
+            return  # deleted in the same turn of the loop, before its event came
         self._timers[name] = self._run(name, pod)
         started = {"running": {"startedAt": now()}}
         containers = [
@@ -157,9 +195,13 @@ class SimKubelet:
 
     def _run(self, name: str, pod: dict[str, Any]) -> asyncio.TimerHandle | asyncio.Task:
         """Start running the pod; the handle's cancel() stops it (the pod was deleted)."""
-        seconds = self.durations(pod) * self.time_factor
+        seconds = self.durations(pod) * self.draws(name)[0] * self.time_factor
+        return self._later(seconds, self._finish, name)
+
+    def _later(self, wall: float, fn: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
+        """`fn(*args)` in the API server's loop `wall` seconds from now."""
         loop = asyncio.get_running_loop()
-        return loop.call_later(seconds, self.emulator._safely, self._finish, name)
+        return loop.call_later(wall, self.emulator._safely, fn, *args)
 
     def _finish(self, name: str, exit_code: int | None = None) -> None:
         """End the pod with `exit_code` (None: ask ``failure(pod)``, 0 if it says nothing)."""

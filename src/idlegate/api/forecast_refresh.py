@@ -36,6 +36,10 @@ path (docs/research/forecasts.md, "In the operator"):
   arrive, finished ones included: the cluster keeps no finished workflow's DAG), frozen in
   the loop (`Recent`); the worker draws the futures from a generator seeded by the
   refresh's seed, so the same state and seed give the same forecast.
+* **Live.** An operator's pool learns its own tasks' latency and stretch as they end
+  (`times`, `sim.task_times`); its replays draw from them (:meth:`live`), its calibration
+  has no simulator prior, and until `EVIDENCE` of its tasks have ended each workflow's
+  forecast is Unavailable with why (:meth:`unknown`; their becoming known is a change).
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -99,6 +103,7 @@ from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
+from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
@@ -106,6 +111,7 @@ from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.queues import queue_of
 from idlegate.sim.rollout import planning_fork
+from idlegate.sim.task_times import EVIDENCE, TaskTimes
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +236,7 @@ class ForecastRefresh:
         arrivals: str = "none",
         key: str = "forecast",
         process: ReplayProcess | None = None,
+        times: TaskTimes | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
             raise SpecError(
@@ -256,7 +263,11 @@ class ForecastRefresh:
         """Owner uid → its last forecast (what the visibility API and the page show)."""
         self.kept: dict[int, Kept] = {}
         """Job id → its first forecast made while it waited, until it starts and ends."""
-        self.calibration = calibrations()
+        self.times = times
+        """The pool's own task times (`sim.task_times`; None: its replays run every task of
+        a stage with nothing measured for its estimate, as before a pool learned them):
+        its replays draw from them, and until they are `ready` it says so instead."""
+        self.calibration = calibrations(live=times is not None)
         self.held: dict[str, deque[bool]] = {k: deque(maxlen=WINDOW) for k in self.calibration}
         """Per kind (start, finish), whether each of the last `WINDOW` resolved forecasts
         held its actual inside the interval shown (`coverage`)."""
@@ -278,7 +289,7 @@ class ForecastRefresh:
         """The event loop's CPU clock, which charges the fork and the result to `DUTY`."""
         self._charged = 0.0
         """CPU seconds of the running refresh so far (its fork, in the event loop)."""
-        self._seen: tuple[int, int] = (0, -1)
+        self._seen: tuple[int, int, bool] = (0, -1, True)
         self._armed_change = self._ticking = False
         self._tick_at = -math.inf
         """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
@@ -297,7 +308,8 @@ class ForecastRefresh:
         changed (one arrived or ended), refresh `debounce` seconds from now, once for all
         the changes meanwhile. The first call also arms the scheduled refresh."""
         jobs = self.cluster.jobs
-        seen = (len(jobs), jobs[-1].id if jobs else -1)  # (ids grow: an arrival moves the last)
+        # (ids grow: an arrival moves the last; the pool's task times becoming ready too)
+        seen = (len(jobs), jobs[-1].id if jobs else -1, self.unknown() is None)
         if seen == self._seen or self._closed:
             return
         self._seen = seen
@@ -370,6 +382,12 @@ class ForecastRefresh:
                 self._arm(f"{self.key}-change", self.not_before, self._on_change)
             return
         began = self.cpu_clock()
+        unknown = self.unknown()
+        if unknown is not None:  # (nothing to replay: said at once, in the loop)
+            snapshot = self.request()
+            self._charged = self.cpu_clock() - began
+            self.take(snapshot, sim_forecast.unavailable(snapshot.fork, unknown), 0.0)
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # (a pool driven without a loop: refresh in place)
@@ -521,6 +539,16 @@ class ForecastRefresh:
         self.recent.extend(merged)
         self.resumed_log = [(r.arrival, r.dag.total_work) for r in found[-RATE_WINDOW:]]
 
+    def unknown(self) -> str | None:
+        """Why the pool cannot forecast yet (its own task times not `ready`), or None."""
+        if self.times is None or self.times.ready or not self.cluster.jobs:
+            return None
+        return (
+            f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
+            "tasks take against what their stages declare (their start latency, their "
+            "stretch) is not known yet; its forecast follows once they have"
+        )
+
     def request(self) -> Snapshot:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
         forecasts whose workflow started or ended since are scored first (after the
@@ -532,6 +560,7 @@ class ForecastRefresh:
         fork = planning_fork(self.cluster)
         if fork.now < now:
             fork.advance(now)
+        self.live(fork)
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
         wanted = replayed_spec(spec, learns)
@@ -546,12 +575,33 @@ class ForecastRefresh:
             snap.jobs[job.id] = job
         return snap
 
+    def live(self, fork: Cluster) -> None:
+        """Event loop: the jobs of `fork` (the pool's, forked now) draw the tasks of a stage
+        with nothing measured from the pool's own task times, once they are `ready`
+        (`sim.task_times`): one copy for all, so that a replay draws its error of their
+        average once; the tasks running now, their pods seen Running, are the censored
+        stretches it corrects the quick ones that ended first by."""
+        if self.times is None or not self.times.ready:
+            return
+        running = []
+        for executor, stage, _ in self.cluster.running_tasks():
+            since = getattr(stage.job.payload, "running_since", None)
+            seen = since(stage.index, executor) if since is not None else None
+            if seen is not None:
+                running.append((fork.now - seen, stage.duration))
+        times = self.times.frozen(running)
+        for job in fork.jobs:
+            if isinstance(job.payload, MeasuredDurations):
+                job.payload = job.payload.frozen(times)
+
     def with_arrivals(self, snap: Snapshot) -> None:
         """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
         frozen now (a refresh's, and a what-if's on the pool)."""
         snap.arrivals = self.arrivals
         # (a pool's arrivals may change at run time: its start prior follows them)
-        self.calibration["start"].prior = start_prior(self.arrivals != "none")
+        self.calibration["start"].prior = start_prior(
+            self.arrivals != "none", self.times is not None
+        )
         if self.arrivals != "none":
             self.note_arrivals()
             snap.recent = templates(self.recent)
@@ -562,10 +612,12 @@ class ForecastRefresh:
     def for_what_if(self, snap: Snapshot) -> dict[str, Calibration]:
         """Event loop: a what-if's `snap` set up as the pool's refresh sets up its own
         (`with_arrivals`), and a copy of the calibration to widen its interval (the loop
-        records scores while the worker thread reads it). The history sink's records are
+        records scores while the worker thread reads it); its replays draw from the pool's
+        own task times as the refresh's do (`live`). The history sink's records are
         taken first if read (`_resume`): a what-if asked after a restart, before the pool's
         first refresh, has the resumed calibration and arrivals, not cold ones."""
         self._resume()
+        self.live(snap.fork)
         self.with_arrivals(snap)
         return copy.deepcopy(self.calibration)
 

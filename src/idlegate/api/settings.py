@@ -389,3 +389,18 @@ class Settings(Config):
     def window(self) -> int:
         """Gated pods created ahead per runnable stage."""
         return self.pool_size if self.gated_pods_per_stage is None else self.gated_pods_per_stage
+
+    def webhook_certs_problem(self) -> str | None:
+        """Why the webhook's TLS files cannot be read (a sentence), or None: kopf reads them
+        only when its server starts, after the API answers, and a wrong --webhook-certs
+        then fails in the background rather than as one line of the CLI."""
+        certs, gating = self.webhook_certs, self.argo or self.airflow_url
+        if certs is None or self.webhook_port is None or not gating:
+            return None
+        missing = [name for name in ("tls.crt", "tls.key") if not (certs / name).is_file()]
+        if not missing:
+            return None
+        return (
+            f"--webhook-certs {certs} holds no {' and no '.join(missing)}; give the directory "
+            "where the webhook's TLS Secret is mounted (its tls.crt and tls.key)"
+        )

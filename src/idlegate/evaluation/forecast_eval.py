@@ -131,12 +131,12 @@ class _Queue:
 
 class Watch:
     """The run's past as the baselines see it: admissions, waits and run times per queue,
-    read off the cluster at each forecast (`see`)."""
+    read off the cluster at each forecast (`see`), or told one outcome at a time (`started`,
+    `finished`: a live pool's, benchmarks/live_forecast.py)."""
 
     def __init__(self) -> None:
         self.queues: dict[int, _Queue] = {}
         self.queue_of: dict[int, int] = {}
-        self.started: set[int] = set()
         self.finished = 0
         self.start_of: dict[int, float] = {}
         self.finish_of: dict[int, float] = {}
@@ -145,32 +145,43 @@ class Watch:
         starts: list[tuple[float, int, float]] = []
         for job in cluster.jobs:
             self.queue_of.setdefault(job.id, job.queue)
-            if job.first_start is not None and job.id not in self.started:
+            if job.first_start is not None and job.id not in self.start_of:
                 starts.append((job.first_start, job.id, job.first_start - job.arrival))
         for record in cluster.done[self.finished :]:
-            self.finish_of[record.id] = record.finish
-            q = self._queue(self.queue_of.get(record.id, 0))
-            q.runs.append(record.finish - record.first_start)
-            if record.id not in self.started:
+            self.ended(
+                record.id, self.queue_of.get(record.id, 0), record.first_start, record.finish
+            )
+            if record.id not in self.start_of:
                 starts.append((record.first_start, record.id, record.first_start - record.arrival))
         self.finished = len(cluster.done)
         for when, job_id, wait in sorted(starts):
-            self.started.add(job_id)
-            self.start_of[job_id] = when
-            q = self._queue(self.queue_of.get(job_id, 0))
-            q.admitted.append(when)
-            q.ema = wait if q.ema is None else EMA_ALPHA * wait + (1 - EMA_ALPHA) * q.ema
+            self.started(job_id, self.queue_of.get(job_id, 0), when, wait)
+
+    def started(self, job_id: int, queue: int, when: float, wait: float) -> None:
+        """Workflow `job_id` of `queue` started at `when` after waiting `wait` seconds (told
+        in the order of the starts)."""
+        self.start_of[job_id] = when
+        q = self._queue(queue)
+        q.admitted.append(when)
+        q.ema = wait if q.ema is None else EMA_ALPHA * wait + (1 - EMA_ALPHA) * q.ema
+
+    def ended(self, job_id: int, queue: int, start: float, finish: float) -> None:
+        """Workflow `job_id` of `queue`, started at `start`, finished at `finish`."""
+        self.finish_of[job_id] = finish
+        self._queue(queue).runs.append(finish - start)
 
     def _queue(self, q: int) -> _Queue:
         return self.queues.setdefault(q, _Queue())
 
-    def run_time(self, job: Job) -> float:
-        runs = self._queue(job.queue).runs[-RECENT:]
-        return float(np.median(runs)) if runs else job.dag.critical_path
+    def run_time(self, queue: int, critical_path: float) -> float:
+        """A baseline's run time of a workflow of `queue`: the median of the queue's recent
+        ones, before any its `critical_path`."""
+        runs = self._queue(queue).runs[-RECENT:]
+        return float(np.median(runs)) if runs else critical_path
 
-    def by_rate(self, job: Job, position: int, now: float) -> float | None:
+    def by_rate(self, queue: int, position: int, now: float) -> float | None:
         """position × rate's start, or None before the queue admitted twice."""
-        admitted = self._queue(job.queue).admitted[-RECENT:]
+        admitted = self._queue(queue).admitted[-RECENT:]
         if len(admitted) < 2 or now <= admitted[0]:
             return None
         rate = len(admitted) / (now - admitted[0])
@@ -347,13 +358,13 @@ def _futures(
 def _baselines(out: SeedRun, watch: Watch, job: Job, position: int | None, now: float) -> None:
     """position×rate's and ema-wait's forecasts of `job` (point forecasts: no interval)."""
     for method, start in (
-        ("position×rate", _known_or(job, watch.by_rate(job, position or 0, now))),
+        ("position×rate", _known_or(job, watch.by_rate(job.queue, position or 0, now))),
         ("ema-wait", _known_or(job, watch.by_ema(job, now))),
     ):
         if start is None:
             out.unavailable.append((method, job.id, "its queue has admitted too few yet"))
             continue
-        finish = start + watch.run_time(job)
+        finish = start + watch.run_time(job.queue, job.dag.critical_path)
         if job.first_start is not None:  # (running: its start is known, its finish too far)
             finish = max(finish, now)
         out.predictions.append(

@@ -9,6 +9,8 @@ Scored sets (docs/research/forecasts.md, "Accuracy, on held-out seeds"):
 * **in 80 %**: the share of actual starts (of forecasts made while it waited, any wait)
   and finishes inside the forecast's 10th–90th percentile interval (the forecaster's
   only: the baselines give a point).
+* **early or late**: the median of the signed error, forecast − actual, over the scored
+  starts and finishes (negative: early; `Figures.start_bias_median`, in the JSON).
 * **paired**: the shipped forecast's errors (``calibrated``'s median) over the very
   forecasts a method scored, (workflow, time made) for (workflow, time made): a baseline
   that gives no start for some (position × rate before its queue admitted twice) is then
@@ -64,6 +66,10 @@ class Figures:
     ``calibrated`` and ``forecast``, whose medians are the same, `start_rel_median`)."""
     paired_finish_rel_median: float = nan
     """As `paired_start_rel_median`, of the finish ÷ the actual JCT."""
+    start_bias_median: float = nan
+    """Median over the scored starts of forecast − actual, seconds (negative: early)."""
+    finish_bias_median: float = nan
+    """As `start_bias_median`, of the finishes."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,9 +81,12 @@ SHIPPED = "calibrated"
 """The method the paired figures hold every method against: the forecast as shipped."""
 
 
-def figures(runs: Sequence[SeedRun], method: str) -> Figures:
-    """`method`'s figures over every seed's forecasts."""
+def figures(runs: Sequence[SeedRun], method: str, waited: float = WAITED) -> Figures:
+    """`method`'s figures over every seed's forecasts, a start scored if its workflow
+    waited at least `waited` seconds."""
     start_abs, start_rel, finish_abs, finish_rel = [], [], [], []
+    start_bias: list[float] = []
+    finish_bias: list[float] = []
     start_in, finish_in = [], []
     paired_start: list[float] = []
     paired_finish: list[float] = []
@@ -89,6 +98,7 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
             actual = run.actual[p.job_id]
             ours = shipped.get((p.job_id, p.made_at))
             f_err = abs(p.finish.median - actual.finish)
+            finish_bias.append(p.finish.median - actual.finish)
             finish_abs.append(f_err)
             finish_rel.append(_share_of(f_err, actual.jct))
             finish_in.append(p.finish.low <= actual.finish <= p.finish.high)
@@ -98,8 +108,9 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
                 continue
             start_in.append(p.start.low <= actual.first_start <= p.start.high)
             wait = actual.first_start - actual.arrival
-            if wait >= WAITED:
+            if wait >= waited:
                 s_err = abs(p.start.median - actual.first_start)
+                start_bias.append(p.start.median - actual.first_start)
                 start_abs.append(s_err)
                 start_rel.append(s_err / wait)
                 if ours is not None:
@@ -123,6 +134,8 @@ def figures(runs: Sequence[SeedRun], method: str) -> Figures:
         len(paired_start),
         _q(paired_start, 0.5),
         _q(paired_finish, 0.5),
+        _q(start_bias, 0.5),
+        _q(finish_bias, 0.5),
     )
 
 

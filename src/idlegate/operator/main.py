@@ -704,22 +704,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     return registry
 
 
-def webhook_certs_problem(settings: Settings) -> str | None:
-    """Why the webhook's TLS files cannot be read (a sentence), or None: kopf reads them
-    only when its server starts, after the API answers, and a wrong --webhook-certs
-    then fails in the background rather than as one line of the CLI."""
-    certs, gating = settings.webhook_certs, settings.argo or settings.airflow_url
-    if certs is None or settings.webhook_port is None or not gating:
-        return None
-    missing = [name for name in ("tls.crt", "tls.key") if not (certs / name).is_file()]
-    if not missing:
-        return None
-    return (
-        f"--webhook-certs {certs} holds no {' and no '.join(missing)}; give the directory "
-        "where the webhook's TLS Secret is mounted (its tls.crt and tls.key)"
-    )
-
-
 def serve_webhooks(registry: kopf.OperatorRegistry, settings: Settings) -> None:
     """kopf's admission server on ``--webhook-port`` (TLS from ``--webhook-certs``), where
     the gates of Argo's and Airflow's pods are served (`features.argo`, `features.airflow`)."""
@@ -748,7 +732,7 @@ def run(settings: Settings, *, verbose: bool = False) -> None:
     # the credentials first: without them the process has nothing to do, and a wrong path
     # is one line of the CLI rather than a startup kopf retries every minute
     _ = operator.configuration
-    if problem := webhook_certs_problem(settings):
+    if problem := settings.webhook_certs_problem():
         raise IdlegateError(problem)
     # the ports too: one in use (a second operator on the host) is one line naming it
     if settings.metrics_port is not None:

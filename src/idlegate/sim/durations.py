@@ -11,9 +11,12 @@ import random
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from idlegate.sim.task_times import LiveTimes
 
 
 class Uniforms:
@@ -175,39 +178,53 @@ class MeasuredDurations:
     The operator cannot sample a pod's duration; it watches pods run. A simulation of its
     workflow (a planner's rollout) draws each task uniformly from the durations measured
     so far on that stage, and takes the stage's estimate (`taskDurationSeconds`) until
-    one was measured. Measurements include whatever the driver saw (start latency
+    one was measured; a forecast's replays, given the pool's own task times (`times`,
+    `sim.task_times.LiveTimes`), draw such a task as one of the pool's tasks took its
+    declared duration instead. Measurements include whatever the driver saw (start latency
     included); the simulator still adds its own `moving_delay`.
 
     `record` only appends, on the driver's thread; a planner in another thread samples
     a `frozen` copy (`duration_model` makes one).
     """
 
-    __slots__ = ("estimates", "measured")
+    __slots__ = ("estimates", "measured", "times")
 
     def __init__(
-        self, estimates: Sequence[float], measured: Sequence[Sequence[float]] | None = None
+        self,
+        estimates: Sequence[float],
+        measured: Sequence[Sequence[float]] | None = None,
+        times: LiveTimes | None = None,
     ) -> None:
         self.estimates = tuple(estimates)
         self.measured: list[Sequence[float]] = (
             [list(row) for row in measured] if measured is not None else [[] for _ in estimates]
         )
+        self.times = times
+        """The pool's own task times a stage with nothing measured draws from (None: its
+        estimate)."""
 
     def record(self, stage: int, seconds: float) -> None:
         """A task of stage `stage` ran for `seconds`."""
         self.measured[stage].append(seconds)  # type: ignore[attr-defined]  # (a list: `frozen`'s tuples record nothing)
 
-    def frozen(self) -> MeasuredDurations:
-        """A copy that later `record`s do not change (for a planner's thread)."""
+    def frozen(self, times: LiveTimes | None = None) -> MeasuredDurations:
+        """A copy that later `record`s do not change (for a planner's thread), drawing
+        from the pool's `times` (None: as this one does)."""
         twin = object.__new__(MeasuredDurations)
         twin.estimates = self.estimates
         twin.measured = [tuple(row) for row in self.measured]
+        twin.times = self.times if times is None else times
         return twin
 
     def sample(
         self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
     ) -> float:
         row = self.measured[stage]
-        return row[int(u.next() * len(row))] if row else self.estimates[stage]
+        if row:
+            return row[int(u.next() * len(row))]
+        if self.times is not None and self.times.usable:
+            return self.times.draw(self.estimates[stage], u.next)
+        return self.estimates[stage]
 
 
 def duration_model(payload: object) -> DurationModel | None:

@@ -10,8 +10,10 @@ interval) of its start and its finish, and its position in its queue.
 What a replay draws, all from one seeded generator (same seed, same forecast):
 
 * **A new task** takes a draw from its job's duration model (the payload: the simulator's
-  model, the operator's measured durations per stage, else the stage's estimate), as the
-  simulator's engine does.
+  model, the operator's measured durations per stage, else the pool's own task times
+  against what their stages declared, `sim.task_times`, else the stage's estimate), as the
+  simulator's engine does; a replay drawing from a pool's own task times first draws how
+  far their average may be off (`LiveTimes.begin`).
 * **A running task** has run `elapsed` seconds: it takes a draw from the same model
   conditioned on lasting longer than that (up to `CONDITIONAL_TRIES` draws); when none
   does, it is overdue and ends after `OVERDUE_FRACTION` of its estimate, as a planner's
@@ -44,6 +46,7 @@ from idlegate.sim.durations import MeasuredDurations, Uniforms
 from idlegate.sim.engine import Engine
 from idlegate.sim.protocol import Job, Scheduler, Stage
 from idlegate.sim.rollout import OVERDUE_FRACTION, Future, planning_fork, push_present
+from idlegate.sim.task_times import LiveTimes
 
 CONDITIONAL_TRIES = 8
 """Draws a running task's duration gets to exceed the time it has already run."""
@@ -281,6 +284,8 @@ def replay(
     streams = np.random.default_rng(future.seed)
     u = Uniforms(streams)
     scheduler.reset(np.random.default_rng(int(streams.integers(2**63))))
+    for times in _live_times(sim):  # (a live pool's: none in the simulator, whose draws stay)
+        times.begin(streams)
     engine = Engine(sim, scheduler, u, waves=waves)
     push_present(engine, now, _task_end(now, u, waves))
     present = {j.id: j for j in sim.jobs}
@@ -306,6 +311,18 @@ def replay(
         if job.id in present:
             seen[job.id] = (inf if job.first_start is None else job.first_start, inf)
     return seen, engine.events
+
+
+def _live_times(sim: Cluster) -> list[LiveTimes]:
+    """The pool's own task times the jobs of `sim` draw from (`MeasuredDurations.times`),
+    each once: a replay draws its error of their average before it starts (`LiveTimes.
+    begin`)."""
+    found: dict[int, LiveTimes] = {}
+    for job in sim.jobs:
+        times = getattr(job.payload, "times", None)
+        if isinstance(times, LiveTimes):
+            found.setdefault(id(times), times)
+    return list(found.values())
 
 
 def missing_estimate(job: Job) -> str | None:
@@ -402,6 +419,12 @@ def _summary(
     if finish.median < start.median:  # (a start above the median: `start_quantile`)
         finish = finish._replace(median=start.median)
     return WorkflowForecast(job.id, job.name, job.queue, position, start, finish)
+
+
+def unavailable(cluster: Cluster, reason: str) -> Forecast:
+    """A forecast of every workflow of `cluster` that cannot be made, for `reason` (a
+    sentence for its status)."""
+    return _unavailable(cluster.now, sorted(cluster.jobs, key=lambda j: j.id), reason)
 
 
 def _unavailable(now: float, jobs: Sequence[Job], reason: str) -> Forecast:

@@ -21,6 +21,12 @@ workflow still waiting is widened by the start's margin over the start's lead an
 own prior over the rest (`Calibration.widen`'s `start`), since a finish is a start plus a
 run and is as far off as its start was.
 
+A live pool's (the operator's, whose replays draw from its own task times:
+`sim.task_times`, `calibrations(live=True)`) has no prior: what the simulator's runs gave
+is not what a cluster's pool does, so it widens by its own scores alone, from the
+`LIVE_MIN_SCORES`-th, and before them gives the replays' interval (its finishes, their
+start's margin over their wait once the start has one).
+
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
 """
@@ -38,6 +44,10 @@ WINDOW = 200
 """Scores kept: the most recent, so that the widening follows a pool that changes."""
 MIN_SCORES = 20
 """Scores needed before any widening."""
+LIVE_MIN_SCORES = 4
+"""`MIN_SCORES` of a live pool (`calibrations`' `live`), which has no prior to fall back on:
+the fewest scores whose conformal quantile exists, ⌈(n + 1) · 0.8⌉ ≤ n (with 4, the largest
+of them: the least a pool's own forecasts can say of how far off they are, at once)."""
 FLOOR = 5.0
 """Seconds: the least lead time a score is divided by, and an interval widened by (a
 forecast of now: a start a second or two later, as the pool's next decision makes it,
@@ -76,12 +86,15 @@ class Calibration:
         prior: float | None = None,
         coverage: float = COVERAGE,
         after: Calibration | None = None,
+        least: int = MIN_SCORES,
     ) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"a calibration's coverage is a share in (0, 1), not {coverage}")
         self.scores: deque[float] = deque(maxlen=WINDOW)
         self.prior = prior
         self.coverage = coverage
+        self.least = least
+        """Scores needed before the quantile is taken."""
         self.after = after
         """The calibration of the forecast this one's comes after (a finish's: its start's),
         whose margin widens the part of the lead time before that forecast while this one
@@ -98,10 +111,10 @@ class Calibration:
         self.scores.append(max(span.low - actual, actual - span.high) / ahead)
 
     def margin(self) -> float | None:
-        """Q: the widening per second ahead (before `MIN_SCORES` scores: the prior, None
+        """Q: the widening per second ahead (before `least` scores: the prior, None
         without one)."""
         n = len(self.scores)
-        if n < MIN_SCORES:
+        if n < self.least:
             return self.prior
         ordered = sorted(self.scores)
         # the conformal quantile: the ⌈(n + 1)·coverage⌉-th smallest score
@@ -121,29 +134,39 @@ class Calibration:
         by the `after` calibration's margin over the start's lead and by the prior over
         the rest: a finish is as far off as its start, and its run's own error on top."""
         q = self.margin()
-        if q is None:
-            return span
         ahead = max(span.median - made_at, FLOOR)
-        widening = q * ahead
         waits = 0.0 if start is None else min(max(start.median - made_at, 0.0), ahead)
-        if waits > 0.0 and self.after is not None and len(self.scores) < MIN_SCORES:
+        before = None
+        if waits > 0.0 and self.after is not None and len(self.scores) < self.least:
             before = self.after.margin()
-            if before is not None:
-                widening = before * waits + q * (ahead - waits)
+        if q is None and before is None:
+            return span
+        widening = (q or 0.0) * ahead
+        if before is not None:  # (a live pool's finish has no prior: its run's part is 0)
+            widening = before * waits + (q or 0.0) * (ahead - waits)
         low = min(span.median, span.low - widening)
         if earliest is not None:
             low = max(low, min(earliest, span.median))
         return Span(low, span.median, max(span.median, span.high + widening))
 
 
-def start_prior(invented: bool) -> float:
-    """The start's prior of a pool whose replays invent arrivals (`invented`) or not."""
+def start_prior(invented: bool, live: bool = False) -> float | None:
+    """The start's prior of a pool whose replays invent arrivals (`invented`) or not; a
+    `live` pool's (one whose replays draw from its own task times, `sim.task_times`) has
+    none: its intervals spread with what its own tasks did, and widen by its own scores
+    once it has `MIN_SCORES`, never by what the simulator's runs gave."""
+    if live:
+        return None
     return START_PRIOR_INVENTED if invented else START_PRIOR
 
 
-def calibrations(invented: bool = False) -> dict[str, Calibration]:
+def calibrations(invented: bool = False, live: bool = False) -> dict[str, Calibration]:
     """A pool's fresh pair, start and finish, with their priors and coverages (the start's
-    as `start_prior(invented)`): what the operator keeps per pool and the evaluation per
-    run, made here alone so that what is measured is what runs."""
-    start = Calibration(start_prior(invented))
-    return {"start": start, "finish": Calibration(FINISH_PRIOR, FINISH_COVERAGE, after=start)}
+    as `start_prior(invented, live)`; a `live` pool's finish has no prior either): what
+    the operator keeps per pool and the evaluation per run, made here alone so that what
+    is measured is what runs."""
+    least = LIVE_MIN_SCORES if live else MIN_SCORES
+    start = Calibration(start_prior(invented, live), least=least)
+    finish_prior = None if live else FINISH_PRIOR
+    finish = Calibration(finish_prior, FINISH_COVERAGE, after=start, least=least)
+    return {"start": start, "finish": finish}

@@ -81,7 +81,11 @@ class DagWorkflow(Workflow):
             if not pod.terminal:
                 pool.schedule()
                 return
-        if task.state is not TaskState.RELEASED or not pod.terminal:
+        if task.state is not TaskState.RELEASED:
+            return
+        if not pod.terminal:
+            if pod.phase == "Running" and task.running_at is None:  # (its latency ends)
+                task.running_at = pool.now()
             return
         if pod.phase != "Succeeded":
             self.task_failed(pool, track, task, f"pod {pod.name} failed: {pod.reason}")
@@ -267,7 +271,7 @@ class DagWorkflow(Workflow):
         assert executor is not None
         track.set_state(task, TaskState.SUCCEEDED)
         pool.intents.add(TaskEnded(self, track, task, True))
-        self.measured(track, task, pool.now(), ran, pool.settings.history_samples)
+        self.measured(track, task, pool.now(), ran, pool.settings.history_samples, pool.times)
         following = pool.cluster.task_finished(executor, pool.now())
         if following is not None:
             self.release(pool, track, track.next_to_release(), executor)

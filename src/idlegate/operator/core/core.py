@@ -102,6 +102,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
 from idlegate.sim.resources import ResourceVector
+from idlegate.sim.task_times import TaskTimes
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ class Core(Lifecycle):
         self.forecasts: dict[str, Any] = {}
         """Owner uid -> its last forecast (the edge's refresh keeps it; the visibility API
         reads it: `api.visibility.forecast_of`)."""
+        self.times = TaskTimes()
+        """Its tasks' latency and stretch, as they end (its forecasts draw from them)."""
         self.intents = Outbox()
         """What to write, in order (the edge takes and applies them)."""
         self.at = 0.0

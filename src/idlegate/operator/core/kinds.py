@@ -40,6 +40,7 @@ from idlegate.operator.core.tracking import Workflow
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Job, Launch
+from idlegate.sim.task_times import TaskTimes
 
 
 class Pool(Protocol):
@@ -51,6 +52,7 @@ class Pool(Protocol):
     window: int
     metrics: Metrics
     spec: str | None
+    times: TaskTimes
 
     def now(self) -> float: ...
     def schedule(self) -> None: ...

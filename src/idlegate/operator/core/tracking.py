@@ -35,6 +35,7 @@ from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Job
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+from idlegate.sim.task_times import TaskTimes
 from idlegate.sim.timestamps import stamp, to_datetime
 
 WorkflowKey = tuple[str, str]
@@ -77,6 +78,8 @@ class Task:
     """Its attempts stopped to give quota back (no failures: `idlegate.api.eviction`)."""
     evicting: bool = False
     """Its running pod's eviction is asked and not answered yet."""
+    running_at: float | None = None
+    """Clock time the operator saw its pod Running (None: not yet, or not seen)."""
 
 
 class StageTrack:
@@ -304,9 +307,16 @@ class Workflow:
         return out
 
     def measured(
-        self, track: StageTrack, task: Task, now: float, pod_seconds: float | None, keep: int
+        self,
+        track: StageTrack,
+        task: Task,
+        now: float,
+        pod_seconds: float | None,
+        keep: int,
+        times: TaskTimes,
     ) -> None:
-        """`task` succeeded at `now`: its run time joins the stage's measured durations.
+        """`task` succeeded at `now`: its run time joins the stage's measured durations,
+        and its latency and stretch the pool's `times` (`sim.task_times`).
 
         Measured from the operator's release to its observed success: how long the task
         held its executor (pod start latency and the watch's lag included), what a rollout
@@ -319,9 +329,16 @@ class Workflow:
         if task.released_at is not None and task.failures == 0 and task.attempt == 0:
             held = max(0.0, now - task.released_at)
             self.durations.record(track.index, held)
+            running = None if task.running_at is None else now - task.running_at
+            times.record(track.spec.task_duration_seconds, held, running)
         seconds = pod_seconds or held
         if seconds:
             track.sample(seconds, keep, self.history_rng)
+
+    def running_since(self, stage: int, executor: int) -> float | None:
+        """When the pod of stage `stage` on `executor` was seen Running (None: not yet)."""
+        found = (t for t in self.stages[stage].tasks.values() if t.executor == executor)
+        return next((t.running_at for t in found if t.state is TaskState.RELEASED), None)
 
     def refresh_conditions(self, now: float) -> None:
         """Set the Running condition from the current state (Valid/Complete/Failed are set

@@ -370,6 +370,7 @@ def forecasts(bridge: Bridge) -> ForecastRefresh:
         arrivals=bridge.settings.forecast_arrivals,
         key=f"forecast:{bridge.metrics.pool}",
         process=bridge.replay_process if bridge.settings.forecast_workers == "process" else None,
+        times=core.times,
     )
     sink = bridge.history.sink
     if sink is not None:  # (a restart resumes the pool's calibration: its resolved forecasts)

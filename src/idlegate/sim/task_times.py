@@ -1,0 +1,188 @@
+"""How long a live pool's tasks take against what their stages declare, learned from the pool.
+
+A forecast replays a pool forward drawing each task's time (`sim.forecast`): in the
+operator, from the times its stage's tasks took so far, else the stage's declared
+``taskDurationSeconds`` (`sim.durations.MeasuredDurations`). A waiting workflow has no
+measured task, so its replays ran every task for exactly what it declares: on a pool whose
+tasks run longer than declared, or start seconds after their release (binding, image pull,
+container start), every forecast came out early, and with no spread (issue 80: early by a
+median 32-44 s, the intervals holding 25-49 %). So a pool learns, from its own tasks as
+they end (`TaskTimes.record`), two things per task:
+
+* its **latency**: from its release to the operator seeing its pod ``Running``;
+* its **stretch**: the time it then ran ÷ the duration its stage declares;
+
+and the replays draw a task of a stage with nothing measured as latency + stretch ×
+declared, a latency of the pool's last `LATENCIES` tasks and a stretch of its last
+`WINDOW`, each drawn at random (`MeasuredDurations`'s `times`; the stretches corrected for
+the tasks still running, `TaskTimes.frozen`): the bias goes, and the interval spreads as
+the pool's tasks do. A pool that has not seen `EVIDENCE` of its tasks end knows neither
+(`TaskTimes.ready`): the operator then says so instead of forecasting
+(`api.forecast_refresh`).
+
+Within one replay every task draws from the same pool-wide shift of these (`LiveTimes.
+begin`): what the pool's few tasks seen so far leave unknown is how its tasks run *on
+average*, and a replay that draws it task by task averages it away over a long queue, as
+if known. So each replay first draws that average's error, on the log of the stretch and
+on the latency, a normal draw with the standard error of the mean of the pool's tasks
+(their spread ÷ √n, times Student's t for n − 1 degrees of freedom): the interval is wide
+while few tasks have ended, and narrows as they accrue, from the pool's own tasks, not from
+a prior fitted anywhere else.
+
+Pure: no clock, no I/O. The operator keeps one per pool (the core records, the refresh
+reads a `frozen` copy, which crosses to the replay process by pickling).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WINDOW = 200
+"""Tasks kept: the most recent, so that what is learned follows a pool that changes."""
+LATENCIES = 50
+"""Tasks whose latencies the replays draw from: the most recent (`TaskTimes.frozen`)."""
+EVIDENCE = 10
+"""Tasks that must have ended before a pool's forecasts draw from them (`TaskTimes.ready`)."""
+
+
+class TaskTimes:
+    """A pool's last `WINDOW` tasks' (latency, stretch) (module docstring)."""
+
+    def __init__(self) -> None:
+        self.seen: deque[tuple[float, float]] = deque(maxlen=WINDOW)
+
+    def record(self, declared: float, held: float, running: float | None) -> None:
+        """A task whose stage declares `declared` seconds held its executor `held` seconds,
+        from its release to its observed end, the last `running` of them running (None:
+        its pod was not seen ``Running``, and all of `held` counts as its run). A stage
+        that declares no positive duration teaches nothing of stretch."""
+        if not declared > 0 or not held >= 0:
+            return
+        ran = held if running is None else min(max(running, 0.0), held)
+        self.seen.append((held - ran, ran / declared))
+
+    @property
+    def ready(self) -> bool:
+        """Whether `EVIDENCE` tasks have ended: enough to draw from, and to say how far
+        their average is known."""
+        return len(self.seen) >= EVIDENCE
+
+    def frozen(self, running: Iterable[tuple[float, float]] = ()) -> LiveTimes:
+        """What a refresh's replays draw from, as it is now; `running`: (seconds it has run
+        since its pod was seen ``Running``, declared seconds) of each task running now.
+
+        The tasks that end first are the quick ones: in a burst the pool has seen only
+        them when its first forecasts are made, and their stretches alone would make every
+        forecast early. A running task's stretch is known to exceed what it has run so far
+        ÷ what it declares: the stretches are the Kaplan-Meier estimate over both, the
+        ended tasks' and these censored ones, and the weight left beyond the last ended
+        task goes to the running ones beyond it, at what they have run (Efron's
+        redistribution to the right: the least they take). The latencies are the last
+        `LATENCIES` tasks': a latency follows the pool's load (a burst's first pods wait
+        on the operator's own writes), and what comes next starts as the last did."""
+        latencies = tuple(p[0] for p in list(self.seen)[-LATENCIES:])
+        observed = [(p[1], True) for p in self.seen]
+        observed += [(ran / declared, False) for ran, declared in running if declared > 0]
+        return LiveTimes(latencies, *kaplan_meier(observed), ended=len(self.seen))
+
+
+def kaplan_meier(
+    observed: Sequence[tuple[float, bool]],
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The distribution the Kaplan-Meier estimator gives of values `observed` as (value,
+    ended) (ended False: censored, the value only a lower bound), as (values, cumulative
+    weights), ascending; the weight left after the last ended value goes in equal shares to
+    the censored values beyond it."""
+    ordered = sorted(observed, key=lambda o: (o[0], not o[1]))  # (ties: the ended first)
+    last = max((i for i, (_, ended) in enumerate(ordered) if ended), default=-1)
+    at_risk, left = len(ordered), 1.0
+    values: list[float] = []
+    weights: list[float] = []
+    for value, ended in ordered[: last + 1]:
+        if ended:
+            share = left / at_risk
+            values.append(value)
+            weights.append(share)
+            left -= share
+        at_risk -= 1
+    tail = ordered[last + 1 :]
+    if tail and last >= 0:  # (none ended: nothing known of what they take)
+        values += [v for v, _ in tail]
+        weights += [left / len(tail)] * len(tail)
+    total, cumulative = 0.0, []
+    for w in weights:
+        total += w
+        cumulative.append(total)
+    return tuple(values), tuple(c / total for c in cumulative) if total else ()
+
+
+T90 = (6.31, 2.92, 2.35, 2.13, 2.02, 1.94, 1.89, 1.86, 1.83, 1.81)
+"""Student's t, 95th percentile, for 1-10 degrees of freedom; beyond, `Z90` × (1 + 1/(4·df))."""
+Z90 = 1.645
+
+
+def t_scale(df: int) -> float:
+    """How much wider Student's t with `df` degrees of freedom is than the normal (its
+    95th percentile over the normal's): a mean known from few tasks is known less well."""
+    if df <= len(T90):
+        return T90[df - 1] / Z90
+    return 1.0 + 1.0 / (4.0 * df)
+
+
+def _error(values: np.ndarray, weights: np.ndarray | None, n: int) -> float:
+    """The standard error of the mean of `values` (with `weights`, summing to 1), known from
+    `n` of them, widened by Student's t for n − 1 degrees of freedom; 0 below two."""
+    if n < 2 or not len(values):
+        return 0.0
+    if weights is None:
+        weights = np.full(len(values), 1.0 / len(values))
+    mean = float(np.dot(weights, values))
+    sd = math.sqrt(float(np.dot(weights, (values - mean) ** 2)) * n / (n - 1))
+    return t_scale(n - 1) * sd / math.sqrt(n)
+
+
+@dataclass
+class LiveTimes:
+    """A frozen copy of a pool's task times: the latencies of its ended tasks, the stretches
+    (ascending, `TaskTimes.frozen`) with their cumulative weights, and the pool-wide error
+    of their average the replay drawing from them now takes (`begin`)."""
+
+    latencies: tuple[float, ...]
+    stretches: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    ended: int = 0
+    """The ended tasks the stretches come from (the rest: running ones, censored)."""
+    shift: tuple[float, float] = (0.0, 1.0)
+    """This replay's error of the average (latency added, factor on the stretch)."""
+    _spread: tuple[float, float] | None = field(default=None, repr=False)
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.latencies and self.stretches)
+
+    def begin(self, rng: np.random.Generator) -> None:
+        """A new replay: draw its error of the pool's average (module docstring)."""
+        if self._spread is None:
+            self._spread = (
+                _error(np.asarray(self.latencies), None, len(self.latencies)),
+                _error(np.log(np.maximum(np.asarray(self.stretches), 1e-9)),
+                       np.diff(np.asarray((0.0, *self.cumulative))), self.ended),
+            )  # fmt: skip
+        z = rng.standard_normal(2)
+        self.shift = (float(z[0]) * self._spread[0], math.exp(float(z[1]) * self._spread[1]))
+
+    def draw(self, declared: float, u: Callable[[], float]) -> float:
+        """A task declaring `declared` seconds: a latency and a stretch of the pool's (`u`:
+        uniform draws in [0, 1)), shifted by this replay's error of the average."""
+        latency = self.latencies[int(u() * len(self.latencies))]
+        stretch = self.stretches[
+            min(bisect.bisect_right(self.cumulative, u()), len(self.stretches) - 1)
+        ]
+        added, factor = self.shift
+        return max(0.0, latency + added) + stretch * factor * declared

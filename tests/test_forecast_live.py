@@ -1,0 +1,94 @@
+"""A live pool's forecasts learn from the pool (issue 80, "Calibrate live"): the operator
+records each task's latency (release to its pod seen Running) and stretch (its run over what
+its stage declares) as it ends; a pool that has seen too few end says it cannot forecast
+yet, with why, and refreshes as soon as it has; then its replays draw from them, the tasks
+running now correcting the quick ones that ended first (`sim.task_times`), and its
+calibration has no prior fitted on the simulator. On fake time: the refresh alone
+(tests/test_forecast_refresh.py's pool), and the operator's bridge against the fakes."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from idlegate.api.forecast_status import Forecast, Unavailable
+from idlegate.operator.core.events import PodSeen
+from idlegate.policy import make_scheduler
+from idlegate.sim.forecast_calibration import LIVE_MIN_SCORES
+from idlegate.sim.task_times import EVIDENCE, TaskTimes
+from tests.clocks import run_in_loop_time
+from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
+from tests.test_forecast_refresh import T0, busy_pool, refresh_of
+
+
+def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from idlegate.api import forecast_refresh
+
+    monkeypatch.setattr(forecast_refresh, "DUTY", 1.0)  # (no pause after a refresh: its own test)
+
+    async def scenario() -> None:
+        cluster = busy_pool()  # (one executor; w0 runs since T0, w1-w3 of 100 s wait)
+        times = TaskTimes()
+        refresh, _ = refresh_of(cluster, times=times, debounce=2.0)
+        refresh.changed()
+        at, fire = refresh.timers.pop("forecast-change")  # type: ignore[attr-defined]
+        await fire()
+        assert refresh.running is None and refresh.cpu == [0.0]  # (nothing replayed)
+        for job in cluster.jobs:
+            said = job.payload.forecast
+            assert isinstance(said, Unavailable)
+            assert said.reason.startswith(f"fewer than {EVIDENCE} tasks of its pool have ended")
+        assert refresh.kept == {}  # (nothing made: nothing to score)
+        # its tasks run half again what they declare, 2 s after their release
+        for _ in range(EVIDENCE):
+            times.record(100.0, 152.0, 150.0)
+        refresh.changed()  # (after the event that ended the last of them)
+        at, fire = refresh.timers.pop("forecast-change")  # type: ignore[attr-defined]
+        assert at == T0 + 2.0  # (knowing them is a change: refreshed at once)
+        await fire()
+        await refresh.idle()
+        for i, job in enumerate(cluster.jobs):
+            f = job.payload.forecast
+            assert isinstance(f, Forecast)
+            assert f.start == pytest.approx(T0 + 152 * i)  # (not the 100 s they declare)
+        assert refresh.calibration["start"].prior is None  # (not the simulator's)
+        assert refresh.calibration["start"].least == LIVE_MIN_SCORES
+        refresh.close()
+
+    run_in_loop_time(scenario())
+
+
+def test_a_what_if_on_a_live_pool_draws_from_its_task_times() -> None:
+    from idlegate.api.forecast_whatif import answer, what_if
+
+    cluster = busy_pool(1)
+    times = TaskTimes()
+    for _ in range(EVIDENCE):
+        times.record(100.0, 150.0, 150.0)
+    refresh, _ = refresh_of(cluster, times=times)
+    body = {"kind": "DagWorkflow", "metadata": {"name": "asked"}, "spec": {"stages": [stage("a")]}}
+    snap, job = what_if(cluster, make_scheduler("fifo"), body, 0, 0, T0)
+    shown, _ = answer(snap, job, calibration=refresh.for_what_if(snap))
+    assert isinstance(shown, Forecast) and shown.start == pytest.approx(T0 + 150)
+
+
+@pytest.mark.asyncio
+async def test_the_operator_records_each_tasks_latency_and_stretch_as_it_ends() -> None:
+    h = Harness(FakeKube(), FakeClock(T0), 2, make_scheduler("fifo"), forecast_interval=30.0)
+    await h.submit("w", {"stages": [stage("a", tasks=2, duration=10.0)]})
+    first, second = h.released("w")
+    h.clock.advance(3.0)
+    pod = h.kube.pods[("default", first)]
+    pod["status"]["phase"] = "Running"  # (its kubelet started it 3 s after its release)
+    h.pools.handle(PodSeen(copy.deepcopy(pod)))
+    await h.settle()
+    core = h.bridge.core
+    wf = core.workflows[("default", "w")]
+    executor = wf.stages[0].tasks[0].executor
+    assert executor is not None and wf.running_since(0, executor) == T0 + 3.0
+    await h.finish(first, after=12.0)  # (ran 12 s of the 10 declared)
+    await h.finish(second)  # (never seen Running: its 15 s all count as its run)
+    assert list(core.times.seen) == [(3.0, 1.2), (0.0, 1.5)]

@@ -1,0 +1,139 @@
+"""A live pool's own task times (issue 80, "Calibrate live"): what the operator learns of its
+tasks' start latency and stretch as they end, how a forecast's replays draw from it, and how
+far off its average may be (`idlegate.sim.task_times`)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from idlegate.policy import make_scheduler
+from idlegate.sim.cluster import Cluster
+from idlegate.sim.durations import MeasuredDurations, Uniforms
+from idlegate.sim.forecast import forecast
+from idlegate.sim.task_times import EVIDENCE, LiveTimes, TaskTimes, kaplan_meier
+from tests.helpers import chain
+
+
+def test_a_task_gives_its_latency_and_its_stretch_once_it_ended() -> None:
+    times = TaskTimes()
+    times.record(10.0, 15.0, 12.0)  # (released, Running 3 s later, ran 12 s of 10 declared)
+    times.record(20.0, 20.0, None)  # (never seen Running: all of it ran)
+    times.record(0.0, 5.0, 5.0)  # (declares nothing: no stretch to learn)
+    assert list(times.seen) == [(3.0, 1.2), (0.0, 1.0)]
+    assert not times.ready
+    for _ in range(EVIDENCE - 2):
+        times.record(10.0, 10.0, 10.0)
+    assert times.ready
+
+
+def test_kaplan_meier_weighs_what_ended_and_leaves_the_rest_to_what_still_runs() -> None:
+    # five tasks: 1 ended; 1.5 runs still (known only to exceed it); 2 ended; 3 and 4 run
+    values, cumulative = kaplan_meier(
+        [(1.0, True), (1.5, False), (2.0, True), (3.0, False), (4.0, False)]
+    )
+    assert values == (1.0, 2.0, 3.0, 4.0)
+    # 1/5 at 1; of the 3 left at risk past 1.5, 2 gets a third of 4/5; 3 and 4 share the rest
+    assert cumulative == pytest.approx((0.2, 0.2 + 0.8 / 3, 0.2 + 0.8 / 3 + 0.8 / 3, 1.0))
+    assert kaplan_meier([(1.0, True), (2.0, True)]) == ((1.0, 2.0), (0.5, 1.0))
+    assert kaplan_meier([(1.0, False)]) == ((), ())  # (none ended: nothing known)
+
+
+def mean_stretch(times: LiveTimes) -> float:
+    weights = np.diff(np.asarray((0.0, *times.cumulative)))
+    return float(np.dot(weights, times.stretches))
+
+
+def test_the_tasks_still_running_keep_a_bursts_quick_first_ends_from_making_it_early() -> None:
+    """In a burst the tasks that end first are the quick ones; those still running, seen
+    Running for longer than they declare, say the stretch is more than those alone."""
+    times = TaskTimes()
+    for stretch in (0.7, 0.75, 0.8, 0.85, 0.9, 0.7, 0.75, 0.8, 0.85, 0.9):
+        times.record(10.0, 10.0 * stretch, 10.0 * stretch)
+    alone = times.frozen()
+    assert mean_stretch(alone) == pytest.approx(0.8)
+    censored = times.frozen([(12.0, 10.0)] * 10)  # (ten more, running 12 s of 10 declared)
+    assert mean_stretch(censored) == pytest.approx(0.4 + 0.5 * 1.2)
+    assert censored.latencies == alone.latencies == (0.0,) * 10
+
+
+def spread(times: LiveTimes, draws: int = 4000) -> float:
+    """The spread of the factor each replay draws on the stretch (`LiveTimes.begin`)."""
+    rng = np.random.default_rng(0)
+    factors = []
+    for _ in range(draws):
+        times.begin(rng)
+        factors.append(math.log(times.shift[1]))
+    return statistics.stdev(factors)
+
+
+def test_a_replays_error_of_the_average_narrows_as_tasks_end() -> None:
+    rng = np.random.default_rng(1)
+    stretches = np.exp(0.3 * rng.standard_normal(400))
+
+    def learned(n: int) -> LiveTimes:
+        times = TaskTimes()
+        for s in stretches[:n]:
+            times.record(10.0, 2.0 + 10.0 * s, 10.0 * s)
+        return times.frozen()
+
+    def error(n: int) -> float:
+        """The standard error of the mean log stretch of the first `n`."""
+        return statistics.stdev(np.log(stretches[:n])) / math.sqrt(n)
+
+    few, many = spread(learned(10)), spread(learned(200))
+    assert few == pytest.approx(error(10) * 1.83 / 1.645, rel=0.1)  # (Student's t, 9 d.f.)
+    assert many == pytest.approx(error(200), rel=0.1)
+    assert few > 2 * many
+    one = learned(1)
+    one.begin(rng)
+    assert one.shift == (0.0, 1.0)  # (one task: no spread to say how far off it is)
+
+
+def test_a_task_draws_a_latency_and_a_stretch_of_the_pools() -> None:
+    times = LiveTimes((2.0, 4.0), (0.5, 1.5), (0.5, 1.0), shift=(1.0, 2.0))
+    assert times.draw(10.0, iter((0.0, 0.0)).__next__) == 3.0 + 0.5 * 2.0 * 10.0
+    assert times.draw(10.0, iter((0.9, 0.9)).__next__) == 5.0 + 1.5 * 2.0 * 10.0
+    assert times.draw(10.0, iter((0.0, 0.5)).__next__) == 3.0 + 1.5 * 2.0 * 10.0
+
+
+def test_a_stage_with_nothing_measured_draws_from_the_pools_times_else_as_before() -> None:
+    u = Uniforms(np.random.default_rng(0))
+    plain = MeasuredDurations([10.0, 20.0], [[], [7.0]])
+    assert plain.sample(0, 1, False, False, u) == 10.0  # (its estimate, as before)
+    live = plain.frozen(LiveTimes((1.0,), (2.0,), (1.0,)))
+    assert live.sample(0, 1, False, False, u) == 1.0 + 2.0 * 10.0
+    assert live.sample(1, 1, False, False, u) == 7.0  # (measured on its own stage)
+    assert live.frozen().times is live.times  # (a copy keeps what it draws from)
+
+
+def queue(times: LiveTimes | None) -> Cluster:
+    """A pool of one executor, ten one-task workflows of 10 s declared, waiting."""
+    cluster = Cluster(1)
+    for i in range(10):
+        model = MeasuredDurations([10.0], times=times)
+        cluster.add_job(chain(10.0), 0.0, f"w{i}", model)
+    return cluster
+
+
+def test_a_forecast_follows_the_pools_own_task_times_and_how_well_they_are_known() -> None:
+    fifo = make_scheduler("fifo")
+    declared = forecast(queue(None), fifo, seed=0, replays=40)
+    last = declared.of(9)
+    assert last.start.low == last.start.median == last.start.high == 90.0
+
+    def learned(n: int) -> LiveTimes:
+        times = TaskTimes()
+        rng = np.random.default_rng(2)
+        for s in np.exp(0.3 * rng.standard_normal(n)):
+            times.record(10.0, 3.0 + 15.0 * s, 15.0 * s)  # (3 s latency, half again as long)
+        return times.frozen()
+
+    few = forecast(queue(learned(10)), fifo, seed=0, replays=40).of(9)
+    many = forecast(queue(learned(200)), fifo, seed=0, replays=40).of(9)
+    for found in (few, many):  # (nine tasks ahead, each about 3 + 15 s)
+        assert 130.0 < found.start.median < 190.0
+    assert few.start.high - few.start.low > 1.5 * (many.start.high - many.start.low)
