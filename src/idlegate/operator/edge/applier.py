@@ -20,9 +20,13 @@ effect. A pod found on a first try's 409 is not the operator's creation. An obje
 status writes are coalesced and paced (:class:`_StatusLane`).
 
 Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
-workflow's lane of Events; one that cannot be posted is logged and dropped, it never
-fails a workflow. An Event said again adds to its count, and an object's distinct Events
-are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
+workflow's lane of Events, on connections of their own (`EVENT_CONNECTIONS`, beside
+the writes' concurrency): under a burst of pod writes an Event waits for none of them,
+and takes none of their connections. At most `EVENTS_QUEUED` wait: one more is dropped,
+counted and logged, as client-go's recorder drops Events past its queue, so a stalled API
+never grows the operator's memory. One that cannot be posted is logged and dropped, it
+never fails a workflow. An Event said again adds to its count, and an object's distinct
+Events are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
 ``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
 
 The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
@@ -40,7 +44,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -66,10 +70,16 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
+from idlegate.operator.edge.kube import EVENT_CONNECTIONS, ApiError, KubeApi, WriteGate, identity
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+EVENTS = "events"
+"""The lane of a workflow's Events (`EventRecorder`)."""
+EVENTS_QUEUED = 1000
+"""Events that may wait to be written (client-go's recorder queues as many): past them an
+Event is dropped (`idlegate_events_dropped_total`)."""
 
 
 class Priority(IntEnum):
@@ -88,10 +98,11 @@ class Priority(IntEnum):
 class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write or Event, but
-    every `SHARE`-th slot goes to a waiting STATUS or EVENT op (most urgent, then oldest):
-    else the pod writes queued at scale held every workflow's phase back until the last pod
-    ended (issue 61). COUNTS get no share: under load they wait, coalesced."""
+    takes the next free slot. So a gate removal waits behind no status write, but every
+    `SHARE`-th slot goes to a waiting STATUS op (most urgent, then oldest): else the pod
+    writes queued at scale held every workflow's phase back until the last pod ended
+    (issue 61). COUNTS get no share: under load they wait, coalesced. (Events have slots
+    of their own: `Lanes`.)"""
 
     SHARE = 4
 
@@ -192,6 +203,10 @@ class Lanes:
         self.kube = kube
         self.slots = Slots(concurrency) if concurrency is not None else None
         """The API client's concurrency, handed out by priority; None: no limit."""
+        self.event_slots = Slots(EVENT_CONNECTIONS) if concurrency is not None else None
+        """The Events' own connections (their ops, `Priority.EVENT`, take no other slot)."""
+        self.queued: Counter[Hashable] = Counter()
+        """Ops not started yet, by lane name (e.g. `EVENTS`)."""
         self.wait = wait
         """Seconds before an op that raised :class:`Retry` runs again."""
         self._lanes: dict[LaneKey, deque[Op]] = {}
@@ -214,6 +229,7 @@ class Lanes:
             return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
+        self.queued[lane] += 1
         if self.slots is not None:
             self.slots.hurry(lane_key, op.priority)
         if lane_key not in self._workers:
@@ -225,9 +241,10 @@ class Lanes:
     def clear(self, key: Hashable) -> int:
         """Drop the ops of `key` (every lane) not started yet; returns how many."""
         dropped = 0
-        for (of, _), queue in self._lanes.items():
+        for (of, lane), queue in self._lanes.items():
             if of == key:
                 dropped += len(queue)
+                self.queued[lane] -= len(queue)
                 queue.clear()
         return dropped
 
@@ -260,6 +277,7 @@ class Lanes:
         try:
             while queue:
                 op = queue.popleft()
+                self.queued[lane_key[1]] -= 1
                 for event in op.after:
                     await event.wait()
                 await self._attempt(op, min([op.priority, *(o.priority for o in queue)]), lane_key)
@@ -273,9 +291,8 @@ class Lanes:
     async def _attempt(self, op: Op, priority: Priority, lane_key: LaneKey) -> None:
         while not self.closed:
             try:
-                slot = (
-                    self.slots.taken(priority, lane_key) if self.slots else contextlib.nullcontext()
-                )
+                slots = self.event_slots if priority is Priority.EVENT else self.slots
+                slot = slots.taken(priority, lane_key) if slots else contextlib.nullcontext()
                 async with slot:
                     if not self.gate.open():  # (checked once its turn has come)
                         log.info("Not written, this replica is not the leader: %s.", op.what)
@@ -310,6 +327,10 @@ class EventRecorder:
         self._held: list[tuple[Owner, Series, bool]] | None = None
         """Events recorded while `recall` reads (None: it does not)."""
         self._reading: asyncio.Task[None] | None = None
+        self.dropped: Callable[[], None] = lambda: None
+        """Told of each Event dropped past `EVENTS_QUEUED` (the metric's)."""
+        self._dropping = False
+        """Events are being dropped (logged at the first, and when the queue has room)."""
 
     def recall(self, kube: KubeApi, namespaces: Iterable[str | None]) -> None:
         """Read the names of the Events this component posted before (an earlier leader,
@@ -342,6 +363,8 @@ class EventRecorder:
         """An Event on `owner`: posted, or counted if an equal one was (`EventBook`)."""
         message = clip(message)
         log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
+        if self._full():  # (before the book: an equal one said later is posted)
+            return
         loop = asyncio.get_running_loop()
         series = self._book.record(owner, (type_, reason, message), time.time(), loop.time())
         if series is not None and series.count == 1:
@@ -350,12 +373,32 @@ class EventRecorder:
             series.pending, at = True, series.patched + SERIES_SECONDS
             loop.call_at(at, self._submit, owner, series, False)
 
+    def _full(self) -> bool:
+        """Whether `EVENTS_QUEUED` Events wait to be written: the next one is dropped,
+        counted, and the first of a run of them logged."""
+        if self.lanes.queued[EVENTS] < EVENTS_QUEUED:
+            if self._dropping:
+                self._dropping = False
+                log.info("The Events' queue has room again: Events are written again.")
+            return False
+        self.dropped()
+        if not self._dropping:
+            log.warning(
+                "%d Events wait to be written: later ones are dropped until they go.",
+                EVENTS_QUEUED,
+            )
+        self._dropping = True
+        return True
+
     def _submit(self, owner: Owner, series: Series, post: bool) -> None:
         """Post `series`' Event in `owner`'s lane of Events (`post`), or write its count."""
         if self._held is not None:
             self._held.append((owner, series, post))
             return
         if post and series.name in self._there:
+            return
+        if not post and self._full():  # (its count: written with the next one said)
+            series.pending = False
             return
 
         async def run(kube: KubeApi) -> None:
@@ -371,7 +414,7 @@ class EventRecorder:
 
         what, write = f"event {series.name}", "event" if post else ""
         op = Op(what, run, priority=Priority.EVENT, write=write)
-        self.lanes.submit((owner.namespace, owner.name), op, lane="events")
+        self.lanes.submit((owner.namespace, owner.name), op, lane=EVENTS)
 
 
 class Applier:
@@ -389,6 +432,7 @@ class Applier:
     ) -> None:
         self.lanes, self.events, self.metrics = lanes, events, metrics
         lanes.written = metrics.families.lag.written
+        events.dropped = metrics.events_dropped.inc
         self.now = now
         """The operator's clock (a status's condition times)."""
         self.on_outcome = on_outcome
