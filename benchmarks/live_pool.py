@@ -40,12 +40,16 @@ script's (`STEADY`, `FLOOD`); the rest is issue 79's scenario. The faster the cl
 more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
 seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
 
-With `--burn N`, N CPU-bound processes run beside it all; with `--against DIR/src` the same
+With `--visibility SECONDS` the operator's visibility API (``/visibility/pendingworkflows``
+on its metrics port) is asked every SECONDS wall seconds from the first submission to the
+last end, and how long its answers took is printed under each run. With `--burn N`, N
+CPU-bound processes run beside it all; with `--against DIR/src` the same
 scenario runs with that checkout's operator too (its sources on the operator's path; the
 API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times.
 
     python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
-        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--json out.json]
+        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--visibility 4]
+        [--json out.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -62,6 +66,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -73,6 +78,7 @@ from benchmarks.live_figures import Figures, Recorder, figures, quantile
 from benchmarks.operator_burst import children, fetch, free_port
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.kinds import API_VERSION, GROUP, POOL_KIND, POOL_PLURAL, VERSION
+from idlegate.api.visibility import PATH as VISIBILITY
 from idlegate.flags import missing_extra, one_line
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
@@ -180,8 +186,9 @@ def burning(count: int) -> Iterator[None]:
 @contextlib.contextmanager
 def operator_process(
     api: ApiServer, src: Path, speed: float, anchor: float, log: Any
-) -> Iterator[subprocess.Popen]:
-    """The operator (`src`'s) serving the teams' namespaces, until it answers /healthz."""
+) -> Iterator[tuple[subprocess.Popen, int]]:
+    """The operator (`src`'s) serving the teams' namespaces, until it answers /healthz; its
+    process and metrics port."""
     metrics, health = free_port(), free_port()
     served = [f"--namespace={ns}" for ns in [*TEAMS.values(), *ALONE.values()]]
     flags = [
@@ -209,7 +216,7 @@ def operator_process(
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"the operator of {src} did not start; its log: {log.name}")
             time.sleep(0.1)
-        yield proc
+        yield proc, metrics
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -217,6 +224,32 @@ def operator_process(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def asking(port: int, every: float | None) -> Iterator[list[float]]:
+    """Every `every` wall seconds (None: never), from enter to exit, the operator's
+    visibility API (`VISIBILITY` on its metrics `port`) asked in a thread of its own: the
+    seconds each answer took (an unanswered ask is left out, and counted by the caller
+    as the asks there should have been)."""
+    answers: list[float] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.wait(every):
+            began = time.monotonic()
+            if fetch(f"http://127.0.0.1:{port}{VISIBILITY}"):
+                answers.append(time.monotonic() - began)
+
+    thread = threading.Thread(target=ask, name="visibility", daemon=True)
+    if every is not None:
+        thread.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        if every is not None:
+            thread.join()
 
 
 def operator_cpu(pid: int) -> dict[str, float]:
@@ -273,10 +306,17 @@ def wait_ended(
 
 
 def run(
-    policy: str, src: Path, speed: float, flood: int, log: Any, flood_seconds: float = 4.0
+    policy: str,
+    src: Path,
+    speed: float,
+    flood: int,
+    log: Any,
+    flood_seconds: float = 4.0,
+    visibility: float | None = None,
 ) -> dict[str, Any]:
     """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
-    the flood's tasks `flood_seconds` long: its figures."""
+    the flood's tasks `flood_seconds` long, its visibility API asked every `visibility`
+    wall seconds (None: never): its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         for kind in KINDS:
             api.create("customresourcedefinitions", render_crd(kind))
@@ -290,10 +330,11 @@ def run(
             with contextlib.ExitStack() as stack:
                 for ns in [*TEAMS.values(), *ALONE.values()]:
                     stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
-                proc = stack.enter_context(operator_process(api, src, speed, anchor, log))
+                proc, port = stack.enter_context(operator_process(api, src, speed, anchor, log))
                 api.create(POOLS, pool(policy))
                 wait_pool(recorder, proc)
                 began, before = time.monotonic(), operator_cpu(proc.pid)
+                answers = stack.enter_context(asking(port, visibility))
                 alone = submit_steady(api, ALONE, speed)
                 wait_ended(recorder, alone, proc, "the steady teams alone")
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
@@ -323,6 +364,8 @@ def run(
         "cpu_by_thread": {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])},
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
+        "visibility": answers,
+        "visibility_asks": 0 if visibility is None else int(wall // visibility),
     }
 
 
@@ -384,6 +427,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default=[],
         help="another checkout's src directory: its operator runs the same scenario, in turn",
     )
+    parser.add_argument(
+        "--visibility",
+        type=float,
+        help="ask the operator's visibility API every so many wall seconds (default: never)",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
     args = parser.parse_args(argv)
@@ -399,6 +447,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"--speed {args.speed:g}",
         f"--burn {args.burn}",
         f"--runs {args.runs}",
+        *([f"--visibility {args.visibility:g}"] if args.visibility else []),
         *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
     ]
@@ -412,7 +461,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 for src in sources:
                     code = "this" if src == sources[0] else src.parent.name
                     try:
-                        result = run(policy, src, args.speed, args.flood, log, args.flood_seconds)
+                        result = run(
+                            policy,
+                            src,
+                            args.speed,
+                            args.flood,
+                            log,
+                            args.flood_seconds,
+                            args.visibility,
+                        )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
@@ -420,11 +477,25 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05
                     )
                     print(f"{'':24}operator CPU s: {spent}", flush=True)
+                    if args.visibility:
+                        print(f"{'':24}{visibility_line(result)}", flush=True)
                     results.append({**result, "code": str(src)})
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
     return results
+
+
+def visibility_line(result: dict[str, Any]) -> str:
+    """How the visibility API answered in a run (`asking`)."""
+    answers = result["visibility"]
+    if not answers:
+        return f"visibility API: no answer of {result['visibility_asks']} asks"
+    p50, p99 = quantile(answers, 0.5), quantile(answers, 0.99)
+    return (
+        f"visibility API: {len(answers)} answers of {result['visibility_asks']} asks, "
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(answers) * 1000:.0f} ms"
+    )
 
 
 def jsonable(result: dict[str, Any]) -> dict[str, Any]:

@@ -444,3 +444,14 @@ def test_live_pool_reads_a_gated_pod_and_an_events_whole_second_stamp() -> None:
     got = live.entry_of("events", "ADDED", event, 6.0)
     assert got.involved == ("DagWorkflow", "w") and got.reason == "Released"
     assert got.stamp == 1767323045
+
+
+def test_live_pool_says_how_the_visibility_api_answered() -> None:
+    live = load_benchmark("live_pool")
+    answered = {"visibility": [0.004, 0.012, 0.008], "visibility_asks": 4}
+    assert live.visibility_line(answered) == (
+        "visibility API: 3 answers of 4 asks, p50 8 ms, p99 12 ms, max 12 ms"
+    )
+    assert live.visibility_line({"visibility": [], "visibility_asks": 2}) == (
+        "visibility API: no answer of 2 asks"
+    )
