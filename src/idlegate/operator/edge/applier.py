@@ -20,11 +20,11 @@ effect. A pod found on a first try's 409 is not the operator's creation. An obje
 status writes are coalesced and paced (:class:`_StatusLane`).
 
 Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
-workflow's lane of Events, on connections of their own (`EVENT_CONNECTIONS`, beside
-the writes' concurrency): under a burst of pod writes an Event waits for none of them,
-and takes none of their connections. At most `EVENTS_QUEUED` wait: one more is dropped,
-counted and logged, as client-go's recorder drops Events past its queue, so a stalled API
-never grows the operator's memory. One that cannot be posted is logged and dropped, it
+workflow's lane of Events, and take the API's connections right after the releases
+(:class:`Priority`): a burst of gated creations (written ahead of need) or status writes
+never holds back the Events saying what was decided. At most `EVENTS_QUEUED` wait: one
+more is dropped, counted and logged, as client-go's recorder drops Events past its queue,
+so a stalled API never grows the operator's memory. One that cannot be posted is logged and dropped, it
 never fails a workflow. An Event said again adds to its count, and an object's distinct
 Events are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
 ``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
@@ -70,7 +70,7 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.kube import EVENT_CONNECTIONS, ApiError, KubeApi, WriteGate, identity
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -87,10 +87,12 @@ class Priority(IntEnum):
 
     RUN = 0
     """A pod about to run: a gate removal, or a creation without gate."""
-    POD = 1
+    EVENT = 1
+    """An Event: what was decided, said as it is decided (issue 79: behind the burst of
+    gated creations a hundred workflows admitted at once bring, they came 13 s late)."""
+    POD = 2
     """Another pod write: a gated creation (ahead of its release), a deletion."""
-    STATUS = 2
-    EVENT = 3
+    STATUS = 3
     COUNTS = 4
     """A status write that only changes counts (the next write carries them anyway)."""
 
@@ -98,11 +100,10 @@ class Priority(IntEnum):
 class Slots:
     """At most `size` ops talking to the API at once (the client's concurrency, so that
     none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write, but every
-    `SHARE`-th slot goes to a waiting STATUS op (most urgent, then oldest): else the pod
+    takes the next free slot. So a gate removal waits behind no Event or status write,
+    but every `SHARE`-th slot goes to a waiting STATUS op (the oldest): else the pod
     writes queued at scale held every workflow's phase back until the last pod ended
-    (issue 61). COUNTS get no share: under load they wait, coalesced. (Events have slots
-    of their own: `Lanes`.)"""
+    (issue 61). COUNTS get no share: under load they wait, coalesced."""
 
     SHARE = 4
 
@@ -146,7 +147,7 @@ class Slots:
             self._push(priority, waiting[1])
 
     def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
-        shared = Priority.STATUS <= priority <= Priority.EVENT
+        shared = priority is Priority.STATUS
         for heap in (self._waiting, self._shared)[: 1 + shared]:
             heapq.heappush(heap, (priority, next(self._order), turn))
 
@@ -203,8 +204,6 @@ class Lanes:
         self.kube = kube
         self.slots = Slots(concurrency) if concurrency is not None else None
         """The API client's concurrency, handed out by priority; None: no limit."""
-        self.event_slots = Slots(EVENT_CONNECTIONS) if concurrency is not None else None
-        """The Events' own connections (their ops, `Priority.EVENT`, take no other slot)."""
         self.queued: Counter[Hashable] = Counter()
         """Ops not started yet, by lane name (e.g. `EVENTS`)."""
         self.wait = wait
@@ -291,8 +290,9 @@ class Lanes:
     async def _attempt(self, op: Op, priority: Priority, lane_key: LaneKey) -> None:
         while not self.closed:
             try:
-                slots = self.event_slots if priority is Priority.EVENT else self.slots
-                slot = slots.taken(priority, lane_key) if slots else contextlib.nullcontext()
+                slot = (
+                    self.slots.taken(priority, lane_key) if self.slots else contextlib.nullcontext()
+                )
                 async with slot:
                     if not self.gate.open():  # (checked once its turn has come)
                         log.info("Not written, this replica is not the leader: %s.", op.what)

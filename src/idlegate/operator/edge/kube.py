@@ -178,11 +178,6 @@ def connection_info(configuration: Any) -> Any:
     )
 
 
-EVENT_CONNECTIONS = 2
-"""Connections the operator's Events have of their own, beside the writes'
-``--api-concurrency`` (`applier.Lanes`): an Event never waits for a pod or status write."""
-
-
 class KubeApi:
     """What the operator asks of the API server (async; bodies are plain dicts), over the
     ``kubernetes`` client's HTTP layer in a thread pool."""
@@ -202,9 +197,8 @@ class KubeApi:
     ) -> None:
         import kubernetes.client
 
-        # (threads beyond the writes' concurrency and the Events' own connections: reads
-        # and the probe never wait for them)
-        threads = concurrency + EVENT_CONNECTIONS + 4
+        # (threads beyond the writes' concurrency: reads and the probe never wait for them)
+        threads = concurrency + 4
         configuration.connection_pool_maxsize = max(
             threads, configuration.connection_pool_maxsize or 0
         )
