@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -410,6 +411,9 @@ def test_live_pool_figures_from_a_written_log() -> None:
     assert found.watch_lags == pytest.approx([0.6]) and found.unanswered == 1
     assert found.event_lags == pytest.approx([0.1, 2.9])
     assert found.binds == pytest.approx([0.1])
+    # when each was answered or received, and those from a time on
+    assert found.watch_at == [t0 + 1.6] and found.event_at == [t0 + 1.7, t0 + 4.5]
+    assert found.after(t0 + 2) == ([], [pytest.approx(2.9)])
     assert found.requests == {"pod creates": 2, "pod patches": 2, "status": 2, "events": 2,
                               "pool status": 1}  # fmt: skip
     assert found.per_pod() == 4.5 and found.per_pod("events") == 1.0
@@ -444,6 +448,25 @@ def test_live_pool_reads_a_gated_pod_and_an_events_whole_second_stamp() -> None:
     got = live.entry_of("events", "ADDED", event, 6.0)
     assert got.involved == ("DagWorkflow", "w") and got.reason == "Released"
     assert got.stamp == 1767323045
+
+
+def test_live_pool_says_the_lags_after_the_floods_burst_apart() -> None:
+    live_figures, live = load_benchmark("live_figures"), load_benchmark("live_pool")
+    t0 = 1_000_000.0
+    found = live_figures.Figures(
+        pods=3,
+        watch_lags=[3.0, 0.2, 1.5],
+        unanswered=0,
+        event_lags=[9.0, 0.5],
+        binds=[],
+        requests=Counter(),
+        watch_at=[t0 + 5, t0 + 40, t0 + 50],
+        event_at=[t0 + 10, t0 + 45],
+    )
+    assert live.after_burst({"figures": found, "flooded": t0}) == (
+        "from 30 s after the flood on: watch p99 1.49, Event p99 0.50; before: 1 of 2 watch "
+        "lags over 1 s, 1 of 1 Event lags over 2 s"
+    )
 
 
 def test_live_pool_says_how_the_visibility_api_answered() -> None:
