@@ -341,6 +341,7 @@ def run(
                 api.create(POOLS, pool(policy))
                 wait_pool(recorder, proc)
                 began, before = time.monotonic(), operator_cpu(proc.pid)
+                loop_before = loop_figures(fetch(f"http://127.0.0.1:{port}/metrics"))
                 answers = stack.enter_context(asking(port, visibility))
                 alone = submit_steady(api, ALONE, speed)
                 wait_ended(recorder, alone, proc, "the steady teams alone")
@@ -352,6 +353,7 @@ def run(
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
                 wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
                 after = operator_cpu(proc.pid)
+                loop_after = loop_figures(fetch(f"http://127.0.0.1:{port}/metrics"))
                 cpu = {k: after[k] - before.get(k, 0.0) for k in after}
                 wall = time.monotonic() - began
         finally:
@@ -373,6 +375,7 @@ def run(
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
         "flooded": flooded,
+        "loop": {k: loop_after[k] - loop_before.get(k, 0.0) for k in loop_after},
         "visibility": answers,
         "visibility_asks": 0 if visibility is None else int(wall // visibility),
     }
@@ -487,6 +490,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     )
                     print(f"{'':24}operator CPU s: {spent}", flush=True)
                     print(f"{'':24}{after_burst(result)}", flush=True)
+                    print(f"{'':24}{loop_line(result)}", flush=True)
                     if args.visibility:
                         print(f"{'':24}{visibility_line(result)}", flush=True)
                     results.append({**result, "code": str(src)})
@@ -494,6 +498,42 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
     return results
+
+
+LOOP = {
+    "decisions": ("idlegate_decision_cpu_seconds_count", ""),
+    "decision CPU": ("idlegate_decision_cpu_seconds_sum", ""),
+    "beats": ("idlegate_loop_stall_seconds_count", ""),
+    "beats on time": ("idlegate_loop_stall_seconds_bucket", 'le="0.25"'),
+}
+"""What the operator's /metrics say of its event loop (`loop_figures`), each a series and
+a label it must carry: its policy's decisions (how many, their CPU seconds) and its
+heartbeat (beats, those late by 0.25 s at most)."""
+
+
+def loop_figures(text: str) -> dict[str, float]:
+    """`LOOP`'s figures in the /metrics `text`, summed over pools (those absent left out:
+    an older operator's)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        key, _, value = line.rpartition(" ")
+        name, _, labels = key.partition("{")
+        for figure, (series, label) in LOOP.items():
+            if not line.startswith("#") and name == series and label in labels:
+                found[figure] = found.get(figure, 0.0) + float(value)
+    return found
+
+
+def loop_line(result: dict[str, Any]) -> str:
+    """How the operator's loop did in a run: its policy's decisions' CPU, its heartbeat."""
+    loop = result["loop"]
+    if "decisions" not in loop or "beats" not in loop:
+        return "loop: no such metrics (an older operator)"
+    late = loop["beats"] - loop.get("beats on time", 0.0)
+    return (
+        f"loop: {loop['decision CPU']:.1f} s of CPU in {loop['decisions']:.0f} decisions; "
+        f"heartbeat late by over 0.25 s {late:.0f} times of {loop['beats']:.0f} (1 s beats)"
+    )
 
 
 def after_burst(result: dict[str, Any]) -> str:

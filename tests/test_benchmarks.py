@@ -478,3 +478,25 @@ def test_live_pool_says_how_the_visibility_api_answered() -> None:
     assert live.visibility_line({"visibility": [], "visibility_asks": 2}) == (
         "visibility API: no answer of 2 asks"
     )
+
+
+def test_live_pool_reads_the_loops_figures_from_the_metrics() -> None:
+    live = load_benchmark("live_pool")
+    text = "\n".join(
+        [
+            "# HELP idlegate_decision_cpu_seconds ...",
+            'idlegate_decision_cpu_seconds_count{pool="default"} 10.0',
+            'idlegate_decision_cpu_seconds_count{pool="shared"} 30.0',
+            'idlegate_decision_cpu_seconds_sum{pool="shared"} 0.5',
+            'idlegate_loop_stall_seconds_bucket{le="0.1"} 50.0',
+            'idlegate_loop_stall_seconds_bucket{le="0.25"} 58.0',
+            "idlegate_loop_stall_seconds_count 60.0",
+        ]
+    )
+    loop = live.loop_figures(text)
+    assert loop == {"decisions": 40.0, "decision CPU": 0.5, "beats": 60.0, "beats on time": 58.0}
+    assert live.loop_line({"loop": loop}) == (
+        "loop: 0.5 s of CPU in 40 decisions; heartbeat late by over 0.25 s 2 times of 60 "
+        "(1 s beats)"
+    )
+    assert live.loop_line({"loop": {}}) == "loop: no such metrics (an older operator)"
