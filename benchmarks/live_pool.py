@@ -36,10 +36,11 @@ live_figures.py):
 
 The table's columns are those figures (quantiles p50/p99, the Events' max too), the run's
 wall seconds and the 1-minute load average at its end. Under each run: where the
-operator's CPU went, and the watch and Event lags' p99 from `BURST` seconds after the
-flood's submission on, with how many of the slow ones came before (the flood's admission:
-a hundred workflows' Events, statuses and gated creations written at once). The workflows' shapes are this
-script's (`STEADY`, `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
+operator's CPU went; the watch and Event lags' p99 from `BURST` seconds after the flood's
+submission on, with how many of the slow ones came before (the flood's admission: a
+hundred workflows' Events, statuses and gated creations written at once); and what its
+/metrics say of its loop (`LOOP`). The workflows' shapes are this script's (`STEADY`,
+`FLOOD`); the rest is issue 79's scenario. The faster the clock, the
 more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
 seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
 

@@ -23,11 +23,11 @@ Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in th
 workflow's lane of Events, and take the API's connections right after the releases
 (:class:`Priority`): a burst of gated creations (written ahead of need) or status writes
 never holds back the Events saying what was decided. At most `EVENTS_QUEUED` wait: one
-more is dropped, counted and logged, as client-go's recorder drops Events past its queue,
-so a stalled API never grows the operator's memory. One that cannot be posted is logged and dropped, it
-never fails a workflow. An Event said again adds to its count, and an object's distinct
-Events are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
-``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
+more is dropped, counted and logged, as client-go's recorder drops Events past its
+queue, so a stalled API never grows the operator's memory. One that cannot be posted is
+logged and dropped, it never fails a workflow. An Event said again adds to its count,
+and an object's distinct Events are bounded (:mod:`idlegate.api.pacing`). How late each
+write lands after its decision is ``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
 
 The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
 as they are built, so none needs rewiring when :func:`idlegate.operator.edge.leader.elect`
@@ -89,7 +89,8 @@ class Priority(IntEnum):
     """A pod about to run: a gate removal, or a creation without gate."""
     EVENT = 1
     """An Event: what was decided, said as it is decided (issue 79: behind the burst of
-    gated creations a hundred workflows admitted at once bring, they came 13 s late)."""
+    gated creations that a hundred workflows admitted at once bring, Events came as late
+    as the burst lasted)."""
     POD = 2
     """Another pod write: a gated creation (ahead of its release), a deletion."""
     STATUS = 3
