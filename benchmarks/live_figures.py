@@ -186,6 +186,16 @@ class Figures:
     """Per pod released, seconds from its release to its binding."""
     requests: Counter[str]
     """The operator's write requests by what they wrote (see `category`)."""
+    watch_at: list[float] = dataclasses.field(default_factory=list)
+    """When each of `watch_lags` was answered (wall seconds, epoch), in their order."""
+    event_at: list[float] = dataclasses.field(default_factory=list)
+    """When each of `event_lags` was received (wall seconds, epoch), in their order."""
+
+    def after(self, t: float) -> tuple[list[float], list[float]]:
+        """The watch lags answered and the Event lags received at or after `t` (epoch)."""
+        watch = [lag for lag, at in zip(self.watch_lags, self.watch_at, strict=True) if at >= t]
+        events = [lag for lag, at in zip(self.event_lags, self.event_at, strict=True) if at >= t]
+        return watch, events
 
     def per_pod(self, *categories: str) -> float:
         """The operator's requests of `categories` (all if none) over the pods created."""
@@ -240,6 +250,8 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
     ends: dict[Key, list[float]] = {}  # (namespace, workflow) -> its pods' ends not answered
     written: dict[Key, list[float]] = {}  # object -> when the operator wrote about it
     watch_lags, event_lags, binds = [], [], []
+    watch_at: list[float] = []
+    event_at: list[float] = []
     created = 0
     for e in sorted(entries, key=lambda e: e.version):
         key, ourselves = (e.namespace, e.name), e.version in ours
@@ -267,9 +279,12 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
                 "ExecutorPool": ("", name),
             }.get(kind, (e.namespace, name))
             event_lags.append(e.t - described(written.get(subject, []), e.stamp, e.t))
+            event_at.append(e.t)
         if ourselves and about is not None:
             written.setdefault(about, []).append(e.t)
-            watch_lags += [e.t - end for end in ends.pop(about, [])]
+            answered = [e.t - end for end in ends.pop(about, [])]
+            watch_lags += answered
+            watch_at += [e.t] * len(answered)
     return Figures(
         pods=created,
         watch_lags=watch_lags,
@@ -277,6 +292,8 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
         event_lags=event_lags,
         binds=binds,
         requests=Counter(category(r) for r in requests),
+        watch_at=watch_at,
+        event_at=event_at,
     )
 
 

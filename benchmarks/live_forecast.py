@@ -356,7 +356,7 @@ def run(
                     )
                     stack.enter_context(kubelet)
                 flags = [f"--forecast-interval={INTERVAL:g}", f"--pool-size={FIXED_PODS}"]
-                proc = stack.enter_context(
+                proc, _ = stack.enter_context(
                     operator_process(api, src, args.speed, time.time(), log, namespaces, flags)
                 )
                 api.create(POOLS, pool_body(kind, args.policy))

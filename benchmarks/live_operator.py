@@ -55,9 +55,10 @@ def operator_process(
     log: Any,
     namespaces: Sequence[str],
     flags: Sequence[str] = (),
-) -> Iterator[subprocess.Popen]:
+) -> Iterator[tuple[subprocess.Popen, int]]:
     """The operator (`src`'s) serving `namespaces` with `flags` besides, on a clock `speed`
-    times the wall's from `anchor`, its output to `log`, until it answers /healthz."""
+    times the wall's from `anchor`, its output to `log`, until it answers /healthz: its
+    process and its metrics port."""
     metrics, health = free_port(), free_port()
     argv = [
         "--standalone",
@@ -84,7 +85,7 @@ def operator_process(
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"the operator of {src} did not start; its log: {log.name}")
             time.sleep(0.1)
-        yield proc
+        yield proc, metrics
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

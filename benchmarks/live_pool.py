@@ -35,17 +35,25 @@ live_figures.py):
   thread, kopf's loop; the other threads; the child processes).
 
 The table's columns are those figures (quantiles p50/p99, the Events' max too), the run's
-wall seconds and the 1-minute load average at its end. The workflows' shapes are this
-script's (`STEADY`, `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
+wall seconds and the 1-minute load average at its end. Under each run: where the
+operator's CPU went; the watch and Event lags' p99 from `BURST` seconds after the flood's
+submission on, with how many of the slow ones came before (the flood's admission: a
+hundred workflows' Events, statuses and gated creations written at once); and what its
+/metrics say of its loop (`LOOP`). The workflows' shapes are this script's (`STEADY`,
+`FLOOD`); the rest is issue 79's scenario. The faster the clock, the
 more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
 seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
 
-With `--burn N`, N CPU-bound processes run beside it all; with `--against DIR/src` the same
+With `--visibility SECONDS` the operator's visibility API (``/visibility/pendingworkflows``
+on its metrics port) is asked every SECONDS wall seconds from the first submission to the
+last end, and how long its answers took is printed under each run. With `--burn N`, N
+CPU-bound processes run beside it all; with `--against DIR/src` the same
 scenario runs with that checkout's operator too (its sources on the operator's path; the
 API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times.
 
     python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
-        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--json out.json]
+        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--visibility 4]
+        [--json out.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
 """
@@ -61,6 +69,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -77,8 +86,9 @@ from benchmarks.live_operator import (
     wait_ended,
     wait_pool,
 )
-from benchmarks.operator_burst import children
+from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
+from idlegate.api.visibility import PATH as VISIBILITY
 from idlegate.flags import missing_extra, one_line
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
@@ -123,6 +133,10 @@ FLOOD = Shape((("a", 2, ()), ("b", 3, ("a",)), ("c", 3, ("a",)), ("d", 1, ("b", 
 them: 900 pods, 1,800 CPU seconds, 150 s of the 12 CPU its queue may hold)."""
 TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
 ALONE = {"b": "alone-b", "c": "alone-c"}
+BURST = 30.0
+"""Wall seconds after the flood's submission that its admission's burst of writes (a
+hundred workflows' Events, first statuses and gated creations at once) is taken to last:
+the lags after it are printed apart (`Figures.after`)."""
 
 
 def sized(name: str, shape: Shape) -> dict[str, Any]:
@@ -177,6 +191,32 @@ def burning(count: int) -> Iterator[None]:
             burner.wait()
 
 
+@contextlib.contextmanager
+def asking(port: int, every: float | None) -> Iterator[list[float]]:
+    """Every `every` wall seconds (None: never), from enter to exit, the operator's
+    visibility API (`VISIBILITY` on its metrics `port`) asked in a thread of its own: the
+    seconds each answer took (an unanswered ask is left out, and counted by the caller
+    as the asks there should have been)."""
+    answers: list[float] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.wait(every):
+            began = time.monotonic()
+            if fetch(f"http://127.0.0.1:{port}{VISIBILITY}"):
+                answers.append(time.monotonic() - began)
+
+    thread = threading.Thread(target=ask, name="visibility", daemon=True)
+    if every is not None:
+        thread.start()
+    try:
+        yield answers
+    finally:
+        stop.set()
+        if every is not None:
+            thread.join()
+
+
 def operator_cpu(pid: int) -> dict[str, float]:
     """CPU seconds of the operator, from /proc: of its main thread (kopf's event loop), of
     its other threads (the workers: Python names no thread for the OS), of its children it
@@ -219,10 +259,17 @@ def submit_steady(
 
 
 def run(
-    policy: str, src: Path, speed: float, flood: int, log: Any, flood_seconds: float = 4.0
+    policy: str,
+    src: Path,
+    speed: float,
+    flood: int,
+    log: Any,
+    flood_seconds: float = 4.0,
+    visibility: float | None = None,
 ) -> dict[str, Any]:
     """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
-    the flood's tasks `flood_seconds` long: its figures."""
+    the flood's tasks `flood_seconds` long, its visibility API asked every `visibility`
+    wall seconds (None: never): its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         nodes = [node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY) for i in range(NODE_COUNT)]
         prepare(api, [*TEAMS.values(), *ALONE.values()], nodes)
@@ -234,21 +281,25 @@ def run(
                     stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
                 served = [*TEAMS.values(), *ALONE.values()]
                 flags = [f"--pool-size={POOL_PODS}"]
-                proc = stack.enter_context(
+                proc, port = stack.enter_context(
                     operator_process(api, src, speed, anchor, log, served, flags)
                 )
                 api.create(POOLS, pool(policy))
                 wait_pool(recorder, proc)
                 began, before = time.monotonic(), operator_cpu(proc.pid)
+                loop_before = loop_figures(fetch(f"http://127.0.0.1:{port}/metrics"))
+                answers = stack.enter_context(asking(port, visibility))
                 alone = submit_steady(api, ALONE, speed)
                 wait_ended(recorder, alone, proc, "the steady teams alone")
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
                 flooding = dataclasses.replace(FLOOD, seconds=flood_seconds)
+                flooded = time.time()
                 for ns, name in floods:
                     api.create(DWF, sized(name, flooding), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
                 wait_ended(recorder, [*shared, *floods], proc, "the flood and the steady teams")
                 after = operator_cpu(proc.pid)
+                loop_after = loop_figures(fetch(f"http://127.0.0.1:{port}/metrics"))
                 cpu = {k: after[k] - before.get(k, 0.0) for k in after}
                 wall = time.monotonic() - began
         finally:
@@ -269,6 +320,10 @@ def run(
         "cpu_by_thread": {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])},
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
+        "flooded": flooded,
+        "loop": {k: loop_after[k] - loop_before.get(k, 0.0) for k in loop_after},
+        "visibility": answers,
+        "visibility_asks": 0 if visibility is None else int(wall // visibility),
     }
 
 
@@ -321,6 +376,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default=[],
         help="another checkout's src directory: its operator runs the same scenario, in turn",
     )
+    parser.add_argument(
+        "--visibility",
+        type=float,
+        help="ask the operator's visibility API every so many wall seconds (default: never)",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
     args = parser.parse_args(argv)
@@ -336,6 +396,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"--speed {args.speed:g}",
         f"--burn {args.burn}",
         f"--runs {args.runs}",
+        *([f"--visibility {args.visibility:g}"] if args.visibility else []),
         *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
     ]
@@ -349,7 +410,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 for src in sources:
                     code = "this" if src == sources[0] else src.parent.name
                     try:
-                        result = run(policy, src, args.speed, args.flood, log, args.flood_seconds)
+                        result = run(
+                            policy,
+                            src,
+                            args.speed,
+                            args.flood,
+                            log,
+                            args.flood_seconds,
+                            args.visibility,
+                        )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
                     print(row(code, result), flush=True)
@@ -357,11 +426,79 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05
                     )
                     print(f"{'':24}operator CPU s: {spent}", flush=True)
+                    print(f"{'':24}{after_burst(result)}", flush=True)
+                    print(f"{'':24}{loop_line(result)}", flush=True)
+                    if args.visibility:
+                        print(f"{'':24}{visibility_line(result)}", flush=True)
                     results.append({**result, "code": str(src)})
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
     return results
+
+
+LOOP = {
+    "decisions": ("idlegate_decision_cpu_seconds_count", ""),
+    "decision CPU": ("idlegate_decision_cpu_seconds_sum", ""),
+    "beats": ("idlegate_loop_stall_seconds_count", ""),
+    "beats on time": ("idlegate_loop_stall_seconds_bucket", 'le="0.25"'),
+}
+"""What the operator's /metrics say of its event loop (`loop_figures`), each a series and
+a label it must carry: its policy's decisions (how many, their CPU seconds) and its
+heartbeat (beats, those late by 0.25 s at most)."""
+
+
+def loop_figures(text: str) -> dict[str, float]:
+    """`LOOP`'s figures in the /metrics `text`, summed over pools (those absent left out:
+    an older operator's)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        key, _, value = line.rpartition(" ")
+        name, _, labels = key.partition("{")
+        for figure, (series, label) in LOOP.items():
+            if not line.startswith("#") and name == series and label in labels:
+                found[figure] = found.get(figure, 0.0) + float(value)
+    return found
+
+
+def loop_line(result: dict[str, Any]) -> str:
+    """How the operator's loop did in a run: its policy's decisions' CPU, its heartbeat."""
+    loop = result["loop"]
+    if "decisions" not in loop or "beats" not in loop:
+        return "loop: no such metrics (an older operator)"
+    late = loop["beats"] - loop.get("beats on time", 0.0)
+    return (
+        f"loop: {loop['decision CPU']:.1f} s of CPU in {loop['decisions']:.0f} decisions; "
+        f"heartbeat late by over 0.25 s {late:.0f} times of {loop['beats']:.0f} (1 s beats)"
+    )
+
+
+def after_burst(result: dict[str, Any]) -> str:
+    """The watch and Event lags' p99 from `BURST` seconds after the flood's submission on,
+    and how many of the lags above 1 s (watch) and 2 s (Events) came before."""
+    f: Figures = result["figures"]
+    since = result["flooded"] + BURST
+    watch, events = f.after(since)
+    early_watch = sum(1 for lag in f.watch_lags if lag > 1.0) - sum(1 for w in watch if w > 1.0)
+    early_events = sum(1 for lag in f.event_lags if lag > 2.0) - sum(1 for e in events if e > 2.0)
+    return (
+        f"from {BURST:g} s after the flood on: watch p99 {seconds(quantile(watch, 0.99))}, "
+        f"Event p99 {seconds(quantile(events, 0.99))}; before: {early_watch} of "
+        f"{sum(1 for lag in f.watch_lags if lag > 1.0)} watch lags over 1 s, {early_events} of "
+        f"{sum(1 for lag in f.event_lags if lag > 2.0)} Event lags over 2 s"
+    )
+
+
+def visibility_line(result: dict[str, Any]) -> str:
+    """How the visibility API answered in a run (`asking`)."""
+    answers = result["visibility"]
+    if not answers:
+        return f"visibility API: no answer of {result['visibility_asks']} asks"
+    p50, p99 = quantile(answers, 0.5), quantile(answers, 0.99)
+    return (
+        f"visibility API: {len(answers)} answers of {result['visibility_asks']} asks, "
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(answers) * 1000:.0f} ms"
+    )
 
 
 def jsonable(result: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,11 @@ from idlegate.api.task_pods import release_patch
 from idlegate.operator.features import argo
 from idlegate.operator.main import Operator
 from tests.deploy_files import DEPLOY, load_all
+from tests.operator_fakes import FakeClock
+
+T0 = 1_700_000_000.0
+CREATED = "2023-11-14T22:13:20Z"
+"""T0 as the API server writes it."""
 
 
 def argo_pod(gates: list[str] | None = None, *, node: str | None = "wf-1.extract") -> dict:
@@ -194,3 +199,27 @@ def test_the_components_webhook_configuration_matches_the_handler():
     for key in ("sideEffects", "failurePolicy", "matchPolicy"):
         assert ours[key] == expected[key], key
     assert ours["failurePolicy"] == "Fail"  # down: no pod escapes the pool ungated
+
+
+# -- the watch lag of Argo's Workflows ----------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_argo_workflows_change_is_in_the_watch_lag_by_its_kind():
+    # the Workflow created at 2023-11-14T22:13:20Z (1_700_000_000), read 3 s later by the
+    # operator's clock: 2.5 s from the middle of its second
+    operator = Operator(Settings(pool_size=1, policy="fair", argo=True, clock=FakeClock(T0 + 3)))
+    registry = kopf.OperatorRegistry()
+    argo.register(registry, operator)
+
+    async def standby() -> tuple[object, bool]:  # (not fresh: the handler's lag comes first)
+        return None, False
+
+    operator.fresh_pools = standby  # type: ignore[method-assign]
+    (handler,) = [h for h in registry._watching.get_all_handlers() if h.id == "argo-workflows"]
+    meta = {"name": "wf-1", "namespace": "etl", "uid": "u1", "creationTimestamp": CREATED}
+    body = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": meta}
+    await handler.fn(type="ADDED", event={"type": "ADDED", "object": body})
+    count = "idlegate_watch_lag_seconds_count"
+    assert operator.metrics.value(count, kind="workflow") == 1
+    assert operator.metrics.value("idlegate_watch_lag_seconds_sum", kind="workflow") == 2.5

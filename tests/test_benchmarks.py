@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -410,6 +411,9 @@ def test_live_pool_figures_from_a_written_log() -> None:
     assert found.watch_lags == pytest.approx([0.6]) and found.unanswered == 1
     assert found.event_lags == pytest.approx([0.1, 2.9])
     assert found.binds == pytest.approx([0.1])
+    # when each was answered or received, and those from a time on
+    assert found.watch_at == [t0 + 1.6] and found.event_at == [t0 + 1.7, t0 + 4.5]
+    assert found.after(t0 + 2) == ([], [pytest.approx(2.9)])
     assert found.requests == {"pod creates": 2, "pod patches": 2, "status": 2, "events": 2,
                               "pool status": 1}  # fmt: skip
     assert found.per_pod() == 4.5 and found.per_pod("events") == 1.0
@@ -499,3 +503,55 @@ def test_live_forecast_scores_the_operators_first_forecasts_as_forecast_evaluate
     assert rate.start.median == pytest.approx(15.0 + t0)
     assert rate.finish.median == pytest.approx(15.0 + t0 + 30.0)  # (b's run: the median)
     assert "| node pool, cold | 1 | 22.2 % (early by a median 10 s) |" in live.line(row)
+
+
+def test_live_pool_says_the_lags_after_the_floods_burst_apart() -> None:
+    live_figures, live = load_benchmark("live_figures"), load_benchmark("live_pool")
+    t0 = 1_000_000.0
+    found = live_figures.Figures(
+        pods=3,
+        watch_lags=[3.0, 0.2, 1.5],
+        unanswered=0,
+        event_lags=[9.0, 0.5],
+        binds=[],
+        requests=Counter(),
+        watch_at=[t0 + 5, t0 + 40, t0 + 50],
+        event_at=[t0 + 10, t0 + 45],
+    )
+    assert live.after_burst({"figures": found, "flooded": t0}) == (
+        "from 30 s after the flood on: watch p99 1.49, Event p99 0.50; before: 1 of 2 watch "
+        "lags over 1 s, 1 of 1 Event lags over 2 s"
+    )
+
+
+def test_live_pool_says_how_the_visibility_api_answered() -> None:
+    live = load_benchmark("live_pool")
+    answered = {"visibility": [0.004, 0.012, 0.008], "visibility_asks": 4}
+    assert live.visibility_line(answered) == (
+        "visibility API: 3 answers of 4 asks, p50 8 ms, p99 12 ms, max 12 ms"
+    )
+    assert live.visibility_line({"visibility": [], "visibility_asks": 2}) == (
+        "visibility API: no answer of 2 asks"
+    )
+
+
+def test_live_pool_reads_the_loops_figures_from_the_metrics() -> None:
+    live = load_benchmark("live_pool")
+    text = "\n".join(
+        [
+            "# HELP idlegate_decision_cpu_seconds ...",
+            'idlegate_decision_cpu_seconds_count{pool="default"} 10.0',
+            'idlegate_decision_cpu_seconds_count{pool="shared"} 30.0',
+            'idlegate_decision_cpu_seconds_sum{pool="shared"} 0.5',
+            'idlegate_loop_stall_seconds_bucket{le="0.1"} 50.0',
+            'idlegate_loop_stall_seconds_bucket{le="0.25"} 58.0',
+            "idlegate_loop_stall_seconds_count 60.0",
+        ]
+    )
+    loop = live.loop_figures(text)
+    assert loop == {"decisions": 40.0, "decision CPU": 0.5, "beats": 60.0, "beats on time": 58.0}
+    assert live.loop_line({"loop": loop}) == (
+        "loop: 0.5 s of CPU in 40 decisions; heartbeat late by over 0.25 s 2 times of 60 "
+        "(1 s beats)"
+    )
+    assert live.loop_line({"loop": {}}) == "loop: no such metrics (an older operator)"

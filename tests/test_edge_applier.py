@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import GATE
+from idlegate.api.pacing import Slots
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.operator.core.intents import (
@@ -23,7 +24,7 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, Op, Slots
+from idlegate.operator.edge.applier import EVENTS_QUEUED, Applier, EventRecorder, Lanes, Op
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.metrics import Metrics
@@ -291,3 +292,32 @@ async def test_events_held_for_a_read_that_fails_are_posted_all_the_same():
     await asyncio.sleep(1)
     await edge.settle()
     assert [e["reason"] for e in edge.kube.events] == ["Accepted"]
+
+
+async def test_an_event_waits_for_no_gated_creation():
+    """Issue 79: with the one connection held and a hundred gated creations (ahead of need)
+    waiting for it, an Event decided after them takes the connection next, not after them."""
+    e = Edge(concurrency=1)
+    owner, spec = e.workflow("w", tasks=100)
+    e.kube.pods.clear()
+    busy = asyncio.Event()
+    e.lanes.submit("x", Op("busy", lambda api: busy.wait()), lane="busy")  # (the connection)
+    await asyncio.sleep(0)
+    e.applier.apply([create(owner, spec, i) for i in range(100)])
+    e.applier.apply([PostEvent(owner, "Normal", "Released", "Released 1 of 100 task(s).")])
+    busy.set()
+    await e.settle()
+    assert e.kube.calls.count("create_event") == 1 and len(e.kube.pods) == 100
+    assert e.kube.events and e.kube.calls.index("create_event") < e.kube.calls.index("create_pod")
+
+
+async def test_events_past_the_queues_bound_are_dropped_and_counted():
+    e = Edge(concurrency=1)
+    owners = [e.workflow(f"w{i}")[0] for i in range(EVENTS_QUEUED + 5)]
+    e.applier.apply([PostEvent(o, "Normal", "Accepted", "Accepted.") for o in owners])
+    await e.settle()
+    assert len(e.kube.events) == EVENTS_QUEUED
+    assert e.metrics.value("idlegate_events_dropped_total") == 5
+    e.applier.apply([PostEvent(owners[-1], "Normal", "Accepted", "Accepted.")])  # (room again)
+    await e.settle()
+    assert len(e.kube.events) == EVENTS_QUEUED + 1

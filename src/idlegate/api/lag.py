@@ -4,7 +4,8 @@ event loop's, exported, and bounded.
 Three lags, each a histogram (`Lag`, declared in the operator's registry):
 
 * ``idlegate_watch_lag_seconds{kind}``: from an object's change, as the API server dated
-  it, to the operator's handling of it (its kopf handler starting). The change's time is
+  it, to the operator's handling of it (its kopf handler starting): ``pod``,
+  ``dagworkflow``, ``node``, and Argo's ``workflow`` (``--argo``). The change's time is
   the newest time the server (or a controller writing through it) put on the object
   (`server_times`): ``metadata.managedFields[].time`` (real Kubernetes stamps each write of
   each field manager; the test API server in tests/k8s does not), ``creationTimestamp``,

@@ -17,14 +17,23 @@
   of Events. An Event is named after what makes it equal (`event_name`), so the API server
   itself refuses an equal one (409) that a restarted operator posts again with its book
   empty (the count it writes later is the one it saw since its start).
+* `Priority` and `Slots`: in what order the writes ready at once take the API client's
+  connections: a pod about to run first, then the Events, then the other pod writes,
+  then statuses (with a share of the slots, so that none waits for ever).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import heapq
+import itertools
 import math
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 from idlegate.api.task_pods import Owner
@@ -169,3 +178,84 @@ def event_body(
         "lastTimestamp": at,
         "count": 1,
     }
+
+
+class Priority(IntEnum):
+    """Who goes first when more ops are ready than the API concurrency allows."""
+
+    RUN = 0
+    """A pod about to run: a gate removal, or a creation without gate."""
+    EVENT = 1
+    """An Event: what was decided, said as it is decided (issue 79: behind the burst of
+    gated creations that a hundred workflows admitted at once bring, Events came as late
+    as the burst lasted)."""
+    POD = 2
+    """Another pod write: a gated creation (ahead of its release), a deletion."""
+    STATUS = 3
+    COUNTS = 4
+    """A status write that only changes counts (the next write carries them anyway)."""
+
+
+class Slots:
+    """At most `size` ops talking to the API at once (the client's concurrency, so that
+    none queues in its thread pool, first come first served); the most urgent waiting op
+    takes the next free slot. So a gate removal waits behind no Event or status write,
+    but every `SHARE`-th slot goes to a waiting STATUS op (the oldest): else the pod
+    writes queued at scale held every workflow's phase back until the last pod ended
+    (issue 61). COUNTS get no share: under load they wait, coalesced."""
+
+    SHARE = 4
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._shared: list[tuple[int, int, asyncio.Future[None]]] = []  # (also in _waiting)
+        self._given = 0
+        self._order = itertools.count()
+        self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
+        """Each lane's op waiting for a slot, and its priority."""
+
+    @contextlib.asynccontextmanager
+    async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
+        """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._push(priority, turn)
+            self._turns[lane] = (priority, turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():
+                    self._give()  # handed a slot as it was cancelled: pass it on
+                raise
+            finally:
+                del self._turns[lane]
+        try:
+            yield
+        finally:
+            self._give()
+
+    def hurry(self, lane: Hashable, priority: Priority) -> None:
+        """An op of `priority` queued behind `lane`'s waiting op lends it that priority: a
+        gate removal never waits for its pod's creation to come up among hundreds."""
+        waiting = self._turns.get(lane)
+        if waiting is not None and priority < waiting[0]:
+            self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
+            self._push(priority, waiting[1])
+
+    def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
+        shared = priority is Priority.STATUS
+        for heap in (self._waiting, self._shared)[: 1 + shared]:
+            heapq.heappush(heap, (priority, next(self._order), turn))
+
+    def _give(self) -> None:
+        self._given += 1
+        for heap in (self._shared, self._waiting)[self._given % self.SHARE != 0 :]:
+            while heap:
+                _, _, turn = heapq.heappop(heap)
+                if not turn.done():
+                    turn.set_result(None)
+                    return
+        self.free += 1

@@ -293,6 +293,11 @@ class MetricFamilies:
             "idlegate_api_unreachable_seconds",
             "Time the API server did not answer the operator (outages, added when they end).",
         )
+        self.events_dropped = counter(
+            "idlegate_events_dropped",
+            "Events not written because the Events' queue was full, the API slow to take "
+            "them (logged at WARNING; edge/applier.py EVENTS_QUEUED).",
+        )
         self.released_pending = counter(
             "idlegate_released_pods_pending",
             "Pods idlegate released that the kube-scheduler found no node with room for "

@@ -20,10 +20,14 @@ effect. A pod found on a first try's 409 is not the operator's creation. An obje
 status writes are coalesced and paced (:class:`_StatusLane`).
 
 Events (core/v1, shown by ``kubectl describe``; :class:`EventRecorder`) go in their
-workflow's lane of Events; one that cannot be posted is logged and dropped, it never
-fails a workflow. An Event said again adds to its count, and an object's distinct Events
-are bounded (:mod:`idlegate.api.pacing`). How late each write lands after its decision is
-``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
+workflow's lane of Events, and take the API's connections right after the releases
+(:class:`Priority`): a burst of gated creations (written ahead of need) or status writes
+never holds back the Events saying what was decided. At most `EVENTS_QUEUED` wait: one
+more is dropped, counted and logged, as client-go's recorder drops Events past its
+queue, so a stalled API never grows the operator's memory. One that cannot be posted is
+logged and dropped, it never fails a workflow. An Event said again adds to its count,
+and an object's distinct Events are bounded (:mod:`idlegate.api.pacing`). How late each
+write lands after its decision is ``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
 
 The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
 as they are built, so none needs rewiring when :func:`idlegate.operator.edge.leader.elect`
@@ -36,20 +40,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import heapq
-import itertools
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Mapping
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 from idlegate.api.eviction import mark_patch, unmark_patch
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
-from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Series
+from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Priority, Series, Slots
 from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
@@ -73,83 +74,11 @@ from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-
-class Priority(IntEnum):
-    """Who goes first when more ops are ready than the API concurrency allows."""
-
-    RUN = 0
-    """A pod about to run: a gate removal, or a creation without gate."""
-    POD = 1
-    """Another pod write: a gated creation (ahead of its release), a deletion."""
-    STATUS = 2
-    EVENT = 3
-    COUNTS = 4
-    """A status write that only changes counts (the next write carries them anyway)."""
-
-
-class Slots:
-    """At most `size` ops talking to the API at once (the client's concurrency, so that
-    none queues in its thread pool, first come first served); the most urgent waiting op
-    takes the next free slot. So a gate removal waits behind no status write or Event, but
-    every `SHARE`-th slot goes to a waiting STATUS or EVENT op (most urgent, then oldest):
-    else the pod writes queued at scale held every workflow's phase back until the last pod
-    ended (issue 61). COUNTS get no share: under load they wait, coalesced."""
-
-    SHARE = 4
-
-    def __init__(self, size: int) -> None:
-        self.free = size
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._shared: list[tuple[int, int, asyncio.Future[None]]] = []  # (also in _waiting)
-        self._given = 0
-        self._order = itertools.count()
-        self._turns: dict[Hashable, tuple[Priority, asyncio.Future[None]]] = {}
-        """Each lane's op waiting for a slot, and its priority."""
-
-    @contextlib.asynccontextmanager
-    async def taken(self, priority: Priority, lane: Hashable) -> AsyncIterator[None]:
-        """Hold a slot for the block (waiting for one, by `priority`, then arrival)."""
-        if self.free > 0 and not self._waiting:
-            self.free -= 1
-        else:
-            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._push(priority, turn)
-            self._turns[lane] = (priority, turn)
-            try:
-                await turn
-            except asyncio.CancelledError:
-                if turn.done() and not turn.cancelled():
-                    self._give()  # handed a slot as it was cancelled: pass it on
-                raise
-            finally:
-                del self._turns[lane]
-        try:
-            yield
-        finally:
-            self._give()
-
-    def hurry(self, lane: Hashable, priority: Priority) -> None:
-        """An op of `priority` queued behind `lane`'s waiting op lends it that priority: a
-        gate removal never waits for its pod's creation to come up among hundreds."""
-        waiting = self._turns.get(lane)
-        if waiting is not None and priority < waiting[0]:
-            self._turns[lane] = (priority, waiting[1])  # (its older entry is skipped)
-            self._push(priority, waiting[1])
-
-    def _push(self, priority: Priority, turn: asyncio.Future[None]) -> None:
-        shared = Priority.STATUS <= priority <= Priority.EVENT
-        for heap in (self._waiting, self._shared)[: 1 + shared]:
-            heapq.heappush(heap, (priority, next(self._order), turn))
-
-    def _give(self) -> None:
-        self._given += 1
-        for heap in (self._shared, self._waiting)[self._given % self.SHARE != 0 :]:
-            while heap:
-                _, _, turn = heapq.heappop(heap)
-                if not turn.done():
-                    turn.set_result(None)
-                    return
-        self.free += 1
+EVENTS = "events"
+"""The lane of a workflow's Events (`EventRecorder`)."""
+EVENTS_QUEUED = 1000
+"""Events that may wait to be written (client-go's recorder queues as many): past them an
+Event is dropped (`idlegate_events_dropped_total`)."""
 
 
 class Retry(Exception):
@@ -194,6 +123,8 @@ class Lanes:
         self.kube = kube
         self.slots = Slots(concurrency) if concurrency is not None else None
         """The API client's concurrency, handed out by priority; None: no limit."""
+        self.queued: Counter[Hashable] = Counter()
+        """Ops not started yet, by lane name (e.g. `EVENTS`)."""
         self.wait = wait
         """Seconds before an op that raised :class:`Retry` runs again."""
         self._lanes: dict[LaneKey, deque[Op]] = {}
@@ -216,6 +147,7 @@ class Lanes:
             return
         lane_key = (key, lane)
         self._lanes.setdefault(lane_key, deque()).append(op)
+        self.queued[lane] += 1
         if self.slots is not None:
             self.slots.hurry(lane_key, op.priority)
         if lane_key not in self._workers:
@@ -227,9 +159,10 @@ class Lanes:
     def clear(self, key: Hashable) -> int:
         """Drop the ops of `key` (every lane) not started yet; returns how many."""
         dropped = 0
-        for (of, _), queue in self._lanes.items():
+        for (of, lane), queue in self._lanes.items():
             if of == key:
                 dropped += len(queue)
+                self.queued[lane] -= len(queue)
                 queue.clear()
         return dropped
 
@@ -262,6 +195,7 @@ class Lanes:
         try:
             while queue:
                 op = queue.popleft()
+                self.queued[lane_key[1]] -= 1
                 for event in op.after:
                     await event.wait()
                 await self._attempt(op, min([op.priority, *(o.priority for o in queue)]), lane_key)
@@ -312,6 +246,10 @@ class EventRecorder:
         self._held: list[tuple[Owner, Series, bool]] | None = None
         """Events recorded while `recall` reads (None: it does not)."""
         self._reading: asyncio.Task[None] | None = None
+        self.dropped: Callable[[], None] = lambda: None
+        """Told of each Event dropped past `EVENTS_QUEUED` (the metric's)."""
+        self._dropping = False
+        """Events are being dropped (logged at the first, and when the queue has room)."""
 
     def recall(self, kube: KubeApi, namespaces: Iterable[str | None]) -> None:
         """Read the names of the Events this component posted before (an earlier leader,
@@ -344,6 +282,8 @@ class EventRecorder:
         """An Event on `owner`: posted, or counted if an equal one was (`EventBook`)."""
         message = clip(message)
         log.info("%s/%s %s: %s", owner.namespace, owner.name, reason, message)
+        if self._full():  # (before the book: an equal one said later is posted)
+            return
         loop = asyncio.get_running_loop()
         series = self._book.record(owner, (type_, reason, message), time.time(), loop.time())
         if series is not None and series.count == 1:
@@ -352,12 +292,32 @@ class EventRecorder:
             series.pending, at = True, series.patched + SERIES_SECONDS
             loop.call_at(at, self._submit, owner, series, False)
 
+    def _full(self) -> bool:
+        """Whether `EVENTS_QUEUED` Events wait to be written: the next one is dropped,
+        counted, and the first of a run of them logged."""
+        if self.lanes.queued[EVENTS] < EVENTS_QUEUED:
+            if self._dropping:
+                self._dropping = False
+                log.info("The Events' queue has room again: Events are written again.")
+            return False
+        self.dropped()
+        if not self._dropping:
+            log.warning(
+                "%d Events wait to be written: later ones are dropped until they go.",
+                EVENTS_QUEUED,
+            )
+        self._dropping = True
+        return True
+
     def _submit(self, owner: Owner, series: Series, post: bool) -> None:
         """Post `series`' Event in `owner`'s lane of Events (`post`), or write its count."""
         if self._held is not None:
             self._held.append((owner, series, post))
             return
         if post and series.name in self._there:
+            return
+        if not post and self._full():  # (its count: written with the next one said)
+            series.pending = False
             return
 
         async def run(kube: KubeApi) -> None:
@@ -373,7 +333,7 @@ class EventRecorder:
 
         what, write = f"event {series.name}", "event" if post else ""
         op = Op(what, run, priority=Priority.EVENT, write=write)
-        self.lanes.submit((owner.namespace, owner.name), op, lane="events")
+        self.lanes.submit((owner.namespace, owner.name), op, lane=EVENTS)
 
 
 class Applier:
@@ -391,6 +351,7 @@ class Applier:
     ) -> None:
         self.lanes, self.events, self.metrics = lanes, events, metrics
         lanes.written = metrics.families.lag.written
+        events.dropped = metrics.events_dropped.inc
         self.now = now
         """The operator's clock (a status's condition times)."""
         self.on_outcome = on_outcome

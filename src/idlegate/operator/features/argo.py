@@ -441,6 +441,7 @@ def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
 
     @kopf.on.event(GROUP, VERSION, "workflows", registry=registry, id="argo-workflows")
     async def workflow_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        operator.lag.seen("workflow", event["object"], type)  # (its pods': the pods' handler)
         await side.workflow_seen(type == "DELETED", event["object"])
 
     @kopf.on.event(

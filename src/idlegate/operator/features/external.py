@@ -17,6 +17,7 @@ from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
+    from idlegate.api.lag import Lag
     from idlegate.operator.features.history import HistoryRecorder
     from idlegate.operator.metrics import Metrics
 
@@ -75,6 +76,7 @@ class Host(Protocol):
 
     settings: Settings
     metrics: Metrics
+    lag: Lag
 
     @property
     def pools(self) -> Pools: ...
