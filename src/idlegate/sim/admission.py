@@ -105,30 +105,32 @@ Baselines, for `compare` (``admission?mode=…:BASE``, `idlegate.sim.admission_b
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from math import inf
 from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import IdlegateError, IllegalDecisionError
+from idlegate.errors import IdlegateError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
 from idlegate.sim.admission_ledger import Ledger, Usage
+from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
 from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
-from idlegate.sim.admission_view import QueueView
-from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
+from idlegate.sim.admission_view import PoolView, QueueView
+from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission_types import Deciding
+    from idlegate.sim.admission_types import PoolState
 
 
 class Admission(Usage, Entries):
-    """A pool's queues and what they use: the module docstring's stage, consulted by the
-    cluster at every question (`open`, `decide_once`, `room`, `may_go_on`), told what
-    changed (`touch`, `use`, `started`, `set_capacity`), read by `result`."""
+    """A pool's queues and what they use: the module docstring's stage, asked by the
+    cluster at every question (`idle_over`, `open`, `plan`, `views`, `may_go_on`), told
+    what changed (`touch`, `use`, `started`, `set_capacity`), read by `result`. It reads
+    the pool (`PoolState`) and changes nothing of it."""
 
     def __init__(
         self,
@@ -194,7 +196,7 @@ class Admission(Usage, Entries):
         )
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
-        self.cluster_asked: Deciding | None = None
+        self.cluster_asked: PoolState | None = None
         self._claim = [[0.0] * len(dims) for _ in queues]
         """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
         self._claim_sum = [0.0] * len(dims)
@@ -209,29 +211,18 @@ class Admission(Usage, Entries):
         may start borrowing, and whether it has room for no pod (None: to work out)."""
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
         """Each queue's view, while the pool and its entitlement are the same."""
+        self._pool_view: PoolView | None = None
+        """The whole pool's view (kept, as the queues' are, while the pool is the same)."""
         self._reset_question()
 
     def _reset_question(self) -> None:
         self._at: tuple[float, int, int, int] | None = None
         self._result: tuple[Any, AdmissionResult] | None = None
         self._open = False
-        self.forced: Decision | None = None
-        self._visible: dict[Stage, int] = {}
-        """Baselines: the open question's visible stages and their tasks."""
         self.asked = False
         """Whether phases 2 to 6 ran for the open question."""
-        self.served: list[int] = []
-        self.phase: dict[int, str] = {}
-        self.rooms: dict[int, dict[Group, int]] = {}
-        """Per served queue, its shapes of the top priority it may start, and how many tasks."""
-        self.allowed: dict[int, set[Group]] = {}
-        """Per served queue, every shape it may start, before the priority phase."""
-        self.top: dict[int, int] = {}
-        self.blocked: dict[int, Stage] = {}
-        self.reserve: tuple[Stage, float] | None = None
-        self.holds = {}
-        self.ranked_out = {}
-        self.quota_note = "queues start within theirs first"
+        self.plan: AdmissionPlan = CLOSED
+        """The open question's answer (`idlegate.sim.admission_plan`)."""
 
     @classmethod
     def alone(cls, capacity: ResourceVector, resource_names: Sequence[str]) -> Admission:
@@ -259,27 +250,34 @@ class Admission(Usage, Entries):
 
     # -- phase 1: the snapshot ---------------------------------------------------------
 
-    def _observe(self, cluster: Deciding, now: float) -> None:
-        """Read the jobs that changed, end overdue idle slots, and note which queues wait."""
+    def _observe(self, pool: PoolState, now: float) -> None:
+        """Read the jobs that changed, and note which queues wait."""
         self._tick(now)
-        if self.cluster_asked is not cluster:  # (attached to a pool with jobs: read them all)
-            self.cluster_asked = cluster
-            for job in cluster.jobs:
+        if self.cluster_asked is not pool:  # (attached to a pool with jobs: read them all)
+            self.cluster_asked = pool
+            for job in pool.jobs:
                 self.snapshot.touch(job)
         self._note(self.snapshot.refresh(), now)
-        if self.bounded:
-            expired = False
-            for q, since in enumerate(self.waits_since):
-                bound = self.bound[q]
-                for stage, t in since.items():
-                    if now - t < bound:
-                        break
-                    if stage.idle_until is not None:
-                        cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
-                        expired = True
-            if expired:
-                self._note(self.snapshot.refresh(), now)
         self._waiting = [w > 0 for w in self.snapshot.waiting]
+
+    def idle_over(self, pool: PoolState) -> list[Stage]:
+        """Phase 1's stages in a deliberate idle slot whose wait began past their queue's
+        bound ago: a deliberate wait ends at the bound, so the cluster ends their slots
+        (`Cluster.idle_expired`) before it opens the question (none while the open
+        question stands)."""
+        if not self.bounded or self._at == _key(pool):
+            return []
+        now = pool.now
+        self._observe(pool, now)
+        over = []
+        for q, since in enumerate(self.waits_since):
+            bound = self.bound[q]
+            for stage, t in since.items():
+                if now - t < bound:
+                    break
+                if stage.idle_until is not None:
+                    over.append(stage)
+        return over
 
     def _note(self, jobs: list[Job], now: float) -> None:
         """Of `jobs` (read again), the stages that began to wait, and those done waiting."""
@@ -319,36 +317,39 @@ class Admission(Usage, Entries):
 
     # -- the question ----------------------------------------------------------------
 
-    def open(self, cluster: Deciding) -> bool:
+    def open(self, pool: PoolState) -> bool:
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
-        now = cluster.now
-        key = (now, cluster.decisions, cluster.free_executors, len(cluster.jobs))
+        now = pool.now
+        key = _key(pool)
         if self._at == key:
             return self._open
-        self._observe(cluster, now)
+        self._observe(pool, now)
         self._reset_question()
         self._at = key
-        if cluster.free_executors == 0 or cluster.beyond:
+        if pool.free_executors == 0 or pool.beyond:
             return False
-        if self.mode == "kueue":
-            self._visible = baselines.kueue(self, cluster)
-            self._open = bool(self._visible)
-        elif self.mode == "drf":
-            self._visible = baselines.drf(self, cluster)
-            self._open = bool(self._visible)
+        if self.mode == "kueue" or self.mode == "drf":
+            rule = baselines.kueue if self.mode == "kueue" else baselines.drf
+            visible = rule(self, pool)
+            self.plan = AdmissionPlan(visible=visible)
+            self._open = bool(visible)
         else:
-            self._question(cluster, now)
-            self._open = self.forced is not None or any(self._startable(q) for q in self.served)
+            self._question(pool, now)
+            plan = self.plan
+            self._open = plan.forced is not None or any(
+                self._startable(pool, q) for q in plan.served
+            )
         return self._open
 
-    def _question(self, cluster: Deciding, now: float) -> None:
-        """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
+    def _question(self, pool: PoolState, now: float) -> None:
+        """Phases 2 to 6 of the module docstring (7 is read per stage: `AdmissionPlan.room`):
+        the open question's `plan`."""
         self.asked = True
         # 2. claims
         self._update_claims()
         # 3. entitlement
-        bound, free = self.bound, cluster.free_executors
+        bound, free = self.bound, pool.free_executors
         full: list[bool] = []
         nominal: dict[int, dict[Group, int]] = {}
         borrow: dict[int, dict[Group, int]] = {}
@@ -360,6 +361,9 @@ class Admission(Usage, Entries):
             if beyond:
                 borrow[q] = beyond
         # 4. wait bound
+        blocked: dict[int, Stage] = {}
+        holds: dict[int, Verdict] = {}
+        reserve: Reserve | None = None
         if self.bounded:
             overdue = []
             for q, since in enumerate(self.waits_since):
@@ -378,22 +382,24 @@ class Admission(Usage, Entries):
             for _t, stage, total, need in overdue:
                 q = stage.job.queue
                 if total < need:
-                    self._block(q, stage)  # (its own tasks must end first)
+                    self._block(blocked, holds, q, stage)  # (its own tasks must end first)
                     continue
-                if self.reserve is None and free > 0 and launchable(stage, free):
-                    self.forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
+                if reserve is None and free > 0 and launchable(stage, free):
+                    forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
+                    self.plan = AdmissionPlan(forced=forced, blocked=blocked, holds=holds)
                     return
-                if self.reserve is None:
-                    self.reserve = (stage, self._shadow(cluster, stage, need))
-                    self._block(q, stage)
+                if reserve is None:
+                    reserve = self._reserve(pool, stage, need)
+                    self._block(blocked, holds, q, stage)
         # 5. serve
-        blocked = self.blocked
         served = [q for q in nominal if q not in blocked]
         rooms: dict[int, dict[Group, int]] = {}
+        phase: dict[int, str] = {}
+        quota_note = CLOSED.quota_note
         if served:
             served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
             rooms = {q: nominal[q] for q in served}
-            self.phase = dict.fromkeys(served, "nominal")
+            phase = dict.fromkeys(served, NOMINAL)
         else:
             order = sorted(
                 (q for q in borrow if q not in blocked),
@@ -403,30 +409,45 @@ class Admission(Usage, Entries):
                 q = order[0]
                 served = [q]
                 rooms = {q: self._fill(q, borrow[q], order[1:])}
-                self.phase = {q: "borrow"}
-                self.quota_note = f"queue {self.queues[q].name} borrows first"
-        self.served = served
+                phase = {q: BORROW}
+                quota_note = f"queue {self.queues[q].name} borrows first"
         # 6. priority
+        allowed: dict[int, frozenset[Group]] = {}
+        tops: dict[int, int] = {}
+        ranked_out: dict[int, dict[Group, Verdict]] = {}
         for q in served:
-            self.allowed[q] = set(rooms[q])
-            top = self.top[q] = max(key.priority for key in rooms[q])
+            allowed[q] = frozenset(rooms[q])
+            top = tops[q] = max(key.priority for key in rooms[q])
             if not self.ranked or all(k.priority == top for k in rooms[q]):
-                self.rooms[q] = rooms[q]
                 continue
-            self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
             name = self.queues[q].name
-            self.ranked_out[q] = {
+            ranked_out[q] = {
                 k: Verdict(Reason.PRIORITY, PRIORITY, (name, top, k.priority))
                 for k in rooms[q]
                 if k.priority != top
             }
+            rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
+        self.plan = AdmissionPlan(
+            served=tuple(served),
+            phase=phase,
+            rooms=rooms,
+            allowed=allowed,
+            top=tops,
+            blocked=blocked,
+            holds=holds,
+            reserve=reserve,
+            ranked_out=ranked_out,
+            quota_note=quota_note,
+        )
 
-    def _block(self, q: int, stage: Stage) -> None:
+    def _block(
+        self, blocked: dict[int, Stage], holds: dict[int, Verdict], q: int, stage: Stage
+    ) -> None:
         """Phase 4: queue q's task of `stage`, past its wait bound, goes first in it."""
-        if q not in self.blocked:
-            self.blocked[q] = stage
+        if q not in blocked:
+            blocked[q] = stage
             words = (self.queues[q].name, stage.job.name, stage.name)
-            self.holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
+            holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
 
     def _update_claims(self) -> None:
         """Phase 2: the claims of the queues that changed; if any claim moved, every
@@ -543,15 +564,20 @@ class Admission(Usage, Entries):
             out[key] = max(need, room)
         return out
 
-    def _shadow(self, cluster: Deciding, stage: Stage, need: int) -> float:
+    def _reserve(self, pool: PoolState, stage: Stage, need: int) -> Reserve:
+        """Phase 4's reservation of room for `need` tasks of `stage`."""
+        free = self._free(pool)
+        shadow = self._shadow(pool, stage, need, free)
+        return Reserve(stage, shadow, pool.now, tuple(free), tuple(self.demand(stage)))
+
+    def _shadow(self, pool: PoolState, stage: Stage, need: int, free: list[float]) -> float:
         """When the running tasks' estimated ends first leave room for `need` tasks of
-        `stage` in the free resources (EASY's shadow time); inf if they never do."""
+        `stage` in the `free` resources (EASY's shadow time); inf if they never do."""
         want = [a * need for a in self.demand(stage)]
-        free = self._free(cluster)
         if all(f >= w for f, w in zip(free, want, strict=True)):
-            return cluster.now
+            return pool.now
         ends = sorted(  # (by end alone: stages do not order, equal ends keep the executors')
-            ((max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()),
+            ((max(pool.now, start + s.duration), s) for _e, s, start in pool.running_tasks()),
             key=lambda end: end[0],
         )
         for end, s in ends:
@@ -562,135 +588,102 @@ class Admission(Usage, Entries):
 
     def _never(self, stage: Stage) -> bool:
         """No node could hold `stage`'s task even empty: it waits for one, holding nothing."""
-        cluster = self.cluster_asked
-        return cluster is not None and cluster.never_fits(stage)
+        pool = self.cluster_asked
+        return pool is not None and pool.never_fits(stage)
 
-    def _startable(self, q: int) -> bool:
+    def _startable(self, pool: PoolState, q: int) -> bool:
         """Whether a stage of served queue q may start now (phase 7 on each shape)."""
-        cluster = self.cluster_asked
-        assert cluster is not None  # (set by `open`)
-        free, groups = cluster.free_executors, self.snapshot.groups[q]
-        for key in self.rooms.get(q, ()):
+        plan = self.plan
+        free, groups = pool.free_executors, self.snapshot.groups[q]
+        for key in plan.rooms.get(q, ()):
             stages = groups.get(key)
             if not stages:
                 continue
             first = next(iter(stages))
             if not launchable(first, free):
                 continue
-            if self.reserve is None or any(self.room(s) for s in stages):
+            if plan.reserve is None or any(plan.room(s) for s in stages):
                 return True
         return False
 
-    # -- asking the policy ---------------------------------------------------------------
+    # -- the policy's views ------------------------------------------------------------
 
-    def decide_once(
-        self, cluster: Deciding, scheduler: Scheduler, now: float
-    ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` the open question (or make the wait bound's decision without it)
-        and apply the answer: each served queue in turn, with its view, until one answers
-        (the module docstring)."""
-        forced = self.forced
-        if forced is not None:
-            return forced, self._apply(cluster, forced, now)
-        if self.mode != "queues" or getattr(scheduler, "needs_cluster", False):
-            # (the baselines, ``pooled`` and a planner of the whole cluster: every queue's
-            # allowed stages together, the others hidden)
-            return self._ask(cluster, scheduler, now, None)
-        answer: tuple[Action, list[Launch]] = (WAIT, [])
-        for q in list(self.served):
-            if self._startable(q):
-                answer = self._ask(cluster, scheduler, now, q)
-                if answer[0] is not WAIT:
-                    break
-        return answer
+    def views(self, pool: PoolState, whole: bool = False) -> Iterator[Any]:
+        """What the policy is shown at the open question, in the order it is asked until
+        it answers (`Cluster.decide_once`): each queue served with a stage that may start
+        now, its `QueueView`; for the baselines, ``pooled`` and a policy that forks the
+        pool (`whole`: its ``needs_cluster``), the pool's `PoolView` once. A view shows
+        the stages the plan lets start and no other (`idlegate.sim.admission_view`)."""
+        if self.mode != "queues" or whole:
+            yield self._whole(pool, self._shown(pool.jobs, None))
+            return
+        for q in self.plan.served:
+            if self._startable(pool, q):
+                yield self._view(pool, q, self.snapshot.members(q))
 
-    def _ask(
-        self, cluster: Deciding, scheduler: Scheduler, now: float, q: int | None
-    ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` with queue q's view, its stages the question does not let start
-        hidden (q None: the whole cluster, every such stage hidden)."""
-        if q is None:
-            jobs: list[Job] = cluster.jobs
-            view: Any = cluster
+    def _shown(self, jobs: list[Job], q: int | None) -> dict[Job, list[Stage]]:
+        """Of `jobs` (queue q's; None: the pool's), those with a runnable stage the plan
+        does not let start, with the stages it does (read from the snapshot's shapes, not
+        from every job, when no room is reserved)."""
+        plan = self.plan
+        if q is None or plan.reserve is not None:
+            maybe: Iterable[Job] = jobs
         else:
-            jobs = self._jobs_of(q)
-            view = self._view(cluster, q, jobs)
-        saved: dict[Job, tuple[list[Stage], set[Stage]]] = {}
-        for job in self._hidden(jobs, q):
-            hidden = {s for s in job.runnable if not self.room(s)}
-            if hidden:
-                saved[job] = (job.runnable, hidden)
-                job.runnable = [s for s in job.runnable if s not in hidden]
-        try:
-            return cluster.answer(scheduler, now, lambda d, t: self._apply(cluster, d, t), view)
-        finally:
-            for job, (runnable, hidden) in saved.items():
-                left = job.runnable  # (a shown stage may have run out of tasks meanwhile)
-                job.runnable = [s for s in runnable if s in hidden or s in left]
-                cluster.touch(job)
+            rooms = plan.rooms.get(q, {})
+            held: dict[Job, None] = {}
+            for key, stages in self.snapshot.groups[q].items():
+                if key not in rooms:
+                    held.update((s.job, None) for s in stages)
+            maybe = held
+        room, shown = plan.room, {}
+        for job in maybe:
+            runnable = job.runnable
+            if runnable and not all(map(room, runnable)):
+                shown[job] = [s for s in runnable if room(s)]
+        return shown
 
-    def _hidden(self, jobs: list[Job], q: int | None) -> list[Job]:
-        """The jobs of `jobs` that may have a stage to hide from queue q's question: with
-        no reservation, those of its shapes the question does not let start (read from
-        the snapshot's shapes, not from every job)."""
-        if q is None or self.reserve is not None:
-            return [j for j in jobs if j.runnable]
-        rooms = self.rooms.get(q, {})
-        out: dict[Job, None] = {}
-        for key, stages in self.snapshot.groups[q].items():
-            if key not in rooms:
-                out.update((s.job, None) for s in stages)
-        return list(out)
+    def _whole(self, pool: PoolState, shown: dict[Job, list[Stage]]) -> PoolView:
+        view = self._pool_view
+        if view is None or view.whole is not pool:
+            view = self._pool_view = PoolView(pool, shown)
+        return view.at(shown)
 
-    def _jobs_of(self, q: int) -> list[Job]:
-        return self.snapshot.members(q)
-
-    def _view(self, cluster: Deciding, q: int, jobs: list[Job]) -> Any:
-        """Queue q's view (the cluster itself for one queue with no quota: bit for bit)."""
+    def _view(self, pool: PoolState, q: int, jobs: list[Job]) -> Any:
+        """Queue q's view (the pool's for one queue with no quota: bit for bit as no
+        queues, its stages held back by priority or a reservation left out)."""
         entitled = self.entitlement(q)
+        shown = self._shown(jobs, q)
         if len(self.queues) == 1 and all(
             e >= c for e, c in zip(entitled, self.capacity, strict=True)
         ):
-            return cluster
+            return self._whole(pool, shown)
         kept = self._views.get(q)
-        key = (cluster, tuple(entitled))
+        key = (pool, tuple(entitled))
         if kept is not None and kept[0] == key:  # (the same pool: its view kept)
-            kept[1].jobs = jobs
-            return kept[1]
-        view = QueueView(cluster, q, jobs, entitled, self.dims, self.snapshot.shares[q])
+            return kept[1].at(jobs, shown)
+        view = QueueView(pool, q, jobs, entitled, self.dims, self.snapshot.shares[q])
         self._views[q] = (key, view)
-        return view
+        return view.at(jobs, shown)
 
     def entitlement(self, q: int) -> list[float]:
         """What queue q may use now, per resource (at most the pool's capacity): its
         nominal quota, or in the borrowing phase its usage plus what it may borrow."""
         tops = self.tops(q, [1.0] * len(self.dims))
-        borrowing = self.phase.get(q) == "borrow"
+        borrowing = self.plan.phase.get(q) == BORROW
         out = []
         for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
             room = top if borrowing else own
             out.append(cap if room == inf else min(cap, u + max(0.0, room)))
         return out
 
-    def _apply(self, cluster: Deciding, decision: Decision, now: float) -> list[Launch]:
-        """Apply `decision`, its cap lowered to what the question lets its stage start; a
-        stage it does not let start is an illegal decision (nothing changes)."""
-        stage, job = decision.stage, decision.stage.job
-        room = self.room(stage)
-        if not room and self.ours and stage in job.runnable:
-            hold = self.hold_of(stage)
-            why_ = "its queue lets none of its tasks start" if hold is None else hold.message
-            raise IllegalDecisionError(
-                f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
-                "view.runnable_stages() or return WAIT"
-            )
-        if decision.idle_delay == 0 and room and decision.parallelism_cap > job.held + room:
-            decision = Decision(stage, job.held + room)
-        launches = cluster.apply(decision, now)
-        self._at = None
-        if launches:
-            self.started(stage, len(launches), now)
-        return launches
+    def refused(self, stage: Stage) -> str | None:
+        """Why the open question lets no task of `stage` start, as a clause of the
+        cluster's refusal of a decision naming it (None: the queues do not refuse it; a
+        baseline's hidden stage is the policy's own to try)."""
+        if not self.ours:
+            return None
+        hold = self.hold_of(stage)
+        return "its queue lets none of its tasks start" if hold is None else hold.message
 
     def started(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` of `stage`'s waiting tasks started at `now`: their waits, in the ledger."""
@@ -736,11 +729,12 @@ class Admission(Usage, Entries):
 
     # -- the result ----------------------------------------------------------------------
 
-    def result(self, cluster: Deciding | None = None) -> AdmissionResult:
+    def result(self, cluster: PoolState | None = None) -> AdmissionResult:
         """The present question's `AdmissionResult` (the module docstring), of `cluster`
         (None: the one last asked). It opens the question if the state changed since,
-        as the next round would; the phases' verdicts are read, not worked out again
-        (`idlegate.sim.admission_result.result_of`)."""
+        as the next round would (`Cluster.admission_result` first ends the idle slots
+        past their bound, as a round does); the phases' verdicts are read, not worked
+        out again (`idlegate.sim.admission_entries.Entries.result_of`)."""
         cluster = cluster if cluster is not None else self.cluster_asked
         if cluster is None:
             return self.result_of(None, None)
@@ -753,7 +747,7 @@ class Admission(Usage, Entries):
         self._result = ((self._at, key), made)
         return made
 
-    def _present(self, cluster: Deciding) -> None:
+    def _present(self, cluster: PoolState) -> None:
         """The present question opened, its phases run even with no executor free (the
         reasons need them)."""
         self.open(cluster)
@@ -787,5 +781,11 @@ class Admission(Usage, Entries):
         twin._verdicts = [None] * len(self.queues)
         twin.limits = [(None, {}) for _ in self.queues]
         twin._views = {}
+        twin._pool_view = None
         twin._reset_question()
         return twin
+
+
+def _key(pool: PoolState) -> tuple[float, int, int, int]:
+    """What a question is of: it stands while these are the same (and nothing was touched)."""
+    return (pool.now, pool.decisions, pool.free_executors, len(pool.jobs))

@@ -1,21 +1,33 @@
-"""The pool as one queue's policy sees it: the queue's own workflows on what it may use.
+"""What the policy is shown at a question with queues: a view of the pool, made from the
+admission's plan (`idlegate.sim.admission_plan`) and read-only.
 
-Inside a queue, a rule's caps and shares are over what that queue may use and over its own
-workflows (`idlegate.sim.admission`, phase 6): `fair` caps a workflow at ceil(K / n) with
-K the executors and n the workflows with tasks to launch, so over the whole pool a flood
-of 100 workflows in one queue would cap every other queue's workflows at 1 executor
-although their quotas are idle. Asked of a `QueueView`, K is the queue's entitlement now
-(its nominal quota, or in the borrowing phase its usage plus what it may borrow, at most
-the pool) and n counts its own workflows: the same caps as the queue alone on its
-entitlement, which is what finish-time fairness compares with.
+A view shows the stages the plan lets start and no other: `runnable(job)` is a job's
+runnable stages as the question shows them, worked out once a question for the jobs
+that have a stage held back (`shown`) and read through for the others, so the jobs
+themselves are never changed to hide a stage. Every policy reads a job's stages through
+its view's `runnable` (the cluster's own is the job's list: `Cluster.runnable`).
+
+* `QueueView`: one queue's part of the pool. Inside a queue, a rule's caps and shares are
+  over what that queue may use and over its own workflows (`idlegate.sim.admission`,
+  the policy's step): `fair` caps a workflow at ceil(K / n) with K the executors and n
+  the workflows with tasks to launch, so over the whole pool a flood of 100 workflows in
+  one queue would cap every other queue's workflows at 1 executor although their quotas
+  are idle. Asked of a `QueueView`, K is the queue's entitlement now (its nominal quota,
+  or in the borrowing phase its usage plus what it may borrow, at most the pool) and n
+  counts its own workflows: the same caps as the queue alone on its entitlement, which
+  is what finish-time fairness compares with.
+* `PoolView`: the whole pool with the stages the plan holds back left out (the
+  baselines, ``pooled``, a planner that forks the pool, and one queue with no quota).
+  Its `fork` is the cluster's: a copy of the pool as it is, whose copy of the admission
+  holds back what the pool's would (a planner's simulated futures are the pool's own).
 
 Everything else a policy reads (the clock, free executors and resources, running tasks,
-`check`) is the cluster's: the view only narrows the jobs and the pool's size.
+`check`) is the cluster's: a view only narrows the jobs, their stages and the pool's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from idlegate.sim.protocol import Job, Stage, launchable
@@ -26,9 +38,30 @@ if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
 
 
-class QueueView:
+class _Shown:
+    """The pool's attributes read through, and each job's stages as the question shows
+    them (`runnable`)."""
+
+    _cluster: PoolState
+    _shown: Mapping[Job, list[Stage]]
+    jobs: list[Job]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+    def runnable(self, job: Job) -> list[Stage]:
+        """`job`'s runnable stages that the question lets start (the module docstring)."""
+        return self._shown.get(job, job.runnable)
+
+    def runnable_stages(self) -> list[Stage]:
+        """The stages a decision may name now: shown, and fitting (the cluster's rule)."""
+        free, shown = self._cluster.free_executors, self._shown
+        return [s for j in self.jobs for s in shown.get(j, j.runnable) if launchable(s, free)]
+
+
+class QueueView(_Shown):
     """The scoped view of queue `queue` (the module docstring): `jobs`, `num_executors`,
-    `capacity` and `shares` are the queue's; every other attribute is the cluster's."""
+    `capacity`, `shares` and the stages shown are the queue's; the rest is the pool's."""
 
     def __init__(
         self,
@@ -40,6 +73,7 @@ class QueueView:
         shares: Shares,
     ) -> None:
         self._cluster = cluster
+        self._shown = {}
         self.whole = cluster
         """The cluster the view narrows (the pool: every queue's jobs, its whole size)."""
         self.queue = queue
@@ -57,10 +91,35 @@ class QueueView:
         self.shares = shares
         """The queue's own jobs by dominant share (`sim.shares`, read against this view)."""
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cluster, name)
+    def runnable(self, job: Job) -> list[Stage]:
+        """`job`'s runnable stages that the question lets start: none of another queue's
+        workflow (a rule that keeps a workflow from an earlier question, as the rigid
+        ones keep their head, is shown none of its stages in another queue's view)."""
+        if job.queue != self.queue:
+            return []
+        return self._shown.get(job, job.runnable)
 
-    def runnable_stages(self) -> list[Stage]:
-        """The queue's stages a decision may name now (the cluster's rule)."""
-        free = self._cluster.free_executors
-        return [s for j in self.jobs for s in j.runnable if launchable(s, free)]
+    def at(self, jobs: list[Job], shown: Mapping[Job, list[Stage]]) -> QueueView:
+        """The view at a new question of the same entitlement: the queue's `jobs` now and
+        the stages `shown` of those with one held back. (Kept from one question to the
+        next while the pool and the entitlement are the same: the learned policy's window
+        reads only what changed in a view it saw before, `policy.bounded`.)"""
+        self.jobs = jobs
+        self._shown = shown
+        return self
+
+
+class PoolView(_Shown):
+    """The whole pool with the stages `shown` (the module docstring)."""
+
+    def __init__(self, cluster: PoolState, shown: Mapping[Job, list[Stage]]) -> None:
+        self._cluster = cluster
+        self._shown = shown
+        self.whole = cluster
+        self.jobs = cluster.jobs
+
+    def at(self, shown: Mapping[Job, list[Stage]]) -> PoolView:
+        """The view at a new question of the same pool: the stages `shown` of the jobs
+        with one held back (kept, as a queue's is: `QueueView.at`)."""
+        self._shown = shown
+        return self
