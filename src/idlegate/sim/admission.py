@@ -204,11 +204,18 @@ class Admission(Usage, Entries):
         """Queues whose usage or waiting work changed since their claim was worked out."""
         self._ent: list[dict[Any, tuple[int, int]]] = [{} for _ in queues]
         """Per queue, phase 3's (within nominal, in all) tasks by demand, while it holds."""
-        self._verdicts: list[tuple[dict[Group, int], dict[Group, int], bool] | None]
-        self._verdicts = [None] * len(queues)
+        self._tops: list[list[tuple[float, float]] | None] = [None] * len(queues)
+        """Per queue, `tops`, while its claims hold (as `_ent`)."""
+        self._stale: set[int] = set(range(len(queues)))
+        """Queues whose phase 3 is to work out again (their claims or the others' moved)."""
+        self._within: dict[int, dict[Group, int]] = {}
+        """Phase 3, kept while it holds: the queues with shapes they may start within their
+        nominal quota, each shape's tasks."""
+        self._beyond: dict[int, dict[Group, int]] = {}
+        """Phase 3: the queues with shapes they may start borrowing, the tasks a start needs."""
+        self._full: list[bool] = [False] * len(queues)
+        """Phase 3: per queue, whether it has room for no pod (none of its stages shows)."""
         self.limits = [(None, {}) for _ in queues]
-        """Per queue, phase 3's shapes within its nominal quota (and their tasks), those it
-        may start borrowing, and whether it has room for no pod (None: to work out)."""
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
         """Each queue's view, while the pool and its entitlement are the same."""
         self._pool_view: PoolView | None = None
@@ -223,6 +230,8 @@ class Admission(Usage, Entries):
         """Whether phases 2 to 6 ran for the open question."""
         self.plan: AdmissionPlan = CLOSED
         """The open question's answer (`idlegate.sim.admission_plan`)."""
+        self._first = 0
+        """Of the plan's queues served, the first with a stage that may start (`open`)."""
 
     @classmethod
     def alone(cls, capacity: ResourceVector, resource_names: Sequence[str]) -> Admission:
@@ -258,7 +267,6 @@ class Admission(Usage, Entries):
             for job in pool.jobs:
                 self.snapshot.touch(job)
         self._note(self.snapshot.refresh(), now)
-        self._waiting = [w > 0 for w in self.snapshot.waiting]
 
     def idle_over(self, pool: PoolState) -> list[Stage]:
         """Phase 1's stages in a deliberate idle slot whose wait began past their queue's
@@ -280,9 +288,15 @@ class Admission(Usage, Entries):
         return over
 
     def _note(self, jobs: list[Job], now: float) -> None:
-        """Of `jobs` (read again), the stages that began to wait, and those done waiting."""
-        self._changed.update(self.snapshot.changed)
-        self.snapshot.changed.clear()
+        """Of `jobs` (read again), the stages that began to wait, and those done waiting,
+        and which of their queues wait."""
+        snapshot = self.snapshot
+        if snapshot.changed:
+            waiting, counts = self._waiting, snapshot.waiting
+            for q in snapshot.changed:
+                waiting[q] = counts[q] > 0
+            self._changed.update(snapshot.changed)
+            snapshot.changed.clear()
         for job in jobs:
             since = self.waits_since[job.queue]
             for stage in job.stages:
@@ -321,7 +335,7 @@ class Admission(Usage, Entries):
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
         now = pool.now
-        key = _key(pool)
+        key = (now, pool.decisions, pool.free_executors, len(pool.jobs))  # (`_key`, inline)
         if self._at == key:
             return self._open
         self._observe(pool, now)
@@ -337,9 +351,12 @@ class Admission(Usage, Entries):
         else:
             self._question(pool, now)
             plan = self.plan
-            self._open = plan.forced is not None or any(
-                self._startable(pool, q) for q in plan.served
-            )
+            served = plan.served
+            first = None
+            if served:
+                first = next((i for i, q in enumerate(served) if self._startable(pool, q)), None)
+            self._first = len(served) if first is None else first
+            self._open = plan.forced is not None or first is not None
         return self._open
 
     def _question(self, pool: PoolState, now: float) -> None:
@@ -350,16 +367,11 @@ class Admission(Usage, Entries):
         self._update_claims()
         # 3. entitlement
         bound, free = self.bound, pool.free_executors
-        full: list[bool] = []
-        nominal: dict[int, dict[Group, int]] = {}
-        borrow: dict[int, dict[Group, int]] = {}
-        for q, kept in enumerate(self._verdicts):
-            within, beyond, none = kept or self._verdict(q)
-            full.append(none)
-            if within:
-                nominal[q] = within
-            if beyond:
-                borrow[q] = beyond
+        if self._stale:
+            for q in self._stale:
+                self._verdict(q)
+            self._stale.clear()
+        full, nominal, borrow = self._full, self._within, self._beyond
         # 4. wait bound
         blocked: dict[int, Stage] = {}
         holds: dict[int, Verdict] = {}
@@ -427,6 +439,9 @@ class Admission(Usage, Entries):
                 if k.priority != top
             }
             rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
+        if not served and not blocked and reserve is None:
+            self.plan = CLOSED  # (nothing may start, nothing held by phases 4 to 6)
+            return
         self.plan = AdmissionPlan(
             served=tuple(served),
             phase=phase,
@@ -466,20 +481,24 @@ class Admission(Usage, Entries):
             if row != self._claim[q]:
                 self._claim[q], moved = row, True
             self._ent[q].clear()
-            self._verdicts[q] = None
+            self._tops[q] = None
+            self._stale.add(q)
         changed.clear()
         if moved:
             # (summed again, not moved by differences: milli-bytes exceed a float's integers)
             self._claim_sum = [sum(col) for col in zip(*self._claim, strict=True)]
             for q in range(len(self.queues)):
                 self._ent[q].clear()
-                self._verdicts[q] = None
+                self._tops[q] = None
+            self._stale.update(range(len(self.queues)))
 
-    def _verdict(self, q: int) -> tuple[dict[Group, int], dict[Group, int], bool]:
+    def _verdict(self, q: int) -> None:
         """Phase 3 for queue q: its shapes it may start within its nominal quota (with
         the tasks), those it may start borrowing (with the tasks a start needs), and
-        whether it has room for no pod at all (no stage of it shows, bound or not)."""
-        none = self.entitled_for(q, None)[1] == 0
+        whether it has room for no pod at all (no stage of it shows, bound or not); the
+        holds of the shapes it may not start at all (`limits`)."""
+        own, top = self.tops(q)[0]
+        none = own < MILLI and top < MILLI  # (`entitled_for(q, None)`: room for no pod)
         full = none and self.bound[q] == inf
         nominal: dict[Group, int] = {}
         borrow: dict[Group, int] = {}
@@ -495,8 +514,12 @@ class Admission(Usage, Entries):
                 else:
                     held[key] = self._limit(q, key.amounts, need)
         self.limits[q] = (self._limit(q, None, 1) if none else None, held)
-        got = self._verdicts[q] = (nominal, borrow, full)
-        return got
+        self._full[q] = full
+        for kept, shapes in ((self._within, nominal), (self._beyond, borrow)):
+            if shapes:
+                kept[q] = shapes
+            else:
+                kept.pop(q, None)
 
     def _limit(self, q: int, amounts: tuple[int, ...] | None, need: int) -> Verdict:
         """Phase 3's hold of `need` tasks of a demand of `amounts` queue q may not start."""
@@ -507,7 +530,7 @@ class Admission(Usage, Entries):
             self.nominal[q],
             self.borrow[q],
         )
-        return first_limit(name, self.dims, used, nominal, borrow, a, self.tops(q, a), need)
+        return first_limit(name, self.dims, used, nominal, borrow, a, self.tops(q), need)
 
     def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]:
         """(tasks of a demand of `amounts` (None: a pod only) queue q may start within its
@@ -519,13 +542,16 @@ class Admission(Usage, Entries):
             got = cache[amounts] = self._tasks(q, a)
         return got
 
-    def tops(self, q: int, a: Sequence[float]) -> list[tuple[float, float]]:
-        """Per resource, (room within q's nominal quota, room in all it may use) for a
-        demand of `a` (the second with the cohort's claims, phase 2's)."""
+    def tops(self, q: int) -> list[tuple[float, float]]:
+        """Per resource, (room within q's nominal quota, room in all it may use; the
+        second with the cohort's claims, phase 2's), once while its claims hold."""
+        got = self._tops[q]
+        if got is not None:
+            return got
         used, nominal, borrow = self.used[q], self.nominal[q], self.borrow[q]
         mine, total, cohort = self._claim[q], self._claim_sum, self.cohort
-        out = []
-        for i in range(len(a)):
+        out = self._tops[q] = []
+        for i in range(len(used)):
             u = used[i]
             top = nominal[i] + borrow[i] - u
             if cohort[i] != inf and self.named[i]:  # (the others' claims: all but its own)
@@ -535,7 +561,7 @@ class Admission(Usage, Entries):
 
     def _tasks(self, q: int, a: Sequence[float]) -> tuple[int, int]:
         within = total = MANY
-        for need, (own, top) in zip(a, self.tops(q, a), strict=True):
+        for need, (own, top) in zip(a, self.tops(q), strict=True):
             if need <= 0:
                 continue
             if own != inf:
@@ -617,8 +643,10 @@ class Admission(Usage, Entries):
         if self.mode != "queues" or whole:
             yield self._whole(pool, self._shown(pool.jobs, None))
             return
-        for q in self.plan.served:
-            if self._startable(pool, q):
+        served, first = self.plan.served, self._first  # (those before `first` may not start)
+        for i in range(first, len(served)):
+            q = served[i]
+            if i == first or self._startable(pool, q):
                 yield self._view(pool, q, self.snapshot.members(q))
 
     def _shown(self, jobs: list[Job], q: int | None) -> dict[Job, list[Stage]]:
@@ -668,7 +696,7 @@ class Admission(Usage, Entries):
     def entitlement(self, q: int) -> list[float]:
         """What queue q may use now, per resource (at most the pool's capacity): its
         nominal quota, or in the borrowing phase its usage plus what it may borrow."""
-        tops = self.tops(q, [1.0] * len(self.dims))
+        tops = self.tops(q)
         borrowing = self.plan.phase.get(q) == BORROW
         out = []
         for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
@@ -778,7 +806,10 @@ class Admission(Usage, Entries):
         twin._claim = [list(c) for c in self._claim]
         twin._changed = set(range(len(self.queues)))
         twin._ent = [{} for _ in self.queues]
-        twin._verdicts = [None] * len(self.queues)
+        twin._tops = [None] * len(self.queues)
+        twin._stale = set(range(len(self.queues)))
+        twin._within, twin._beyond = {}, {}
+        twin._full = [False] * len(self.queues)
         twin.limits = [(None, {}) for _ in self.queues]
         twin._views = {}
         twin._pool_view = None

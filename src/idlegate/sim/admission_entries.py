@@ -222,12 +222,15 @@ def first_limit(
     need: int,
 ) -> Verdict:
     """Phase 3's hold of a shape of demand `a` whose `need` tasks its queue may not start:
-    the first resource whose room (`tops`, the phase's own) is short."""
-    for i, (x, (_own, top)) in enumerate(zip(a, tops, strict=True)):
-        if x <= 0 or top >= x * need:
+    the first resource whose room (`tops`, the phase's own) is short. (Made at every
+    question a queue's room changes: its verdict made whole, `_make`, not by keyword.)"""
+    for i in range(len(a)):
+        x = a[i] * need
+        if x <= 0 or tops[i][1] >= x:
             continue
-        capped = nominal[i] + borrow[i] - used[i] < x * need
-        limit = Limit(name, dims[i], used[i], nominal[i], borrow[i], capped)
-        reason = Reason.BORROWING_LIMIT if capped and nominal[i] != inf else Reason.COHORT_FULL
-        return Verdict(reason, limit=limit)
+        u, n, b = used[i], nominal[i], borrow[i]
+        capped = n + b - u < x
+        limit = Limit(name, dims[i], u, n, b, capped)
+        reason = Reason.BORROWING_LIMIT if capped and n != inf else Reason.COHORT_FULL
+        return Verdict._make((reason, "", (), limit))
     return Verdict(Reason.COHORT_FULL, "queue {}: nothing idle to borrow in the cohort", (name,))

@@ -29,8 +29,9 @@ The plan says, in the phases' order (the admission's docstring numbers them):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from idlegate.sim.admission_snapshot import Group, demand_of, group_of, need_of
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 NOMINAL, BORROW = "nominal", "borrow"
 """A served queue's phase: it starts within its nominal quota, or borrows."""
+
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+"""The empty mapping every plan shares (a plan's mappings are read, never written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,26 +60,26 @@ class Reserve:
     """One task of `stage`'s demand (what the room is kept for, per task)."""
 
 
-@dataclass(frozen=True, slots=True)
-class AdmissionPlan:
-    """The admission's answer to one question (the module docstring)."""
+class AdmissionPlan(NamedTuple):
+    """The admission's answer to one question (the module docstring). Immutable, and a
+    tuple: one is made at every question, so it costs what a tuple does."""
 
     forced: Decision | None = None
     served: tuple[int, ...] = ()
     """The queues whose stages may start, in the order the policy is asked of them."""
-    phase: Mapping[int, str] = field(default_factory=dict)
-    rooms: Mapping[int, Mapping[Group, int]] = field(default_factory=dict)
+    phase: Mapping[int, str] = _NONE
+    rooms: Mapping[int, Mapping[Group, int]] = _NONE
     """Per queue served: each shape it may start (its top priority) and how many tasks."""
-    allowed: Mapping[int, frozenset[Group]] = field(default_factory=dict)
+    allowed: Mapping[int, frozenset[Group]] = _NONE
     """Per queue served: every shape it may start, before the priority phase."""
-    top: Mapping[int, int] = field(default_factory=dict)
+    top: Mapping[int, int] = _NONE
     """Per queue served: the priority whose stages it may start."""
-    blocked: Mapping[int, Stage] = field(default_factory=dict)
+    blocked: Mapping[int, Stage] = _NONE
     """Per queue: its task past the wait bound that goes first in it."""
-    holds: Mapping[int, Verdict] = field(default_factory=dict)
+    holds: Mapping[int, Verdict] = _NONE
     """Per queue of `blocked`: the hold of its other stages."""
     reserve: Reserve | None = None
-    ranked_out: Mapping[int, Mapping[Group, Verdict]] = field(default_factory=dict)
+    ranked_out: Mapping[int, Mapping[Group, Verdict]] = _NONE
     """Per queue served: its shapes of a lower priority, and their hold."""
     quota_note: str = "queues start within theirs first"
     """Why a queue's stages beyond its nominal quota wait (phase 5)."""

@@ -27,7 +27,7 @@ Everything else a policy reads (the clock, free executors and resources, running
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from idlegate.sim.protocol import Job, Stage, launchable
@@ -45,9 +45,24 @@ class _Shown:
     _cluster: PoolState
     _shown: Mapping[Job, list[Stage]]
     jobs: list[Job]
+    now: float
+    free_executors: int
+    free_executors_from: Callable[[Job | None], int]
+    resource_names: Sequence[str]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
+
+    def _asked(self, shown: Mapping[Job, list[Stage]]) -> None:
+        """At a new question: the stages `shown`, and what every policy reads of the pool
+        at once (as it is for the question: the policy decides before anything changes),
+        not through `__getattr__` at each read."""
+        cluster = self._cluster
+        self._shown = shown
+        self.now = cluster.now
+        self.free_executors = cluster.free_executors
+        self.free_executors_from = cluster.free_executors_from
+        self.resource_names = cluster.resource_names
 
     def runnable(self, job: Job) -> list[Stage]:
         """`job`'s runnable stages that the question lets start (the module docstring)."""
@@ -105,7 +120,7 @@ class QueueView(_Shown):
         next while the pool and the entitlement are the same: the learned policy's window
         reads only what changed in a view it saw before, `policy.bounded`.)"""
         self.jobs = jobs
-        self._shown = shown
+        self._asked(shown)
         return self
 
 
@@ -121,5 +136,5 @@ class PoolView(_Shown):
     def at(self, shown: Mapping[Job, list[Stage]]) -> PoolView:
         """The view at a new question of the same pool: the stages `shown` of the jobs
         with one held back (kept, as a queue's is: `QueueView.at`)."""
-        self._shown = shown
+        self._asked(shown)
         return self

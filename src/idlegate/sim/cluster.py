@@ -454,7 +454,8 @@ class Cluster(PoolResources, Beyond):
 
     def can_schedule(self) -> bool:
         if (admission := self.admission) is not None:
-            self._end_idle_over(admission)
+            if admission.bounded:
+                self._end_idle_over(admission)
             return admission.open(self)
         free = self.free_executors
         if free == 0 or self.beyond:
