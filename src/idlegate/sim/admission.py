@@ -404,7 +404,7 @@ class Admission(Usage, Entries):
                     reserve = self._reserve(pool, stage, need)
                     self._block(blocked, holds, q, stage)
         # 5. serve
-        served = [q for q in nominal if q not in blocked]
+        served = [q for q in nominal if q not in blocked] if nominal else []
         rooms: dict[int, dict[Group, int]] = {}
         phase: dict[int, str] = {}
         quota_note = CLOSED.quota_note
@@ -412,7 +412,7 @@ class Admission(Usage, Entries):
             served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
             rooms = {q: nominal[q] for q in served}
             phase = dict.fromkeys(served, NOMINAL)
-        else:
+        elif borrow:
             order = sorted(
                 (q for q in borrow if q not in blocked),
                 key=lambda q: (-self.priority[q], self.share(q), q),
