@@ -1,13 +1,15 @@
 """The admission stage: whose ready tasks may start now, in front of the pool's policy.
 
-Pure and clock-free, like `idlegate.sim.cluster`, which consults it (``Cluster.admission``)
+Pure and clock-free, like `idlegate.sim.cluster`, which asks it (``Cluster.admission``)
 in both clocks: the simulator's engine and the operator's core. With no admission (one
 queue, no quotas) the cluster runs exactly as before. With one, each question of a
-decision round runs the numbered phases below (as Kueue's ``schedule()``) over a snapshot
-kept from the jobs that changed (`idlegate.sim.admission_snapshot`), then asks the pool's
-policy once per queue it serves, with a view scoped to that queue
-(`idlegate.sim.admission_view`): every rule, the learned policy and the portfolio decide
-unchanged among what it allows.
+decision round is one cycle of the numbered pipeline below (as Kueue's scheduling cycle:
+snapshot, nominate, order, admit): the admission reads the pool (`PoolState`) and answers
+with a plan (`idlegate.sim.admission_plan.AdmissionPlan`: what may start, each queue's
+caps, why the rest waits); the cluster asks its policy with the plan's views
+(`idlegate.sim.admission_view`) and applies the answer within the plan. The admission
+changes nothing of the pool and calls nothing of it back; every rule, the learned policy
+and the portfolio decide unchanged among what a view shows.
 
 Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.QueueSpec`):
 
@@ -24,15 +26,18 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
   the quotas' sum if smaller), on every resource a quota names. Whether it fits the free
   resources (and a node) stays the cluster's rule.
 
-The phases of a question (`open`; the names are the code's):
+A question's cycle (`Cluster.decide_once`; 1 to 7 are the admission's phases, `open`,
+whose names are the code's; 8 and 9 the cluster's):
 
 1. ``snapshot``: read the jobs that changed (their runnable stages by shape, the demand
-   of their ready tasks, when each stage began to wait); end the idle slots of tasks past
-   their bound.
+   of their ready tasks, when each stage began to wait). A deliberate idle slot ends at
+   its queue's wait bound: the admission names those past it (`idle_over`), the cluster
+   ends them (`Cluster.idle_expired`) and the snapshot reads their jobs again.
 2. ``claims``: each queue's claim, and per queue the others' claims on the cohort.
 3. ``entitlement``: per queue and shape, the tasks it may start within its nominal quota
    and in all (borrowing included); a shape its queue may not start has its reason here
-   (`Reason.BORROWING_LIMIT`, `Reason.COHORT_FULL`).
+   (`Reason.BORROWING_LIMIT`, `Reason.COHORT_FULL`). Kept per queue until its claims or
+   the others' move.
 4. ``wait bound``: a stage's oldest ready task has waited since its stage became runnable
    or its previous task started, whichever is later (a deliberate idle slot counts as
    waiting). Past its queue's bound the task is *overdue*: it starts before anything
@@ -51,25 +56,42 @@ The phases of a question (`open`; the names are the code's):
    at most the next rival's (progressive filling, at least one task). Another queue's
    stage beyond its nominal quota waits (`Reason.QUOTA`).
 6. ``priority``: within a served queue, only the stages of its workflows of the highest
-   priority among those it may start (`Reason.PRIORITY`).
+   priority among those it may start (`Reason.PRIORITY`). Phases 4 to 6 end in the
+   question's `plan`: the forced decision, or the queues served and the shapes each may
+   start with their tasks; the holds they wrote; the reservation; and what to stop first
+   (`AdmissionPlan.stop`, preemption's place: empty until it is built).
 7. ``fit``: of those, what the reservation leaves (`Reason.RESERVATION`) and what the
-   free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`).
-
-Then the policy is asked (`decide_once`), one served queue after another until one
-answers: for queue q with a `QueueView` whose jobs are q's and whose pool is q's
-entitlement now (nominal, or in the borrowing phase its usage plus what it may borrow,
-at most the pool), so a rule's caps and shares are over what the queue may use and a
-flood in one queue cannot shrink another's workflows' caps; its decision's cap is cut to
-the tasks phase 5 gives its stage. One queue with no quota is the cluster itself (its
-jobs, the pool), so it runs as no queues, bit for bit. A scheduler that plans on the
-whole Cluster (``needs_cluster``, the lookahead planner) is asked of the cluster with
-every stage the question does not allow hidden, as before.
+   free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`);
+   read per stage (`AdmissionPlan.room`), as the phase decides per stage.
+8. ``ask`` (the cluster): the forced decision is applied without the policy. Else the
+   policy is asked of the plan's views (`views`), one served queue after another until
+   it answers: for queue q a `QueueView` whose jobs are q's, showing the stages the plan
+   lets start (`runnable(job)`), and whose pool is q's entitlement now (nominal, or in
+   the borrowing phase its usage plus what it may borrow, at most the pool), so a rule's
+   caps and shares are over what the queue may use and a flood in one queue cannot
+   shrink another's workflows' caps. One queue with no quota is shown the whole pool (a
+   `PoolView`: its jobs, the pool), so it runs as no queues, bit for bit. The baselines,
+   ``pooled`` and a scheduler that forks the pool (``needs_cluster``, the lookahead
+   planner) are shown the `PoolView` once; a fork is of the pool as it is, its copy of
+   the admission holding back what this one does.
+9. ``apply`` (the cluster, `Cluster.decide_once`): the answer's cap is cut to the tasks
+   the plan lets its stage start; a stage it lets none start is refused
+   (`IllegalDecisionError`, nothing changes); what started is told to the admission
+   (`use`, `started`). The next question opens a new cycle.
 
 Why scoped views rather than one question over every queue's allowed stages: a rule's
 caps come from the jobs and the pool it is shown (fair's ceil(K / n)); shown the whole
 pool, a steady team's workflows were capped by the flood's count (ρ 4.75 with fair on a
 flood of 100, 0.75 scoped: docs/queues.md), and the team alone on its quota, which ρ
 compares with, is exactly what the view shows.
+
+Why a plan and views rather than the jobs' stages hidden while the policy is asked: the
+jobs stay the pool's truth for every index (the shapes, shares and orders
+`Cluster.touch` keeps, the snapshot), so a question touches no job it did not change, a
+fork copies the pool as it is, and a reader of the plan reads what was decided, not a
+state put back after it. A policy reads a job's stages through its view
+(`ClusterView.runnable`); an index over the pool answers the first job in its order with
+a stage shown that fits, as a pass over the shown stages would.
 
 The API a driver reads (the operator's status, conditions, Events, metrics, lint):
 
@@ -105,7 +127,7 @@ Baselines, for `compare` (``admission?mode=…:BASE``, `idlegate.sim.admission_b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from math import inf
 from typing import TYPE_CHECKING, Any
 
@@ -117,7 +139,7 @@ from idlegate.sim.admission_ledger import Ledger, Usage
 from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
 from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
-from idlegate.sim.admission_view import PoolView, QueueView
+from idlegate.sim.admission_view import PoolView, QueueView, Views
 from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
@@ -126,7 +148,7 @@ if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
 
 
-class Admission(Usage, Entries):
+class Admission(Usage, Entries, Views):
     """A pool's queues and what they use: the module docstring's stage, asked by the
     cluster at every question (`idle_over`, `open`, `plan`, `views`, `may_go_on`), told
     what changed (`touch`, `use`, `started`, `set_capacity`), read by `result`. It reads
@@ -616,93 +638,6 @@ class Admission(Usage, Entries):
         """No node could hold `stage`'s task even empty: it waits for one, holding nothing."""
         pool = self.cluster_asked
         return pool is not None and pool.never_fits(stage)
-
-    def _startable(self, pool: PoolState, q: int) -> bool:
-        """Whether a stage of served queue q may start now (phase 7 on each shape)."""
-        plan = self.plan
-        free, groups = pool.free_executors, self.snapshot.groups[q]
-        for key in plan.rooms.get(q, ()):
-            stages = groups.get(key)
-            if not stages:
-                continue
-            first = next(iter(stages))
-            if not launchable(first, free):
-                continue
-            if plan.reserve is None or any(plan.room(s) for s in stages):
-                return True
-        return False
-
-    # -- the policy's views ------------------------------------------------------------
-
-    def views(self, pool: PoolState, whole: bool = False) -> Iterator[Any]:
-        """What the policy is shown at the open question, in the order it is asked until
-        it answers (`Cluster.decide_once`): each queue served with a stage that may start
-        now, its `QueueView`; for the baselines, ``pooled`` and a policy that forks the
-        pool (`whole`: its ``needs_cluster``), the pool's `PoolView` once. A view shows
-        the stages the plan lets start and no other (`idlegate.sim.admission_view`)."""
-        if self.mode != "queues" or whole:
-            yield self._whole(pool, self._shown(pool.jobs, None))
-            return
-        served, first = self.plan.served, self._first  # (those before `first` may not start)
-        for i in range(first, len(served)):
-            q = served[i]
-            if i == first or self._startable(pool, q):
-                yield self._view(pool, q, self.snapshot.members(q))
-
-    def _shown(self, jobs: list[Job], q: int | None) -> dict[Job, list[Stage]]:
-        """Of `jobs` (queue q's; None: the pool's), those with a runnable stage the plan
-        does not let start, with the stages it does (read from the snapshot's shapes, not
-        from every job, when no room is reserved)."""
-        plan = self.plan
-        if q is None or plan.reserve is not None:
-            maybe: Iterable[Job] = jobs
-        else:
-            rooms = plan.rooms.get(q, {})
-            held: dict[Job, None] = {}
-            for key, stages in self.snapshot.groups[q].items():
-                if key not in rooms:
-                    held.update((s.job, None) for s in stages)
-            maybe = held
-        room, shown = plan.room, {}
-        for job in maybe:
-            runnable = job.runnable
-            if runnable and not all(map(room, runnable)):
-                shown[job] = [s for s in runnable if room(s)]
-        return shown
-
-    def _whole(self, pool: PoolState, shown: dict[Job, list[Stage]]) -> PoolView:
-        view = self._pool_view
-        if view is None or view.whole is not pool:
-            view = self._pool_view = PoolView(pool, shown)
-        return view.at(shown)
-
-    def _view(self, pool: PoolState, q: int, jobs: list[Job]) -> Any:
-        """Queue q's view (the pool's for one queue with no quota: bit for bit as no
-        queues, its stages held back by priority or a reservation left out)."""
-        entitled = self.entitlement(q)
-        shown = self._shown(jobs, q)
-        if len(self.queues) == 1 and all(
-            e >= c for e, c in zip(entitled, self.capacity, strict=True)
-        ):
-            return self._whole(pool, shown)
-        kept = self._views.get(q)
-        key = (pool, tuple(entitled))
-        if kept is not None and kept[0] == key:  # (the same pool: its view kept)
-            return kept[1].at(jobs, shown)
-        view = QueueView(pool, q, jobs, entitled, self.dims, self.snapshot.shares[q])
-        self._views[q] = (key, view)
-        return view.at(jobs, shown)
-
-    def entitlement(self, q: int) -> list[float]:
-        """What queue q may use now, per resource (at most the pool's capacity): its
-        nominal quota, or in the borrowing phase its usage plus what it may borrow."""
-        tops = self.tops(q)
-        borrowing = self.plan.phase.get(q) == BORROW
-        out = []
-        for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
-            room = top if borrowing else own
-            out.append(cap if room == inf else min(cap, u + max(0.0, room)))
-        return out
 
     def refused(self, stage: Stage) -> str | None:
         """Why the open question lets no task of `stage` start, as a clause of the

@@ -23,19 +23,27 @@ its view's `runnable` (the cluster's own is the job's list: `Cluster.runnable`).
 
 Everything else a policy reads (the clock, free executors and resources, running tasks,
 `check`) is the cluster's: a view only narrows the jobs, their stages and the pool's size.
+
+`Views` is the admission's part that makes them (step 8 of its cycle, `views`): in order,
+the view of each queue served with a stage that may start, made at the question asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from math import inf
 from typing import TYPE_CHECKING, Any
 
+from idlegate.sim.admission_plan import BORROW
 from idlegate.sim.protocol import Job, Stage, launchable
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
+    from idlegate.sim.admission_plan import AdmissionPlan
+    from idlegate.sim.admission_snapshot import QueueSnapshot
     from idlegate.sim.admission_types import PoolState
+    from idlegate.sim.queues import QueueSpec
 
 
 class _Shown:
@@ -138,3 +146,107 @@ class PoolView(_Shown):
         with one held back (kept, as a queue's is: `QueueView.at`)."""
         self._asked(shown)
         return self
+
+
+class Views:
+    """The admission's step 8 (`idlegate.sim.admission`'s cycle): the views of its plan a
+    policy is shown, in order (`Admission` derives from it)."""
+
+    mode: str
+    queues: tuple[QueueSpec, ...]
+    dims: tuple[str, ...]
+    capacity: list[float]
+    used: list[list[float]]
+    snapshot: QueueSnapshot
+    plan: AdmissionPlan
+    _first: int
+    _views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]]
+    _pool_view: PoolView | None
+
+    def tops(self, q: int) -> list[tuple[float, float]]:
+        raise NotImplementedError
+
+    def _startable(self, pool: PoolState, q: int) -> bool:
+        """Whether a stage of served queue q may start now (phase 7 on each shape)."""
+        plan = self.plan
+        free, groups = pool.free_executors, self.snapshot.groups[q]
+        for key in plan.rooms.get(q, ()):
+            stages = groups.get(key)
+            if not stages:
+                continue
+            first = next(iter(stages))
+            if not launchable(first, free):
+                continue
+            if plan.reserve is None or any(plan.room(s) for s in stages):
+                return True
+        return False
+
+    def views(self, pool: PoolState, whole: bool = False) -> Iterator[Any]:
+        """What the policy is shown at the open question, in the order it is asked until
+        it answers (`Cluster.decide_once`): each queue served with a stage that may start
+        now, its `QueueView`; for the baselines, ``pooled`` and a policy that forks the
+        pool (`whole`: its ``needs_cluster``), the pool's `PoolView` once. A view shows
+        the stages the plan lets start and no other (the module docstring)."""
+        if self.mode != "queues" or whole:
+            yield self._whole(pool, self._shown(pool.jobs, None))
+            return
+        served, first = self.plan.served, self._first  # (those before `first` may not start)
+        for i in range(first, len(served)):
+            q = served[i]
+            if i == first or self._startable(pool, q):
+                yield self._view(pool, q, self.snapshot.members(q))
+
+    def _shown(self, jobs: list[Job], q: int | None) -> dict[Job, list[Stage]]:
+        """Of `jobs` (queue q's; None: the pool's), those with a runnable stage the plan
+        does not let start, with the stages it does (read from the snapshot's shapes, not
+        from every job, when no room is reserved)."""
+        plan = self.plan
+        if q is None or plan.reserve is not None:
+            maybe: Iterable[Job] = jobs
+        else:
+            rooms = plan.rooms.get(q, {})
+            held: dict[Job, None] = {}
+            for key, stages in self.snapshot.groups[q].items():
+                if key not in rooms:
+                    held.update((s.job, None) for s in stages)
+            maybe = held
+        room, shown = plan.room, {}
+        for job in maybe:
+            runnable = job.runnable
+            if runnable and not all(map(room, runnable)):
+                shown[job] = [s for s in runnable if room(s)]
+        return shown
+
+    def _whole(self, pool: PoolState, shown: dict[Job, list[Stage]]) -> PoolView:
+        view = self._pool_view
+        if view is None or view.whole is not pool:
+            view = self._pool_view = PoolView(pool, shown)
+        return view.at(shown)
+
+    def _view(self, pool: PoolState, q: int, jobs: list[Job]) -> Any:
+        """Queue q's view (the pool's for one queue with no quota: bit for bit as no
+        queues, its stages held back by priority or a reservation left out)."""
+        entitled = self.entitlement(q)
+        shown = self._shown(jobs, q)
+        if len(self.queues) == 1 and all(
+            e >= c for e, c in zip(entitled, self.capacity, strict=True)
+        ):
+            return self._whole(pool, shown)
+        kept = self._views.get(q)
+        key = (pool, tuple(entitled))
+        if kept is not None and kept[0] == key:  # (the same pool: its view kept)
+            return kept[1].at(jobs, shown)
+        view = QueueView(pool, q, jobs, entitled, self.dims, self.snapshot.shares[q])
+        self._views[q] = (key, view)
+        return view.at(jobs, shown)
+
+    def entitlement(self, q: int) -> list[float]:
+        """What queue q may use now, per resource (at most the pool's capacity): its
+        nominal quota, or in the borrowing phase its usage plus what it may borrow."""
+        tops = self.tops(q)
+        borrowing = self.plan.phase.get(q) == BORROW
+        out = []
+        for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
+            room = top if borrowing else own
+            out.append(cap if room == inf else min(cap, u + max(0.0, room)))
+        return out
