@@ -242,6 +242,8 @@ class Admission(Usage, Entries, Views):
         """Each queue's view, while the pool and its entitlement are the same."""
         self._pool_view: PoolView | None = None
         """The whole pool's view (kept, as the queues' are, while the pool is the same)."""
+        self._idle_at: tuple[float, int, int, int] | None = None
+        """The state `idle_over` last found none at (`_key`)."""
         self._reset_question()
 
     def _reset_question(self) -> None:
@@ -277,7 +279,7 @@ class Admission(Usage, Entries, Views):
     def touch(self, job: Job) -> None:
         """`job` changed (`Cluster.touch`): the snapshot reads it again."""
         self.snapshot.touch(job)
-        self._at = None
+        self._at = self._idle_at = None
 
     # -- phase 1: the snapshot ---------------------------------------------------------
 
@@ -293,9 +295,10 @@ class Admission(Usage, Entries, Views):
     def idle_over(self, pool: PoolState) -> list[Stage]:
         """Phase 1's stages in a deliberate idle slot whose wait began past their queue's
         bound ago: a deliberate wait ends at the bound, so the cluster ends their slots
-        (`Cluster.idle_expired`) before it opens the question (none while the open
-        question stands)."""
-        if not self.bounded or self._at == _key(pool):
+        (`Cluster.idle_expired`) before it opens the question (the same again until they
+        are ended)."""
+        key = _key(pool)
+        if not self.bounded or self._idle_at == key:
             return []
         now = pool.now
         self._observe(pool, now)
@@ -307,6 +310,8 @@ class Admission(Usage, Entries, Views):
                     break
                 if stage.idle_until is not None:
                     over.append(stage)
+        if not over:
+            self._idle_at = key  # (none at this state: none until it changes)
         return over
 
     def _note(self, jobs: list[Job], now: float) -> None:
@@ -748,6 +753,7 @@ class Admission(Usage, Entries, Views):
         twin.limits = [(None, {}) for _ in self.queues]
         twin._views = {}
         twin._pool_view = None
+        twin._idle_at = None
         twin._reset_question()
         return twin
 
