@@ -83,6 +83,8 @@ class FakeKube:
         """Called as a write takes effect, before it is answered (a watch event, say)."""
         self.attempts: list[tuple[float, str, str]] = []
         """Every call: (loop time, method, object name or "")."""
+        self.budgeted: set[str] = set()
+        """Pods a PodDisruptionBudget keeps: their eviction is refused (429)."""
         self.webhook_gates: list[str] = []
         """Scheduling gates a mutating webhook puts first on every new pod (as Kueue's pod
         integration does; a template itself may set none)."""
@@ -263,6 +265,19 @@ class FakeKube:
         self._maybe_fail("delete_pod", name)
         self.pods.pop((namespace, name), None)  # (gone already: fine)
 
+    async def evict_pod(self, namespace: str, name: str) -> None:
+        """As the Eviction API: 429 for a pod in `budgeted` (a PodDisruptionBudget's no),
+        else the pod is being deleted (its grace period: `deletionTimestamp`)."""
+        self._maybe_fail("evict_pod", name)
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        if name in self.budgeted:
+            message = "Cannot evict pod as it would violate the pod's disruption budget."
+            raise ApiError(429, "TooManyRequests", message)
+        pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        self._took_effect("evict_pod", name)
+
     async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:
         self._maybe_fail("patch_workflow_status", name)
         body = self.workflows.get((namespace, name))
@@ -440,7 +455,7 @@ class Retrying:
                     answer = await method(*args, **kwargs)
                 except ApiError as exc:
                     self._report(name, exc.status)
-                    if not exc.retryable:
+                    if not exc.retryable or (name, exc.status) == ("evict_pod", 429):
                         exc.lost = exc.lost or lost
                         raise
                     lost |= not exc.answered

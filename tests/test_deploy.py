@@ -309,6 +309,7 @@ REQUIRED_ACCESS = [
     *[("idlegate.io", "executorpools", v) for v in ("get", "list", "watch", "patch")],
     *[("idlegate.io", "executorpools/status", v) for v in ("patch", "update")],
     *[("", "pods", v) for v in ("get", "list", "watch", "create", "patch", "delete")],
+    ("", "pods/eviction", "create"),  # a task stopped to give quota back
     *[(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")],
     ("", "events", "list"),  # a new leader's read of the Events posted before
     *[("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")],

@@ -339,3 +339,63 @@ def test_a_lease_is_replaced_only_at_the_resource_version_it_was_read_at(api: Ap
     assert (status, refused["reason"]) == (409, "Conflict")
     assert api.get("leases", "default", "elect")["spec"] == {"holderIdentity": "b"}
     assert "elect" in api.kubectl("get", "leases", "-n", "default").stdout
+
+
+def test_an_eviction_honours_disruption_budgets_and_the_kubelet_stops_the_pod(
+    api: ApiServer,
+) -> None:
+    # three pods of app=a run (they last 10^6 s); a budget keeps 2 of them available
+    long = lambda name: {  # noqa: E731
+        **pod(name, labels={"app": "a"}),
+        "spec": {
+            "terminationGracePeriodSeconds": 20,
+            "containers": [{**pod("")["spec"]["containers"][0], "env": []}],
+        },
+    }
+    for name in ("e1", "e2", "e3"):
+        api.create("pods", long(name), "evict")
+    api.create(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "keep-2"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}},
+        },
+        "evict",
+    )
+    with SimKubelet(api, "evict", durations=lambda p: 1e6, stop_seconds=5, time_factor=0.01):
+        wait(
+            lambda: all(
+                api.get("pods", "evict", n)["status"]["phase"] == "Running"
+                for n in ("e1", "e2", "e3")
+            ),
+            30,
+            "the pods running",
+        )
+        path = "/api/v1/namespaces/evict/pods/{}/eviction"
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "e1"}}
+        status, answer = http(api, "POST", path.format("e1"), body)
+        assert (status, answer["status"]) == (201, "Success")
+        e1 = api.get("pods", "evict", "e1")
+        assert e1 is not None  # (its grace period: being deleted, its kubelet stops it)
+        assert (
+            e1["metadata"]["deletionTimestamp"]
+            and e1["metadata"]["deletionGracePeriodSeconds"] == 20
+        )
+        assert {c["type"] for c in e1["status"]["conditions"]} >= {"DisruptionTarget"}
+        status, answer = http(api, "POST", path.format("e2"), body | {"metadata": {"name": "e2"}})
+        assert (status, answer["reason"]) == (429, "TooManyRequests")  # (2 of 3 must stay up)
+        assert not api.get("pods", "evict", "e2")["metadata"].get("deletionTimestamp")
+        wait(lambda: api.get("pods", "evict", "e1") is None, 30, "the evicted pod stopped and gone")
+    ended = [
+        o
+        for o in api.emulator.objects[(apiserver.PODS, "evict", "e1")].history
+        if o and (o.get("status") or {}).get("phase") == "Failed"
+    ]
+    assert (
+        ended
+        and ended[-1]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    )
+    # a pod that does not run goes at once, whatever the budget
+    api.create("pods", {**pod("pending", labels={"app": "a"})}, "evict-idle")
+    assert http(api, "POST", "/api/v1/namespaces/evict-idle/pods/pending/eviction", body)[0] == 201
+    assert api.get("pods", "evict-idle", "pending") is None

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.reclaim import Limit, Running, allowed, choose_victims, fits
+from idlegate.sim.reclaim import Bound, Running, allowed, choose_victims, fits
 
 POD = 1000
 NOW = 100.0
@@ -157,7 +157,7 @@ def test_a_queues_quota_is_given_back_by_its_own_tasks_only():
         task("other", 99.0, queue=1),
         task("own2", 40.0, queue=0),
     ]
-    quota = Limit({"pods": 0}, frozenset({0}))
+    quota = Bound({"pods": 0}, frozenset({0}))
     got = choose_victims({"pods": POD}, running, NOW, free={"pods": POD}, limits=[quota])
     assert got is not None and names(got) == ["own"]
 
@@ -232,7 +232,7 @@ def test_the_choice_is_the_best_of_every_subset(
     running, cpu, pods, free, on_nodes, nodes, quota, over, most
 ):
     need = {"pods": pods * POD, "cpu": cpu}
-    limits = [] if quota is None else [Limit({"cpu": quota}, frozenset({0}))]
+    limits = [] if quota is None else [Bound({"cpu": quota}, frozenset({0}))]
     borrowed = {q: {"cpu": b} for q, b in over.items()}
     where = {"nodes": nodes} if on_nodes else {"free": free}
     got = choose_victims(need, running, NOW, limits=limits, borrowed=borrowed, most=most, **where)

@@ -7,7 +7,7 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.reclaim import Running
-from idlegate.sim.reclaim_ledger import Calm, Ledger, calm_victims
+from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
 from idlegate.sim.reclaim_rules import Claimant, Eligible
 
 POD = 1000
@@ -28,7 +28,7 @@ def names(victims) -> list[str]:
 
 
 def test_a_stopped_task_is_not_stopped_again_within_its_cooldown():
-    ledger = Ledger(Calm(cooldown=300.0, grace=0.0))
+    ledger = StopLedger(Calm(cooldown=300.0, grace=0.0))
     now = 1000.0
     x, y = run("x", start=900.0), run("y", start=100.0)  # (x loses less: it goes first)
     got = calm_victims(ledger, CLAIMANT, of(x, y), now, free={"pods": 0})
@@ -42,7 +42,7 @@ def test_a_stopped_task_is_not_stopped_again_within_its_cooldown():
 
 
 def test_the_pool_stops_at_most_its_budget_in_any_minute():
-    ledger = Ledger(Calm(per_minute=3, grace=0.0))
+    ledger = StopLedger(Calm(per_minute=3, grace=0.0))
     tasks = of(run("a", 10.0), run("b", 20.0), run("c", 30.0))
     ledger.stopped(["p", "q"], 100.0)
     assert ledger.left(100.0) == 1
@@ -61,7 +61,7 @@ def test_the_pool_stops_at_most_its_budget_in_any_minute():
 
 
 def test_a_young_lent_task_is_spared_where_an_older_one_would_do():
-    ledger = Ledger(Calm(grace=60.0))
+    ledger = StopLedger(Calm(grace=60.0))
     now = 1000.0
     young, old = run("young", start=980.0), run("old", start=500.0)
     got = calm_victims(ledger, CLAIMANT, of(young, old), now, free={"pods": 0})
@@ -73,7 +73,7 @@ def test_a_young_lent_task_is_spared_where_an_older_one_would_do():
 
 
 def test_only_young_lent_tasks_are_stopped_when_nothing_else_would_do():
-    ledger = Ledger(Calm(grace=60.0))
+    ledger = StopLedger(Calm(grace=60.0))
     got = calm_victims(
         ledger, CLAIMANT, of(run("y1", 990.0), run("y2", 995.0)), 1000.0, free={"pods": 0}
     )
@@ -81,7 +81,7 @@ def test_only_young_lent_tasks_are_stopped_when_nothing_else_would_do():
 
 
 def test_the_queues_own_young_tasks_are_not_lent_and_have_no_grace():
-    ledger = Ledger(Calm(grace=60.0))
+    ledger = StopLedger(Calm(grace=60.0))
     own, lent = run("own", 990.0, queue=0), run("lent", 500.0)
     tasks = Eligible((own, lent), {0: "WithinQueue", 1: "Reclaim"}, {})
     got = calm_victims(ledger, CLAIMANT, tasks, 1000.0, free={"pods": 0})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from idlegate.sim.queues import Preemption, QueueSpec
-from idlegate.sim.reclaim import Limit, Running, choose_victims
+from idlegate.sim.reclaim import Bound, Running, choose_victims
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_rules import BORROWING, RECLAIM, WITHIN_QUEUE, Claimant, eligible
 
@@ -101,7 +101,7 @@ def test_a_borrowing_task_is_bounded_by_its_borrowing_limit_which_only_its_queue
     queues = pool(Preemption(within_queue="LowerPriority"), borrowing_limit={"pods": POD})
     usage = [{"pods": 3 * POD}, {"pods": POD}, {"pods": POD}]
     got = eligible(Claimant(0, 3, {"pods": POD}), queues, usage, RUNNING)
-    assert got.limits == (Limit({"pods": 0}, frozenset({0})),)
+    assert got.limits == (Bound({"pods": 0}, frozenset({0})),)
     chosen = choose_victims(
         {"pods": POD}, got.candidates, NOW, free={"pods": POD}, limits=got.limits
     )
@@ -113,7 +113,7 @@ def test_a_task_the_cohort_does_not_lend_to_is_bounded_by_its_nominal_quota():
     queues = pool(Preemption(within_queue="LowerPriority"))
     usage = [{"pods": 2 * POD}, {"pods": POD}, {"pods": POD}]
     got = eligible(Claimant(0, 3, {"pods": POD}), queues, usage, RUNNING, lends=False)
-    assert got.limits == (Limit({"pods": 0}, frozenset({0})),)
+    assert got.limits == (Bound({"pods": 0}, frozenset({0})),)
     assert not eligible(Claimant(0, 3, {"pods": POD}), queues, usage, RUNNING).limits
     chosen = choose_victims(
         {"pods": POD}, got.candidates, NOW, free={"pods": 2 * POD}, limits=got.limits

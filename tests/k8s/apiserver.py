@@ -19,7 +19,8 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
   resourceVersion it was read at, 409 Conflict if another write came between) needs both;
 * no label or field selectors (the operator lists its pods by label, ``kubectl describe``
   finds Events by field), no ``generateName`` (kopf's Events), no ownerReference garbage
-  collection (deleting a workflow collects its pods);
+  collection (deleting a workflow collects its pods), no graceful deletion and no
+  ``eviction`` subresource with PodDisruptionBudgets (a reclaim stops a task so);
 * its path parser fails on ``/api/v1/namespaces`` (kopf lists and watches namespaces),
   ``/api/v1`` discovery says groupVersion ``/v1``, and a POSTed CRD is not served;
 * each request is matched against every reaction by iterating the whole request history:
@@ -27,8 +28,9 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
 * no server-side Table (``kubectl get`` prints a CRD's printer columns from it).
 
 :class:`Emulator` keeps kmock's store, catalogue and server and replaces its request
-handling with those semantics and no more: no paging, no strategic merge, no
-graceful deletion, no schema pruning or validation (test_deploy checks the CRD's schema),
+handling with those semantics and no more: no paging, no strategic merge, graceful
+deletion only for a running pod given a grace period (an eviction's: its kubelet stops
+it), no schema pruning or validation (test_deploy checks the CRD's schema),
 and a watch with a field selector is refused (400) rather than served wrongly. A watch with
 a label selector is served as the real server does (Airflow's KubernetesExecutor watches
 its pods so): an object that comes to match is ADDED, one that stops matching DELETED.
@@ -56,7 +58,7 @@ import aiohttp.web
 import attrs
 import kmock
 
-from tests.k8s import _selectors, _tables
+from tests.k8s import _disruption, _selectors, _tables
 from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
 
 NAMESPACES = kmock.resource("", "v1", "namespaces")
@@ -66,6 +68,7 @@ EVENTS = kmock.resource("", "v1", "events")
 CRDS = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = kmock.resource("scheduling.k8s.io", "v1", "priorityclasses")
+BUDGETS = kmock.resource("policy", "v1", "poddisruptionbudgets")
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 BUILTIN = {
     NAMESPACES: kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False),
@@ -77,6 +80,9 @@ BUILTIN = {
     CRDS: kmock.ResourceInfo(kind="CustomResourceDefinition", namespaced=False),
     LEASES: kmock.ResourceInfo(kind="Lease", singular="lease", namespaced=True),
     PRIORITY_CLASSES: kmock.ResourceInfo(kind="PriorityClass", namespaced=False),
+    BUDGETS: kmock.ResourceInfo(
+        kind="PodDisruptionBudget", singular="poddisruptionbudget", namespaced=True
+    ),
 }
 PATCH_TYPES = {
     "application/merge-patch+json": merge_patch,
@@ -279,6 +285,8 @@ class Emulator(kmock.KubernetesEmulator):
             return _json(_tables.table([obj], self._columns.get(res, [])) if table else obj)
         if raw.method == "POST" and name is None:
             return _json(self.create(res, data, namespace), status=201)
+        if raw.method == "POST" and res == PODS and name and subresource == "eviction":
+            return _json(self.evict(namespace or "default", name), status=201)
         if raw.method == "PATCH" and name is not None:
             patch = PATCH_TYPES.get(raw.content_type)
             if patch is None:
@@ -294,7 +302,8 @@ class Emulator(kmock.KubernetesEmulator):
         if raw.method == "PUT" and name is not None:
             return _json(self.replace(res, namespace, name, data, subresource=subresource))
         if raw.method == "DELETE" and name is not None:
-            return _json(self.delete(res, namespace, name))
+            grace = (data or {}).get("gracePeriodSeconds")
+            return _json(self.delete(res, namespace, name, grace=grace))
         raise api_error(405, "MethodNotAllowed", f"the test API server has no {raw.method} here")
 
     async def _watch(
@@ -446,16 +455,53 @@ class Emulator(kmock.KubernetesEmulator):
             raise api_error(400, "BadRequest", "the body of a PUT is no JSON object")
         return self._update((res, namespace, name), lambda _: copy.deepcopy(body), subresource)
 
-    def delete(self, res: kmock.resource, namespace: str | None, name: str) -> dict[str, Any]:
-        """Delete as DELETE does: at once, or once the finalizers are gone; dependents follow."""
+    def delete(
+        self, res: kmock.resource, namespace: str | None, name: str, *, grace: float | None = None
+    ) -> dict[str, Any]:
+        """Delete as DELETE does: at once, or once the finalizers are gone; dependents follow.
+        A running pod given a `grace` period (seconds; an eviction gives its own) is marked
+        (``deletionTimestamp``, ``deletionGracePeriodSeconds``) for its kubelet to stop and
+        then delete at once (``grace`` 0); any other object, and a pod that does not run,
+        goes at once."""
         key = (res, namespace, name)
         obj = copy.deepcopy(self._current(key))
-        if not obj["metadata"].get("finalizers"):
+        meta = obj["metadata"]
+        running = res == PODS and (obj.get("status") or {}).get("phase") == "Running"
+        if grace and running and not meta.get("deletionTimestamp"):
+            meta.update(deletionTimestamp=now(), deletionGracePeriodSeconds=int(grace))
+            return self._write(key, obj, "MODIFIED")
+        if not meta.get("finalizers"):
             return self._remove(key, obj)
-        if not obj["metadata"].get("deletionTimestamp"):
-            obj["metadata"]["deletionTimestamp"] = now()
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now()
             return self._write(key, obj, "MODIFIED")
         return obj
+
+    def evict(self, namespace: str, name: str) -> dict[str, Any]:
+        """Evict a pod as the ``eviction`` subresource does (policy/v1): a pod that is not
+        running or is being deleted goes as a deletion does; a running one only if every
+        PodDisruptionBudget selecting it allows a disruption (else 429, and nothing
+        changes: `tests.k8s._disruption`), then deleted with its own grace period
+        (``terminationGracePeriodSeconds``, 30 by default), its ``DisruptionTarget``
+        condition set. The answer is a Status."""
+        key = (PODS, namespace, name)
+        pod = self._current(key)
+        meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
+        if phase == "Running" and not meta.get("deletionTimestamp"):
+            pods = self.list(PODS, namespace)
+            refused = "Cannot evict pod as it would violate the pod's disruption budget."
+            for budget in self.list(BUDGETS, namespace):
+                if _disruption.selects(budget, pod) and (
+                    _disruption.disruptions_allowed(budget, pods) < 1
+                ):
+                    raise api_error(429, "TooManyRequests", refused)
+            disrupted = copy.deepcopy(pod)
+            reason = {"reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}
+            _set_condition(disrupted, {"type": "DisruptionTarget", "status": "True", **reason})
+            self._write(key, disrupted, "MODIFIED")
+        grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self.delete(PODS, namespace, name, grace=grace)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     def live(self, res: kmock.resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The stored object itself (not a copy: read, never change it), None if there is none."""
@@ -572,7 +618,8 @@ class Emulator(kmock.KubernetesEmulator):
             k: v for k, v in current.items() if k not in ("metadata", "status")
         }:
             new["metadata"]["generation"] = current["metadata"]["generation"] + 1
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        gone = current["metadata"].get("finalizers") and not new["metadata"].get("finalizers")
+        if new["metadata"].get("deletionTimestamp") and gone:  # (the last finalizer went)
             return self._remove(key, new)
         return self._write(key, new, "MODIFIED")
 

@@ -12,7 +12,10 @@ status writes reach kopf's watches as a real kubelet's would. For every pod it
    different run times) times `time_factor` wall seconds, ends it ``Succeeded``, or ``Failed`` with the
    exit code ``failure(pod)`` returns, reported in ``containerStatuses`` as a kubelet does.
 
-A deleted pod is simply gone: deletion is immediate on the test API server.
+A deleted pod is simply gone: deletion is immediate on the test API server, but for a
+running pod given a grace period (an eviction): the kubelet stops it then, after
+`stop_seconds` (at most its grace period) times `time_factor`, ends it ``Failed`` (exit
+code 143, as SIGTERM leaves a process) and deletes it at once, as a kubelet does.
 """
 
 from __future__ import annotations
@@ -68,8 +71,12 @@ class SimKubelet:
         failure: Callable[[Mapping[str, Any]], int | None] | None = None,
         durations: Callable[[Mapping[str, Any]], float] = duration_of,
         selects: Callable[[Mapping[str, Any]], bool] = lambda pod: True,
+        stop_seconds: float = 0.0,
     ) -> None:
         self.api, self.emulator, self.namespace = api, api.emulator, namespace
+        self.stop_seconds = stop_seconds
+        """How long a pod takes to stop once its graceful deletion began (at most its grace
+        period): a task that saves its progress first."""
         self.time_factor, self.failure = time_factor, failure
         self.durations = durations
         """A pod's simulated run time; a test may replace it before it creates the pods."""
@@ -106,8 +113,28 @@ class SimKubelet:
             timer = self._timers.pop(pod["metadata"]["name"], None)
             if timer is not None:
                 timer.cancel()
+        elif pod["metadata"].get("deletionTimestamp"):
+            self._stopping(pod)
         else:
             self._reconcile(pod)
+
+    def _stopping(self, pod: dict[str, Any]) -> None:
+        """A pod it runs is being deleted with a grace period: stop it (once)."""
+        name = pod["metadata"]["name"]
+        timer = self._timers.pop(name, None)
+        if timer is None:
+            return  # (not running here, or stopping already)
+        timer.cancel()
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        seconds = min(self.stop_seconds, grace) * self.time_factor
+        loop = asyncio.get_running_loop()
+        loop.call_later(seconds, self.emulator._safely, self._stopped, name)
+
+    def _stopped(self, name: str) -> None:
+        """The stopped pod ends Failed, then goes (its deletion's end)."""
+        self._finish(name, 143)
+        with contextlib.suppress(kmock.KubernetesError):  # (gone already)
+            self.emulator.delete(PODS, self.namespace, name, grace=0)
 
     def _reconcile(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]

@@ -22,6 +22,12 @@ ANNOTATION_ATTEMPT = "idlegate.io/attempt"
 """0 for the first pod of a task, n for its n-th retry."""
 ANNOTATION_EXECUTOR = "idlegate.io/executor"
 """The executor slot (0 .. pool-1) the task was released on; set with the gate removal."""
+ANNOTATION_PREEMPTED = "idlegate.io/preempted"
+"""n when n of the task's attempts before this pod were stopped to give quota back (absent:
+none): they are no failures (`idlegate.api.eviction`)."""
+ANNOTATION_STOP = "idlegate.io/stop"
+"""On a running pod being stopped to give quota back: the queue that reclaims and why,
+written before its eviction is asked (`idlegate.api.eviction`)."""
 HOSTNAME = "kubernetes.io/hostname"
 """The node label a released pod's nodeSelector pins it to its node by (a pool on nodes)."""
 LABEL_POOL = "idlegate.io/pool"

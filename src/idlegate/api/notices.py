@@ -5,8 +5,7 @@ function per occasion, each giving (type, reason, message) for the operator's
 A message names the stage, the policy and its choice, never a task or executor that varies
 between repetitions, so that repeats aggregate into one Event. The texts are pure: they read
 the simulator's stages and jobs, the policies' plans and the API's objects, never the
-operator's (a task's retry, which reads the operator's bookkeeping, is
-`idlegate.operator.core.intents.task_failure`).
+operator's (of a task's failure, its counts are given).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from idlegate.api.status import SlotState
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision, Job, Stage
 from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import StageSpec
 from idlegate.sim.timestamps import stamp, to_datetime
 
 if TYPE_CHECKING:
@@ -305,9 +305,36 @@ def pool_invalid(why: str, running: bool, ran: int | None = None) -> str:
     return f"{why.rstrip('.')}. {then}"
 
 
+def task_failure(
+    spec: StageSpec, index: int, failures: int, executor: int | None, reason: str
+) -> Notice:
+    """Task `index`'s attempt failed (`failures` so far): it is retried on `executor`, or,
+    beyond the stage's backoffLimit, fails its stage."""
+    if failures > spec.backoff_limit:
+        message = (
+            f"Stage {spec.name!r} failed: task {index} failed {failures} time(s), "
+            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}."
+        )
+        return ("Warning", "TaskFailed", message)
+    retry = f"retry {failures} of {spec.backoff_limit} on the same executor {executor}"
+    message = f"Task {index} of stage {spec.name!r} failed ({reason}); {retry}."
+    return ("Warning", "TaskRetry", message)
+
+
 def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
     message = (
         f"All {dag.num_stages} stages ({sum(dag.tasks)} tasks) succeeded: job completion "
         f"time {jct:.1f} s, {idle:g} s of it deliberately idle."
     )
     return ("Normal", "Succeeded", message)
+
+
+def preempted(stage: str, queue: str, reason: str, lost: float) -> Notice:
+    """A task of `stage` was stopped (its pod evicted) to give quota back to `queue`: the
+    work it lost (executor-seconds), none for a checkpointed stage; it runs again."""
+    loss = f"{lost:.1f} executor-seconds of work lost" if lost else "no work lost (checkpointed)"
+    message = (
+        f"A task of stage {stage!r} was stopped, its pod evicted, to give quota back to queue "
+        f"{queue!r} ({reason}): {loss}. It runs again when released, counted as no failure."
+    )
+    return ("Normal", "Preempted", message)

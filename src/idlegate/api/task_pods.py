@@ -21,6 +21,8 @@ from idlegate.api.kinds import API_VERSION, KIND
 from idlegate.api.labels import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_EXECUTOR,
+    ANNOTATION_PREEMPTED,
+    ANNOTATION_STOP,
     DEFAULT_SERVICE_ACCOUNT,
     GATE,
     HOSTNAME,
@@ -122,6 +124,7 @@ def task_pod(
     gated: bool = True,
     executor: int | None = None,
     host: str | None = None,
+    preempted: int = 0,
 ) -> dict[str, Any]:
     """The manifest of one task pod, built from the stage's template (or the default one).
 
@@ -131,7 +134,8 @@ def task_pod(
     ``restartPolicy`` is forced to ``Never`` (a retry is a new pod); the task environment
     replaces same-named variables in every container and init container; a template that
     names no service account (or ``default``) runs as ``default`` with no token mounted.
-    With `host`, the pod is pinned to that node as `release_patch` pins a gated one.
+    With `host`, the pod is pinned to that node as `release_patch` pins a gated one;
+    `preempted`: how many of the task's attempts before it were stopped (an annotation).
     """
     template = copy.deepcopy(stage.template) if stage.template else copy.deepcopy(DEFAULT_TEMPLATE)
     if not stage.template and stage.resources is not None:
@@ -154,6 +158,8 @@ def task_pod(
     annotations = {**(meta.get("annotations") or {}), ANNOTATION_ATTEMPT: str(attempt)}
     if executor is not None:
         annotations[ANNOTATION_EXECUTOR] = str(executor)
+    if preempted:
+        annotations[ANNOTATION_PREEMPTED] = str(preempted)
     env = {  # every container's
         "TASK_DURATION_SECONDS": format_seconds(stage.task_duration_seconds),
         "TASK_INDEX": str(index),
@@ -247,6 +253,10 @@ class TaskPod:
     """Why a failed pod failed: the pod's reason, else its container's (e.g. Error, exit 1)."""
     ran: tuple[float, float] | None = None
     """A succeeded pod's (start, finish) in wall epoch seconds (`ran`)."""
+    preempted: int = 0
+    """How many of its task's attempts before it were stopped, not failed."""
+    stop: str | None = None
+    """Its stop asked (`idlegate.api.eviction`: queue and why), if one was."""
 
     @property
     def terminal(self) -> bool:
@@ -323,4 +333,6 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         deleting=bool(meta.get("deletionTimestamp")),
         reason=failure_reason(pod) if phase == "Failed" else "",
         ran=ran(pod) if phase == "Succeeded" else None,
+        preempted=_int(annotations.get(ANNOTATION_PREEMPTED)) or 0,
+        stop=annotations.get(ANNOTATION_STOP),
     )

@@ -154,6 +154,17 @@ class MetricFamilies:
             "operator (by hand, another controller); each counts against the pool.",
         )
         self.task_failures = counter("idlegate_task_failures", "Failed task pod attempts.")
+        self.preempted_tasks = counter(
+            "idlegate_preempted_tasks",
+            "Tasks stopped (their pods evicted) to give quota back, by the queue that "
+            "reclaimed and why; each runs again, counted as no failure.",
+            "queue",
+            "reason",
+        )
+        self.preempted_work = counter(
+            "idlegate_preempted_work_seconds",
+            "Executor-seconds of work the stopped tasks lost (none for checkpointed stages).",
+        )
         self.workflows_finished = counter(
             "idlegate_workflows_finished", "Workflows that left the system, by result.", "result"
         )

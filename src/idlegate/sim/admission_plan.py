@@ -21,9 +21,10 @@ The plan says, in the phases' order (the admission's docstring numbers them):
   ``quota_note``); phase 3's are kept per queue across questions (`Admission.limits`);
 * ``visible``: a baseline's answer instead (``kueue``, ``drf``: the stages its rule lets
   start, with their tasks);
-* ``stop``: running tasks to stop before anything starts. Preemption (issue 82) is the
-  one to fill it (`idlegate.sim.reclaim` chooses such victims); no phase does yet, so it
-  is empty and the cluster stops nothing.
+* ``stop``: the executors whose running tasks to stop (preemption, issue 82): the
+  victims `idlegate.sim.reclaim` chooses, stopped by the driver's step
+  (`Cluster.stop`, `idlegate.sim.reclaim_stop`: the engine's, or the operator's through
+  the Eviction API first). No phase fills it yet: it is empty.
 """
 
 from __future__ import annotations

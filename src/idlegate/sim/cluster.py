@@ -55,6 +55,9 @@ Semantics (Decima and the idle-slot papers):
 * Queues (`idlegate.sim.admission`, `admission`; None: one queue): a question shows the
   scheduler only the stages the queues let start now, cut to what they let start; a wait
   bound may decide without it; an executor goes on with its stage only where they allow.
+* Stopping a running task (`stop`, `idlegate.sim.reclaim_stop`, whose semantics hold: a
+  reclaim's): its executor and resources are free at once, the task is ready again in its
+  stage, no failure is counted, and the work lost (none if checkpointed) is recorded.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ from idlegate.sim.protocol import (
     Stage,
     launchable,
 )
+from idlegate.sim.reclaim_stop import Stopping
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.shapes import Shapes
 from idlegate.sim.shares import Shares
@@ -95,7 +99,7 @@ if TYPE_CHECKING:
 TraceSink = Callable[[float, str, int, int, Any], None]
 
 
-class Cluster(PoolResources, Beyond):
+class Cluster(PoolResources, Beyond, Stopping):
     """K executors (and the pool's other resources) and the jobs in the system. Every
     method takes the current time `now`."""
 
@@ -728,14 +732,6 @@ class Cluster(PoolResources, Beyond):
             self._trace(self.now, kind, job, stage, info)
 
     # -- planning ----------------------------------------------------------------------
-
-    def running_tasks(self) -> list[tuple[int, Stage, float]]:
-        """(executor, stage, start of the task it runs now) for every busy executor."""
-        return [
-            (e, stage, self._task_start[e])
-            for e, stage in enumerate(self._exec_stage)
-            if stage is not None
-        ]
 
     def fork(self, only: Iterable[Job] | None = None) -> Cluster:
         """An independent copy of the present state, for planners to simulate futures on.

@@ -34,12 +34,16 @@ class Dag:
     spec: WorkflowSpec | None = None
     demands: tuple[ResourceVector, ...] = ()
     """Per stage, what one task requests beyond its pod (empty: no stage requests any)."""
+    checkpointed: tuple[bool, ...] = ()
+    """Per stage, a stopped task resumes where it was (its spec's ``checkpointed``: it loses
+    no work, `idlegate.sim.reclaim_stop`); empty: no stage is."""
 
     @classmethod
     def from_spec(cls, spec: WorkflowSpec) -> Dag:
         index = {s.name: i for i, s in enumerate(spec.stages)}
         asked = any(s.resources is not None or s.template is not None for s in spec.stages)
         demands = tuple(s.demand for s in spec.stages) if asked else ()
+        checkpointed = tuple(s.checkpointed for s in spec.stages)
         parents = tuple(tuple(index[d] for d in s.depends_on) for s in spec.stages)
         children: list[list[int]] = [[] for _ in spec.stages]
         for i, ps in enumerate(parents):
@@ -54,6 +58,7 @@ class Dag:
             gang=tuple(s.gang for s in spec.stages),
             spec=spec,
             demands=demands if any(demands) else (),
+            checkpointed=checkpointed if any(checkpointed) else (),
         )
 
     def __getstate__(self) -> dict[str, object]:

@@ -29,6 +29,7 @@ from idlegate.sim.protocol import (
     Stage,
 )
 from idlegate.sim.queues import queue_of
+from idlegate.sim.reclaim_stop import checkpointed
 from idlegate.sim.runs import Fidelity as Fidelity
 from idlegate.sim.runs import JobArrival as JobArrival
 from idlegate.sim.runs import SimResult as SimResult
@@ -58,6 +59,10 @@ class Engine:
     first pays the cluster's `moving_delay`, counted in `overhead` up to `max_time`.
     `simulate` runs an engine from an empty cluster (`for_workload`); planners resume one
     from a forked cluster (`sim.rollout`).
+
+    A task stopped (`stop`, or a round's plan: `Cluster.stop`) loses its end event; it
+    runs again when a decision launches it, for a new draw, or, if its stage is
+    checkpointed, for what it had left (`resume`), its moving delay paid again if moved.
     """
 
     def __init__(
@@ -88,6 +93,9 @@ class Engine:
         """Events applied so far."""
         self.overhead = 0.0
         """Executor-seconds of moving delay before `max_time`."""
+        self.resume: dict[Stage, list[float]] = {}
+        """Per checkpointed stage, what its stopped tasks had left to run: its next launches
+        run for these first."""
 
     @classmethod
     def for_workload(
@@ -177,10 +185,13 @@ class Engine:
         """
         moving, limit = self.cluster.moving_delay, self.max_time - now
         heap, seq, u, log, waves = self.heap, self._seq, self.u, self.task_log, self.waves
+        resume = self.resume
         for executor, stage, first, moved in launches:
             job = stage.job
             model = job.payload
-            if waves and model is not None:
+            if resume and stage in resume:
+                d = self._resumed(stage)
+            elif waves and model is not None:
                 d = model.sample(stage.index, job.held, first, moved, u)
             else:
                 d = stage.duration
@@ -232,7 +243,7 @@ class Engine:
         (the clock moves to `until`)."""
         heap, cluster, seq, u, log = self.heap, self.cluster, self._seq, self.u, self.task_log
         pop, replace, task_finished = heapq.heappop, heapq.heapreplace, cluster.task_finished
-        waves = self.waves
+        waves, resume = self.waves, self.resume
         applied = 0
         try:
             while heap:
@@ -252,7 +263,9 @@ class Engine:
                             # the executor's next task on the same stage: `start`'s rule
                             job = stage.job
                             model = job.payload
-                            if waves and model is not None:
+                            if resume and stage in resume:
+                                d = self._resumed(stage)
+                            elif waves and model is not None:
                                 d = model.sample(stage.index, job.held, False, False, u)
                             else:
                                 d = stage.duration
@@ -331,6 +344,8 @@ class Engine:
         now = cluster.now
         launches = cluster.close_round(self._round or [], now)
         self._round = None
+        if cluster.stopped:  # (a plan's stops: their ends go before its launches start)
+            self._drop_stopped(now)
         if launches:
             self.start(launches, now)
         timers = cluster.new_timers
@@ -344,6 +359,46 @@ class Engine:
             if due < inf and due not in self._bounds:
                 self._bounds.add(due)
                 self.push(due, _BOUND, None)
+
+    def stop(self, executors: Iterable[int], started: Sequence[float] | None = None) -> None:
+        """Stop the tasks `executors` run, now (`Cluster.stop`: `started`, each one's start
+        as the caller saw it), and hold the decision point their freed executors make, as
+        after any event (without a scheduler it is left open for the driver)."""
+        if self._round is not None:
+            raise IdlegateError("a decision point is open; stop tasks before or after it")
+        self.cluster.stop(executors, self.now, started)
+        self._drop_stopped(self.now)
+        if self.cluster.needs_schedule:
+            self.schedule()
+
+    def _drop_stopped(self, now: float) -> None:
+        """The stopped tasks' end events go (the heap changed in place: the stepping loop
+        holds it); a checkpointed stage keeps what each had left (`resume`)."""
+        cluster, heap, log = self.cluster, self.heap, self.task_log
+        gone = {s.executor: s for s in cluster.stopped}
+        cluster.stopped = ()
+        kept = []
+        for entry in heap:
+            stopped = gone.pop(entry[3], None) if entry[2] == _TASK else None
+            if stopped is None:
+                kept.append(entry)
+                continue
+            end = entry[0]
+            if checkpointed(stopped.stage):
+                self.resume.setdefault(stopped.stage, []).append(end - now)
+            if log is not None:  # (its run ends now)
+                i = next(i for i in range(len(log) - 1, -1, -1) if log[i][0] == entry[3])
+                log[i] = log[i]._replace(end=now)
+        heap[:] = kept
+        heapq.heapify(heap)
+
+    def _resumed(self, stage: Stage) -> float:
+        """A checkpointed stage's next task: what a stopped one of it had left."""
+        left = self.resume[stage]
+        seconds = left.pop()
+        if not left:
+            del self.resume[stage]
+        return seconds
 
     def run(self, until: float = inf) -> float:
         """Step until the next event is after `until` (the clock then moves to `until`), no
@@ -370,6 +425,8 @@ class Engine:
             trace=self.trace,
             tasks=self.task_log,
             overhead_seconds=self.overhead,
+            preempted=cluster.preempted,
+            preempted_seconds=cluster.preempted_seconds,
             capacity=cluster.capacity if cluster.resource_names else None,
             resource_seconds=cluster.resource_seconds if cluster.resource_names else None,
             queues=None if cluster.admission is None else cluster.admission.settle(cluster.now),

@@ -32,6 +32,10 @@ Definitions (for a run with K executors that ends at ``end_time``):
   to its first task start; ∫ waiting jobs dt = Σ waits over finished jobs (jobs that
   never started before a time limit are not counted, so it is exact when every job
   finishes).
+* preempted = tasks stopped to give quota back (each ran again); work lost = the
+  executor-seconds they had run when stopped (none for a checkpointed stage), part of
+  the utilisation's executor-seconds; ``lost_share`` = work lost / executor-seconds run.
+  A run that stopped nothing leaves the three out of `RunMetrics.to_dict`.
 """
 
 from __future__ import annotations
@@ -186,13 +190,23 @@ class RunMetrics:
     `idlegate.sim.gate`); None for any other run."""
     pending_seconds: float | None = None
     """Seconds those pods pended, summed; None as `pods_pended`."""
+    preempted: int = 0
+    """Tasks stopped to give quota back (`Cluster.stop`), each run again."""
+    lost_seconds: float = 0.0
+    """Executor-seconds of work the stopped tasks lost (none for checkpointed stages)."""
+    lost_share: float = 0.0
+    """`lost_seconds` over the executor-seconds run (0 when nothing was stopped)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Field dict, JSON-ready (NaN becomes None; no utilisation by resource for a
-        pods-only pool, no pending pods but behind a pods-only gate)."""
+        pods-only pool, no pending pods but behind a pods-only gate, nothing of preemption
+        for a run that stopped nothing: its figures are those of a run without reclaim)."""
         out = asdict(self)
         for name in ("pods_pended", "pending_seconds"):
             if out[name] is None:
+                del out[name]
+        if not self.preempted:
+            for name in ("preempted", "lost_seconds", "lost_share"):
                 del out[name]
         if out["utilisation_by_resource"] is None:
             del out["utilisation_by_resource"]
@@ -251,6 +265,9 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         utilisation_by_resource=_by_resource(result, horizon),
         pods_pended=None if result.pending is None else result.pending[0],
         pending_seconds=None if result.pending is None else result.pending[1],
+        preempted=result.preempted,
+        lost_seconds=result.preempted_seconds,
+        lost_share=result.preempted_seconds / result.busy_seconds if result.preempted else 0.0,
     )
 
 

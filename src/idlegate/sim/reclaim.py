@@ -20,7 +20,7 @@ Semantics:
 * The waiting task *fits* when its `need` is at most the room on every resource it
   needs, the victims' demand added: the pool's free amounts (`free`; a resource it does
   not name has none free), or on a pool of nodes one node's (`nodes`: every victim on
-  that one node, where the waiting pod then fits); and each `Limit` (what a queue's
+  that one node, where the waiting pod then fits); and each `Bound` (what a queue's
   quota still lets the task use of the resources it names), to which only the tasks of
   the queues it names give room back.
 * From a queue r that uses more than its nominal quota (`borrowed[r]`: by how much, of
@@ -41,10 +41,10 @@ Semantics:
 The algorithm, exact (why it is, point by point):
 
 1. *Deficit and shapes.* Only what the task lacks matters: its *deficit*, need − room
-   where positive, per room (the pool or node, each Limit) and resource. A candidate's
+   where positive, per room (the pool or node, each Bound) and resource. A candidate's
    *shape* is what it gives to each deficit (with its queue and demand, when its queue
    is bounded by `borrowed`). Candidates of a shape are interchangeable but for their
-   keys (loss, priority, −start, position in the input): the victims an optimal set takes
+   keys (loss, priority, −start, index in the input): the victims an optimal set takes
    of a shape are its cheapest by key (were a cheaper one left out, swapping it in
    loses no more and ranks lower by the order's later terms, the set still fitting and
    allowed). So a choice is a count k_s per shape, of its first k_s by key.
@@ -96,7 +96,7 @@ class Running:
     task: Hashable
     """Which task (the driver's name for it: the simulator's, a pod's)."""
     queue: int
-    """Its queue's position in the pool's queues."""
+    """Its queue's index in the pool's queues."""
     priority: int
     """Its workflow's priority."""
     start: float
@@ -107,7 +107,7 @@ class Running:
     checkpointed: bool = False
     """A stopped task resumes where it was: it loses nothing."""
     node: int | None = None
-    """Its node's position in `nodes` (a pool of nodes), else None."""
+    """Its node's index in `nodes` (a pool of nodes), else None."""
     workflow: Hashable = None
     """Its workflow (the Kueue-like baseline stops whole ones)."""
     admitted: float | None = None
@@ -121,7 +121,7 @@ class Running:
 
 
 @dataclass(frozen=True)
-class Limit:
+class Bound:
     """A bound the waiting task must fit besides the pool's room: what a queue's quota
     still lets it use of each resource `room` names (a resource it does not name is not
     bounded; 0: none left). Only tasks of `queues` give room back to it."""
@@ -149,10 +149,10 @@ def fits(
     need: Mapping[str, int],
     room: Mapping[str, int],
     victims: Sequence[Running],
-    limits: Sequence[Limit] = (),
+    limits: Sequence[Bound] = (),
 ) -> bool:
     """Whether a task needing `need` fits `room` (a resource it does not name: none) and
-    every Limit once `victims` are stopped (the module docstring's *fits*)."""
+    every Bound once `victims` are stopped (the module docstring's *fits*)."""
     for name, amount in need.items():
         if amount > room.get(name, 0) + sum(v.demand.get(name, 0) for v in victims):
             return False
@@ -184,13 +184,13 @@ def choose_victims(
     *,
     free: Mapping[str, int] | None = None,
     nodes: Sequence[Mapping[str, int]] | None = None,
-    limits: Sequence[Limit] = (),
+    limits: Sequence[Bound] = (),
     borrowed: Mapping[int, Mapping[str, int]] | None = None,
     most: int | None = None,
 ) -> Victims | None:
     """The least set of `candidates` to stop at `now` for a task needing `need` (milli-
     units; only the resources it needs count) to fit the pool's `free` amounts, or one of
-    `nodes` (each its free amounts), and every Limit: the module docstring's choice
+    `nodes` (each its free amounts), and every Bound: the module docstring's choice
     (empty: it fits already; None: no set of at most `most` fits)."""
     if (free is None) == (nodes is None):
         raise IdlegateError("give the pool's free amounts or its nodes', not both or neither")
@@ -247,7 +247,7 @@ def _choose(
     need: Mapping[str, int],
     room: Mapping[str, int],
     candidates: list[Running],
-    limits: Sequence[Limit],
+    limits: Sequence[Bound],
     bounds: Mapping[int, Mapping[str, int]],
     most: int | None,
     now: float,
@@ -277,7 +277,7 @@ def _choose(
 def _shapes(
     deficit: list[tuple[int, str, int]],
     candidates: list[Running],
-    limits: Sequence[Limit],
+    limits: Sequence[Bound],
     bounds: Mapping[int, Mapping[str, int]],
     now: float,
     order: Mapping[int, int],
@@ -329,7 +329,7 @@ def _shapes(
 
 
 def _trim(
-    need: Mapping[str, int], room: Mapping[str, int], chosen: list[Running], limits: Sequence[Limit]
+    need: Mapping[str, int], room: Mapping[str, int], chosen: list[Running], limits: Sequence[Bound]
 ) -> list[Running]:
     """`chosen` (in key order) less each victim, from the most expensive back, without
     which the task still fits: a minimal set."""
@@ -432,7 +432,7 @@ class _Search:
             self.best = list(counts)
 
     def _ties(self, counts: Sequence[int]) -> list[tuple[int, float, int]]:
-        """The order's last terms of a set: (priority, −start, position), highest first."""
+        """The order's last terms of a set: (priority, −start, index), highest first."""
         keys = [k[1:] for s, n in zip(self.shapes, counts, strict=True) for k in s.keys[:n]]
         return sorted(keys, reverse=True)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-from idlegate.sim.reclaim import Limit, Running, Victims, fits
+from idlegate.sim.reclaim import Bound, Running, Victims, fits
 
 
 def kueue_victims(
@@ -40,11 +40,11 @@ def kueue_victims(
     queue: int,
     *,
     free: Mapping[str, int],
-    limits: Sequence[Limit] = (),
+    limits: Sequence[Bound] = (),
     borrowed: Mapping[int, Mapping[str, int]] | None = None,
 ) -> Victims | None:
     """The workflows Kueue would stop for a task of `queue` needing `need` to fit `free`
-    and every Limit (the module docstring), as their running tasks; None: none would do."""
+    and every Bound (the module docstring), as their running tasks; None: none would do."""
     need = {n: a for n, a in need.items() if a > 0}
     if fits(need, free, (), limits):
         return Victims((), 0)

@@ -21,7 +21,7 @@ Semantics (the settings are `Calm`'s):
   when the owner's work comes back, unless nothing else frees the room.
 * `calm_victims` is the choice under these rules, the waiting task's candidates being
   `idlegate.sim.reclaim_rules.eligible`'s and the choice `idlegate.sim.reclaim`'s;
-  `Ledger.stopped` records what the driver then stopped (the ledger does not assume a
+  `StopLedger.stopped` records what the driver then stopped (the ledger does not assume a
   choice is carried out).
 """
 
@@ -64,7 +64,7 @@ class Calm:
             )
 
 
-class Ledger:
+class StopLedger:
     """The tasks a pool stopped and when (the module docstring)."""
 
     def __init__(self, calm: Calm | None = None) -> None:
@@ -105,7 +105,7 @@ class Ledger:
 
 
 def calm_victims(
-    ledger: Ledger,
+    ledger: StopLedger,
     claimant: Claimant,
     eligible: Eligible,
     now: float,

@@ -24,7 +24,7 @@ nominal quota, B_r its borrowing limit; only the resources the task needs count)
     would borrow), q has a ``borrowBelow`` b, and p' < p and p' < b (Kueue's
     ``borrowWithinCohort`` with ``maxPriorityThreshold`` b − 1).
   No other task is one; with every setting at its default (``Never``) none is.
-* When q is not within its nominal quota with the task, a `Limit` bounds it, which only
+* When q is not within its nominal quota with the task, a `Bound` bounds it, which only
   q's own stopped tasks give back: where the cohort lends (``lends``, the admission's
   answer), its borrowing limit, N_q + B_q − U_q on each resource B_q names; where it does
   not, its nominal quota, N_q − U_q on each resource N_q names. How much the cohort lends
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from math import inf
 
 from idlegate.sim.queues import QueueSpec
-from idlegate.sim.reclaim import Limit, Running
+from idlegate.sim.reclaim import Bound, Running
 
 WITHIN_QUEUE = "WithinQueue"
 """The reason of a victim of the waiting task's own queue, of lower priority."""
@@ -50,7 +50,7 @@ BORROWING = "Borrowing"
 
 @dataclass(frozen=True)
 class Claimant:
-    """The waiting task that does not fit: its queue's position, its workflow's
+    """The waiting task that does not fit: its queue's index, its workflow's
     priority, and what it needs (milli-units, pods included)."""
 
     queue: int
@@ -68,7 +68,7 @@ class Eligible:
     reasons: Mapping[int, str]
     """By the candidates' queues: `WITHIN_QUEUE`, `RECLAIM` or `BORROWING`."""
     borrowed: Mapping[int, Mapping[str, int]]
-    limits: tuple[Limit, ...] = ()
+    limits: tuple[Bound, ...] = ()
 
     def reason(self, task: Running) -> str:
         """Why `task` may be stopped (the module docstring's reasons)."""
@@ -104,7 +104,7 @@ def eligible(
     lends: bool = True,
 ) -> Eligible:
     """The running tasks `claimant` may stop, by the settings of its queue (the module
-    docstring), `usage` being what each queue's running tasks hold, by position, and
+    docstring), `usage` being what each queue's running tasks hold, by index, and
     `lends` whether the cohort lends the task what it needs beyond its nominal quota."""
     q, p, need = claimant.queue, claimant.priority, claimant.need
     settings = queues[q].preemption
@@ -125,7 +125,7 @@ def eligible(
             reasons[r], borrowed[r] = BORROWING, over
             ceiling[r] = min(p, settings.borrow_below)
     chosen = tuple(t for t in running if t.queue in reasons and t.priority < ceiling[t.queue])
-    limits: tuple[Limit, ...] = ()
+    limits: tuple[Bound, ...] = ()
     if not within:
         spec, used = queues[q], usage[q]
         top = (spec.borrowing_limit or {}) if lends else {x: 0 for x in spec.nominal}
@@ -134,5 +134,5 @@ def eligible(
             for x, b in top.items()
             if need.get(x, 0) > 0
         }
-        limits = (Limit(room, frozenset({q})),) if room else ()
+        limits = (Bound(room, frozenset({q})),) if room else ()
     return Eligible(chosen, reasons, borrowed, limits)

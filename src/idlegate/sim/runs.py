@@ -112,6 +112,10 @@ class SimResult:
     queues: Ledger | None = None
     """What the pool's admission saw per queue (waits, borrowing, fairness); None: one
     queue (`idlegate.sim.queue_metrics` turns it into figures)."""
+    preempted: int = 0
+    """Tasks stopped (`Cluster.stop`: a reclaim's), each run again."""
+    preempted_seconds: float = 0.0
+    """Executor-seconds of work the stopped tasks lost (part of `busy_seconds`)."""
     pending: tuple[int, float] | None = None
     """Behind a pods-only gate (`idlegate.sim.gate`): the pods that pended and the seconds
     they pended; None for any other run."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Clock, Settings
 from idlegate.api.status import (
@@ -35,11 +36,11 @@ from idlegate.api.status import (
 from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
-from idlegate.operator.core import intents
 from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
+    EvictPod,
     LiveStatus,
     PatchStatus,
     Refused,
@@ -64,6 +65,8 @@ class DagWorkflow(Workflow):
         task = track.tasks.get(pod.index) if track is not None else None
         if track is None or task is None or task.attempt != pod.attempt:
             return  # not ours, or an attempt already dealt with
+        if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting):
+            return  # (its eviction's doing: the eviction's answer stops its task)
         if (deleted or pod.deleting) and not pod.terminal:
             self.pod_vanished = True
             if task.state is TaskState.RELEASED:
@@ -160,6 +163,54 @@ class DagWorkflow(Workflow):
         for index in self.idle_slots:
             pool.intents.cancel_timer(timer_key(self.owner, index))  # (one that fired: a no-op)
 
+    def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str | None:
+        """Ask for the eviction of its task pod running on `executor` (`EvictPod`); None,
+        or why not."""
+        track, released = self.stages[stage], TaskState.RELEASED
+        task = next(
+            (t for t in track.tasks.values() if (t.executor, t.state) == (executor, released)), None
+        )
+        if track.spec.gang:
+            return GANG_NOT_STOPPED
+        if task is None or task.evicting:
+            return "it is being stopped" if task else "its task is not running on it now"
+        task.evicting, mark = True, stop_mark(evictions.queue, evictions.reason)
+        name = pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
+        args = (self.owner, name, track.spec.name, task.index, task.attempt, executor, mark)
+        pool.intents.add(EvictPod(*args, evictions))
+        return None
+
+    def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> float | None:
+        """Its pod's eviction was answered: the work lost if its task was stopped (free of
+        its executor, gated again: its next attempt is made), None if not (refused, or
+        its pod ended first, which is taken in as any end)."""
+        track = self.by_name[intent.stage]
+        task = track.tasks.get(intent.index)
+        if task is None or not task.evicting:
+            return None
+        task.evicting = False  # (none other is asked meanwhile: `evict`)
+        if task.attempt != intent.attempt:  # (it failed meanwhile: retried)
+            return None
+        if isinstance(outcome, Refused):
+            if outcome.status == 404 and task.state is TaskState.RELEASED:  # (its deletion
+                self.pod_vanished = True  # was this eviction's to answer: someone else's)
+                why = f"pod {intent.name} was deleted before it finished"
+                self.task_failed(pool, track, task, why)
+            return None
+        pod = read_task_pod(outcome.body) if outcome.body is not None else None
+        if pod is None or pod.terminal or task.state is not TaskState.RELEASED:
+            if pod is not None:  # (it ended first: taken in as any end)
+                self.observe(pool, pod)
+            return None
+        assert task.executor is not None  # (released on the pool's executor it was asked for)
+        (stopped,) = pool.cluster.stop([task.executor], pool.now())
+        pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
+        task.attempt, task.preempted = task.attempt + 1, task.preempted + 1
+        track.replan(task)
+        self.top_up(pool, track)
+        pool.intents.status(self)
+        return stopped.lost
+
     def released_by_others(self, pool: Pool, track: StageTrack, task: Task, pod: str) -> None:
         """A gated pod of ours lost the gate without the operator: its task is launched on a
         free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
@@ -244,7 +295,10 @@ class DagWorkflow(Workflow):
             pool.cluster.drop_beyond(task)
             track.replan(task)
         else:
-            pool.intents.event(self.owner, *intents.task_failure(track, task, reason))
+            failure = notices.task_failure(
+                track.spec, task.index, task.failures, task.executor, reason
+            )
+            pool.intents.event(self.owner, *failure)
             # (on the node its pool placed the failed attempt on: it still counts it there)
             host = pool.cluster.host_of(task.executor)
             pool.intents.create_pod(self, track, task, gated=False, host=host)
@@ -252,7 +306,9 @@ class DagWorkflow(Workflow):
 
     def fail_task_for_good(self, pool: Pool, track: StageTrack, task: Task, reason: str) -> None:
         track.set_state(task, TaskState.FAILED)  # its pod has failed: kept (logs)
-        _, failure, message = intents.task_failure(track, task, reason)
+        _, failure, message = notices.task_failure(
+            track.spec, task.index, task.failures, None, reason
+        )
         self.fail(pool, failure, message)
 
     def complete(self, pool: Pool, finish: float) -> None:
@@ -376,6 +432,9 @@ class Restore:
     """Tasks holding an executor of the pool (running, awaiting a retry, failed for good)."""
     beyond: list[tuple[StageTrack, Task]] = field(default_factory=list)
     """Running tasks for which no executor was free: they run beyond the pool."""
+    stopping: list[tuple[Task, str]] = field(default_factory=list)
+    """Running tasks whose stop was asked (its mark on the pod), with the mark: the stop
+    is finished (`idlegate.api.eviction`)."""
 
 
 def classify(
@@ -387,14 +446,15 @@ def classify(
 
     A task without pods that ``status.stages[].completedIndexes`` names succeeded (pod GC
     deleted its pod). A pod being deleted that has not ended is taken for gone (evicted by
-    ``spec.suspend``, or on its way out): its task runs again."""
+    ``spec.suspend``, or on its way out): its task runs again; one stopped to give quota
+    back (`idlegate.api.eviction`), too, as a new attempt and no failure."""
     found = Restore(finished=[0] * len(wf.stages))
     attempts: dict[tuple[str, int], list[TaskPod]] = defaultdict(list)
     for pod in pods:
         info = read_task_pod(pod)
         if info is None or info.owner_uid != wf.owner.uid:
             continue  # e.g. a pod of an earlier workflow of the same name, being collected
-        if info.deleting and not info.terminal:
+        if info.deleting and not info.terminal and info.stop is None:
             continue
         track = wf.by_name.get(info.stage)
         if track is not None and 0 <= info.index < track.spec.tasks:
@@ -444,13 +504,17 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     n follows n failures)."""
     task = track.task(index)
     latest = max(infos, key=lambda p: p.attempt)
-    task.attempt = latest.attempt
-    failed = sum(p.phase == "Failed" for p in infos)
-    track.attempt_failed(task, max(failed, latest.attempt + (latest.phase == "Failed")))
+    stopped = was_stopped(latest)  # (its next attempt is made, as after its stop answered)
+    task.attempt, task.preempted = latest.attempt + stopped, latest.preempted + stopped
+    failed = sum(p.phase == "Failed" and not was_stopped(p) for p in infos)
+    failing = latest.phase == "Failed" and not stopped
+    track.attempt_failed(task, max(failed, latest.attempt - latest.preempted + failing))
     if any(p.phase == "Succeeded" for p in infos):
         track.set_state(task, TaskState.SUCCEEDED)
         found.finished[track.index] += 1
         return
+    if stopped:
+        return  # (planned: its next pod is created as the stage's are)
     if not latest.terminal and latest.gated:
         track.set_state(task, TaskState.GATED)
         return
@@ -458,6 +522,8 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     task.executor = latest.executor
     if not latest.terminal:
         found.running.append((track, task))
+        if latest.stop is not None:
+            found.stopping.append((task, latest.stop))
     elif task.failures > track.spec.backoff_limit:
         found.failed_for_good = (track, task, f"pod {latest.name} failed: {latest.reason}")
     else:  # failed, retry not created yet (the operator stopped in between)

@@ -20,11 +20,12 @@ into a pool made smaller, count against the pool (``Cluster.started_unasked``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from math import inf
 from typing import Any, cast
 
-from idlegate.api import notices
+from idlegate.api import eviction, notices
+from idlegate.api.eviction import Evictions
 from idlegate.api.forecast_first import restore_first
 from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
@@ -72,12 +73,14 @@ from idlegate.operator.core.events import (
     RoundEnded,
     Schedule,
     SpecChanged,
+    StopTasks,
     Unpooled,
     WorkflowAdmitted,
 )
 from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
     Confirmed,
+    EvictPod,
     Intent,
     LiveStatus,
     Outbox,
@@ -239,6 +242,8 @@ class Core(Lifecycle):
                 self.end(owner.uid)
                 if (external := self.holding(owner)) is not None:
                     self.drop(external)
+            case StopTasks(victims, needed, reason, queue):
+                self.stop_tasks(victims, needed, reason, queue)
         return self.intents.take()
 
     def holding(self, owner: Owner) -> Any:
@@ -327,6 +332,10 @@ class Core(Lifecycle):
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
             self.intents.event(owner, *notice)
         self._resume(wf, restore)
+        for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
+            if task.executor is not None:  # (not beyond the pool)
+                queue, reason = eviction.read_mark(mark)
+                self.stop_tasks((task.executor,), 1, reason, queue)
         if event.fail is not None:
             wf.fail(self, "DeadlineExceeded", event.fail)
         if event.schedule or event.fail is not None:
@@ -429,6 +438,9 @@ class Core(Lifecycle):
         """A write ended (the edge's report): what it means is its workflow's kind's
         (`JobKind.confirmed`, `JobKind.refused`)."""
         intent = outcome.intent
+        if isinstance(intent, EvictPod):
+            self._evicted(intent, outcome)
+            return
         if isinstance(outcome, Confirmed):
             status = getattr(intent, "status", None)
             # (a status write's workflow may have left the pool: that it landed still counts)
@@ -454,6 +466,46 @@ class Core(Lifecycle):
             return
         self.cluster.idle_expired(stage, self.now())
         wf.idle_ended(self, stage_index)
+        self.schedule()
+
+    # -- stopping tasks (a reclaim's: `idlegate.api.eviction`) ------------------------------
+
+    def stop_tasks(self, victims: Sequence[int], needed: int, reason: str, queue: str) -> Evictions:
+        """Stop `needed` of the tasks running on the executors `victims`, tried in that
+        order, to give quota back to `queue` (`reason`): each by its pod's eviction, the
+        intents added here; the answers fill the returned `Evictions` as they come (which
+        were stopped, refused, ended by themselves). The entry a reclaim's plan calls."""
+        evictions = Evictions(tuple(victims), needed, queue, reason)
+        self._evict(evictions)
+        return evictions
+
+    def _evict(self, evictions: Evictions) -> None:
+        """Ask for the evictions of the next victims, while too few are stopped or asked."""
+        running = {e: stage for e, stage, _ in self.cluster.running_tasks()}
+
+        def evict(executor: int) -> str | None:
+            if (stage := running.get(executor)) is None:
+                return "no task runs on it now"
+            wf: JobKind = stage.job.payload  # (a job of the pool: in it)
+            return wf.evict(self, stage.index, executor, evictions)
+
+        evictions.ask(evict)
+
+    def _evicted(self, intent: EvictPod, outcome: Outcome) -> None:
+        """An eviction's answer: its task stopped (counted, said on its workflow), refused,
+        or ended first; then the next victims are asked if need be."""
+        evictions, wf = intent.evictions, self.holding(intent.owner)
+        lost = wf.evicted(self, intent, outcome) if wf is not None and wf.active else None
+        why = None
+        if isinstance(outcome, Refused):
+            why = eviction.refused(outcome.status, outcome.message)
+        evictions.settle(intent.executor, stopped=lost is not None, why=why)
+        if lost is not None:
+            self.metrics.preempted_tasks.labels(evictions.queue, evictions.reason).inc()
+            self.metrics.preempted_work.inc(lost)
+            said = notices.preempted(intent.stage, evictions.queue, evictions.reason, lost)
+            self.intents.event(intent.owner, *said)
+        self._evict(evictions)
         self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------

@@ -179,6 +179,17 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class StopTasks:
+    """Stop `needed` of the running tasks on the executors `victims`, tried in that order,
+    to give quota back to `queue` (`reason`): `Core.stop_tasks`, what a plan's stops call."""
+
+    victims: tuple[int, ...]
+    needed: int
+    reason: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
 class Capacity:
     """The pool's nodes have this room now (a pool that follows the cluster's nodes):
     its capacity beyond pods, each node's free amounts, allocatable and host name
@@ -211,6 +222,7 @@ Event = (
     | Observed
     | Ended
     | Capacity
+    | StopTasks
 )
 """What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""
 

@@ -10,13 +10,14 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from idlegate.api.eviction import NEVER_EXTERNAL, Evictions
 from idlegate.api.external_jobs import PodPairing, Release
 from idlegate.api.external_pods import ExternalPod
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
-from idlegate.operator.core.intents import Confirmed, Outbox, Refused, RemoveGate
+from idlegate.operator.core.intents import Confirmed, EvictPod, Outbox, Refused, RemoveGate
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
 from idlegate.sim.external import Mapped
@@ -97,12 +98,17 @@ class ExternalJob(PodPairing, JobKind):
     def refused(self, pool: Pool, outcome: Refused) -> None:
         refused_release(pool.intents, outcome)
 
-    # (its slots persist nothing, its controller deletes its pods: see the class docstring)
+    # (its slots persist nothing, its controller deletes its pods, none of its pods is
+    # stopped: see the class docstring)
     def idle_started(self, pool: Pool, stage: int, slot: SlotState) -> None: ...
     def idle_ended(self, pool: Pool, stage: int) -> None: ...
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
     def unfit_changed(self, pool: Pool) -> None: ...
+    def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> None: ...
+
+    def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str:
+        return NEVER_EXTERNAL
 
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""

@@ -6,17 +6,16 @@ and hands the core each one's outcome, :class:`Confirmed` or :class:`Refused`. P
 are idempotent: a pod's name is a function of its workflow, stage, task and attempt
 (`task_pods.pod_name`).
 
-What the operator's Events say is :mod:`idlegate.api.notices` (pure texts), but for a task's
-failure, which reads the core's bookkeeping.
+What the operator's Events say is :mod:`idlegate.api.notices` (pure texts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from idlegate.api.notices import Notice
+from idlegate.api.eviction import Evictions
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
@@ -62,6 +61,8 @@ class CreatePod(_PodWrite):
     host: str | None = None
     """As :attr:`RemoveGate.host`, for a pod created released (a retry lands where its
     pool counts it)."""
+    preempted: int = 0
+    """The task's attempts stopped before this one (its annotation: they are no failures)."""
 
     @property
     def gated(self) -> bool:
@@ -78,6 +79,7 @@ class CreatePod(_PodWrite):
             gated=self.gated,
             executor=self.executor,
             host=self.host,
+            preempted=self.preempted,
         )
 
 
@@ -106,6 +108,8 @@ class RemoveGate(_PodWrite):
     host: str | None = None
     """The node (its host name) the pool placed it on, where the release pins it (a pool
     on nodes: `release_patch`); None: wherever the kube-scheduler puts it."""
+    preempted: int = 0
+    """As :attr:`CreatePod.preempted`."""
 
     @property
     def released(self) -> CreatePod:
@@ -121,7 +125,26 @@ class RemoveGate(_PodWrite):
             spec,
             self.executor,
             host=self.host,
+            preempted=self.preempted,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EvictPod(_PodWrite):
+    """Stop the running task pod of one attempt (`idlegate.api.eviction`): write ``stop``
+    on it, then evict it (policy/v1, its own grace period). Confirmed with the pod as read
+    before its eviction: one that ended meanwhile is left, its phase says so. A
+    PodDisruptionBudget's refusal comes back Refused, 429, the mark taken off; a pod
+    gone, 404. ``evictions``: the call it is part of."""
+
+    owner: Owner
+    name: str
+    stage: str
+    index: int
+    attempt: int
+    executor: int
+    stop: str
+    evictions: Evictions = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +215,8 @@ class CreateWorkflow:
 
 
 Intent = (
-    CreatePod | RemoveGate | DeletePod | PatchStatus | PostEvent | DeleteWorkflow | CreateWorkflow
-)
+    CreatePod | RemoveGate | EvictPod | DeletePod | PatchStatus | PostEvent | DeleteWorkflow
+) | CreateWorkflow
 """Everything the core asks the edge to write."""
 
 
@@ -313,9 +336,9 @@ class Outbox:
         executor = None if gated else task.executor
         name = pod_name(owner.name, spec.name, index, attempt)
         after = not gated and _unpersisted(wf, track.index)
-        check = wf.pod_vanished
-        pod = CreatePod(owner, spec.name, index, attempt, name, spec, executor, after, check, host)
-        self.add(pod)
+        check, stopped = wf.pod_vanished, task.preempted
+        args = (owner, spec.name, index, attempt, name, spec, executor, after, check, host)
+        self.add(CreatePod(*args, preempted=stopped))
 
     def release_pod(
         self, wf: Workflow, track: StageTrack, task: Task, host: str | None = None
@@ -325,8 +348,8 @@ class Outbox:
         owner, spec, index, attempt = wf.owner, track.spec, task.index, task.attempt
         name = pod_name(owner.name, spec.name, index, attempt)
         after = _unpersisted(wf, track.index)
-        gate = RemoveGate(owner, spec.name, index, attempt, name, task.executor, spec, after, host)
-        self.add(gate)
+        args = (owner, spec.name, index, attempt, name, task.executor, spec, after, host)
+        self.add(RemoveGate(*args, preempted=task.preempted))
 
     def delete_pod(self, owner: Owner, name: str, *, frees: bool = False) -> None:
         self.add(DeletePod(owner, name, frees))
@@ -355,20 +378,3 @@ class Outbox:
 def _unpersisted(wf: Workflow, stage: int) -> bool:
     """The stage's idle slot is not in the API yet: its release waits for the status."""
     return stage in wf.idle_slots and stage not in wf.persisted_slots
-
-
-# -- what the Events say of a task (the rest: idlegate.api.notices) ----------------
-
-
-def task_failure(track: StageTrack, task: Task, reason: str) -> Notice:
-    """A task's attempt failed: it is retried, or, beyond the backoffLimit, fails its stage."""
-    spec = track.spec
-    if task.failures > spec.backoff_limit:
-        message = (
-            f"Stage {spec.name!r} failed: task {task.index} failed {task.failures} time(s), "
-            f"more than its backoffLimit of {spec.backoff_limit}; last: {reason}."
-        )
-        return ("Warning", "TaskFailed", message)
-    retry = f"retry {task.failures} of {spec.backoff_limit} on the same executor {task.executor}"
-    message = f"Task {task.index} of stage {spec.name!r} failed ({reason}); {retry}."
-    return ("Warning", "TaskRetry", message)

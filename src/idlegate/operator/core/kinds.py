@@ -11,7 +11,9 @@ the pool, or a gang's task without a pod, `token` None, has an executor now),
 ``idle_started`` and ``idle_ended`` (a stage's idle slot began, its timer fired: the
 timer is the core's), ``confirmed`` and ``refused`` (a write for it was carried out,
 refused for good), ``dropped`` (it left the pool; the core then takes its job out and
-forgets it) and ``unfit_changed`` (a stage no node can hold, or one again: ``unfit``).
+forgets it), ``unfit_changed`` (a stage no node can hold, or one again: ``unfit``), and
+``evict`` and ``evicted`` (stop a running task of it, its eviction answered: why not, or
+the work it lost; `idlegate.api.eviction`).
 
 :class:`~.admission.DagWorkflow` is idlegate's own kind: the core creates its task pods
 gated, it keeps their bookkeeping (:mod:`.tracking`), and it is admitted from its body
@@ -29,10 +31,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from idlegate.api.eviction import Evictions
 from idlegate.api.settings import Settings
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.intents import Confirmed, Outbox, Refused
+from idlegate.operator.core.intents import Confirmed, EvictPod, Outbox, Refused
 from idlegate.operator.core.tracking import Workflow
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
@@ -81,3 +84,7 @@ class JobKind(Protocol):
     def refused(self, pool: Pool, outcome: Refused) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
     def unfit_changed(self, pool: Pool) -> None: ...
+    def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str | None: ...
+    def evicted(
+        self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused
+    ) -> float | None: ...

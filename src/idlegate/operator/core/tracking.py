@@ -73,6 +73,10 @@ class Task:
     """Such a task succeeded before an executor was free for it."""
     released_at: float | None = None
     """Clock time the operator released it (None: before a restart, or by others)."""
+    preempted: int = 0
+    """Its attempts stopped to give quota back (no failures: `idlegate.api.eviction`)."""
+    evicting: bool = False
+    """Its running pod's eviction is asked and not answered yet."""
 
 
 class StageTrack:

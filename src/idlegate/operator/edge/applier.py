@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from idlegate.api.eviction import mark_patch, unmark_patch
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
 from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Series
@@ -58,6 +59,7 @@ from idlegate.operator.core.intents import (
     CreateWorkflow,
     DeletePod,
     DeleteWorkflow,
+    EvictPod,
     Intent,
     Outcome,
     Owner,
@@ -458,6 +460,8 @@ class Applier:
             # (the executor it hands out may be one of a pod whose deletion was asked before)
             freeing = [e for events in self._freeing.values() for e in events]
             after = (*self._after(intent.owner, intent.after_status), *freeing)
+        elif isinstance(intent, EvictPod):
+            run, priority = (lambda k: self._evict(k, intent)), Priority.POD
         elif isinstance(intent, DeletePod):
             run = lambda k: k.delete_pod(intent.owner.namespace, intent.name)  # noqa: E731
             priority = Priority.POD
@@ -538,6 +542,26 @@ class Applier:
             return current
         add = [{"op": "add", "path": EXECUTOR_PATH, "value": str(intent.executor)}]
         return await kube.patch_pod(owner.namespace, name, add)
+
+    @staticmethod
+    async def _evict(kube: KubeApi, intent: EvictPod) -> Mapping[str, Any] | None:
+        """As `EvictPod` says: the stop marked on the running pod, then its eviction; a
+        PodDisruptionBudget's refusal (429) takes the mark off again."""
+        namespace, name = intent.owner.namespace, intent.name
+        pod = await kube.get_pod(namespace, name)
+        info = read_task_pod(pod)
+        if info is None or info.terminal or info.deleting:
+            return pod  # (ended first, or on its way out already)
+        if (marking := mark_patch(pod, intent.stop)) is not None:
+            pod = await kube.patch_pod(namespace, name, marking)
+        try:
+            await kube.evict_pod(namespace, name)
+        except ApiError as exc:
+            if exc.status == 429 and (unmarking := unmark_patch(pod)) is not None:
+                with contextlib.suppress(ApiError):  # (a mark left: evicted by a restart)
+                    await kube.patch_pod(namespace, name, unmarking)
+            raise
+        return pod
 
     async def _release_argo(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
         # (as RemoveGate says: read, then patch, again while the gates move under the guard)

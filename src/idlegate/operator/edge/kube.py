@@ -5,7 +5,8 @@ kopf watches with its own client; the operator's own reads and writes go through
 every kubeconfig flavour, in-cluster service accounts, token refresh) and HTTP layer in a
 small thread pool, without its model classes (bodies are plain dicts). Unit tests use a fake.
 
-A request that gets no answer, a 429 or a 5xx is retried by urllib3's ``Retry``
+A request that gets no answer, a 429 (but an eviction's, a PodDisruptionBudget's
+refusal) or a 5xx is retried by urllib3's ``Retry``
 (:func:`client_retry`; the back-off is in deploy/README.md): for ever and for every
 method, since each write of the operator is idempotent. Each failed try, and the first
 answer after one, goes to `report` (:class:`~idlegate.operator.edge.watchdog.ApiHealth`)
@@ -35,6 +36,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from idlegate import __version__
+from idlegate.api.eviction import eviction_body
 from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,7 @@ def client_retry(
 ) -> Any:
     """The urllib3 ``Retry`` of the operator's API client (see the module docstring): each
     failed try goes to `report`; `stop` ends the retries, the event `wake()` a back-off."""
+    from urllib3.exceptions import MaxRetryError
     from urllib3.util import Retry
 
     class _Retry(Retry):
@@ -123,6 +126,8 @@ def client_retry(
             status = response.status if response is not None else 0
             what = f"{method} {(url or '').split('?')[0]}"
             report(what, status)
+            if status == 429 and what.endswith("/eviction"):  # (a PodDisruptionBudget's no:
+                raise MaxRetryError(kw["_pool"], url or "", None)  # the caller's answer)
             if not self.history:  # (once per request)
                 cause = str(status) if status else f"{type(error).__name__}: {error}"
                 log.warning("Retrying %s until the API takes it: %s", what, cause)
@@ -382,6 +387,12 @@ class KubeApi:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         await self._delete(_path(CORE, "pods", namespace, name))
+
+    async def evict_pod(self, namespace: str, name: str) -> None:
+        """Evict a pod (policy/v1, its own grace period); a PodDisruptionBudget's refusal,
+        429, is answered at once, never retried."""
+        path = _path(CORE, "pods", namespace, name) + "/eviction"
+        await self._request("POST", path, body=eviction_body(namespace, name))
 
     async def create_event(self, namespace: str, body: dict[str, Any]) -> None:
         await self._request("POST", _path(CORE, "events", namespace), body=body)

@@ -1,0 +1,166 @@
+"""Stopping a task's pod to give quota back (issue 82): the Kubernetes side, pure.
+
+The state machine's stop is `idlegate.sim.reclaim_stop`'s (`Cluster.stop`); the operator
+carries it out on a pod (`Core.stop_tasks`, the entry a reclaim's plan calls, and the
+applier's eviction) as follows:
+
+1. The caller names the running tasks that may be stopped, by the executor each runs on,
+   in the order to try them, and how many are needed (`Evictions`). That many are asked
+   at once; each one not stopped has the next one asked, until enough are stopped (a task
+   that ends by itself meanwhile frees as much, and counts) or none is left.
+2. Only a DagWorkflow's task pod is stopped: idlegate makes its next attempt and counts
+   none of its stops as a failure. An Argo Workflow's or an Airflow task's pod is never
+   stopped (`NEVER_EXTERNAL`), nor a gang stage's (`GANG_NOT_STOPPED`: its pods would be
+   evicted one by one, each budget apart, and a gang runs as one).
+3. Before its eviction, the stop is written on the pod (annotation ``idlegate.io/stop``:
+   the queue that reclaims and why, `stop_mark`), so that a leader taking over mid-way
+   finishes it: a running pod that carries it is evicted again, one being deleted (or
+   failed) with it was stopped, and its task runs again with no failure counted. No task
+   is stopped twice, none is lost.
+4. The pod is evicted through the Eviction API (policy/v1, `eviction_body`) with its own
+   grace period. A PodDisruptionBudget that refuses answers 429: the mark is taken off
+   (`unmark_patch`), the pod runs on, and the next task is asked. A pod that ended
+   meanwhile is not evicted.
+5. Once its eviction is taken, the task is stopped in the state machine: its executor is
+   free, and the task is gated again and runs as a new pod when released (attempt n+1,
+   whose annotation ``idlegate.io/preempted`` counts the attempts stopped before it, so
+   that a restart counts failures as its attempts less those). Its workflow gets a
+   ``Preempted`` Event naming the queue that reclaimed and the work lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from idlegate.api.labels import ANNOTATION_STOP
+from idlegate.api.task_pods import TaskPod
+from idlegate.errors import IdlegateError
+
+STOP_PATH = "/metadata/annotations/" + ANNOTATION_STOP.replace("/", "~1")
+"""The JSON-patch path of the stop's annotation."""
+NEVER_EXTERNAL = (
+    "its pod is another controller's (an Argo Workflow's, an Airflow task's), and idlegate "
+    "stops only DagWorkflows' task pods"
+)
+"""Why a task of a workflow whose pods another controller makes is not stopped."""
+GANG_NOT_STOPPED = "its stage is a gang, whose tasks run as one: it is not stopped"
+"""Why a gang's task is not stopped on Kubernetes (the state machine stops a gang whole)."""
+
+
+@dataclass(eq=False)
+class Evictions:
+    """One call to stop tasks: the `victims` (executors) in the order to try them, how many
+    are `needed`, and for whom (`queue`, `reason`); what became of each as the API
+    answers (the module docstring, point 1)."""
+
+    victims: tuple[int, ...]
+    needed: int
+    queue: str
+    reason: str
+    asked: set[int] = field(default_factory=set)
+    """Victims whose eviction is asked and not answered yet."""
+    stopped: list[int] = field(default_factory=list)
+    """Victims stopped, in the order their evictions were taken."""
+    ended: list[int] = field(default_factory=list)
+    """Victims whose task ended by itself first (as much room, nothing stopped)."""
+    refused: dict[int, str] = field(default_factory=dict)
+    """Victims not stopped, with why (a PodDisruptionBudget's refusal, not stoppable)."""
+    _tried: int = 0
+
+    def __post_init__(self) -> None:
+        if self.needed < 1:
+            raise IdlegateError(f"stopping tasks needs at least one, not {self.needed}")
+        if len(set(self.victims)) != len(self.victims):
+            raise IdlegateError(f"a task is named twice among the victims {self.victims}")
+
+    def take(self) -> int | None:
+        """The next victim to ask for, while fewer than `needed` are stopped or asked;
+        None when enough are (or none is left)."""
+        if len(self.stopped) + len(self.ended) + len(self.asked) >= self.needed:
+            return None
+        if self._tried == len(self.victims):
+            return None
+        victim = self.victims[self._tried]
+        self._tried += 1
+        self.asked.add(victim)
+        return victim
+
+    def ask(self, evict: Callable[[int], str | None]) -> None:
+        """Ask `evict` for the next victims (`take`) while too few are stopped or asked:
+        it asks for one's eviction, or says why it is not stopped."""
+        while (victim := self.take()) is not None:
+            if (why := evict(victim)) is not None:
+                self.settle(victim, why=why)
+
+    def settle(self, victim: int, *, stopped: bool = False, why: str | None = None) -> None:
+        """`victim`'s answer: stopped, refused (`why`), else ended by itself."""
+        self.asked.discard(victim)
+        if stopped:
+            self.stopped.append(victim)
+        elif why is not None:
+            self.refused[victim] = why
+        else:
+            self.ended.append(victim)
+
+    @property
+    def done(self) -> bool:
+        """Every answer is in: enough were stopped, or none is left to ask."""
+        return not self.asked and (
+            len(self.stopped) + len(self.ended) >= self.needed or self._tried == len(self.victims)
+        )
+
+
+def stop_mark(queue: str, reason: str) -> str:
+    """The stop's annotation: the queue that reclaims and why (JSON)."""
+    return json.dumps({"queue": queue, "reason": reason}, sort_keys=True)
+
+
+def read_mark(mark: str) -> tuple[str, str]:
+    """(queue, reason) of a stop's annotation (one not read: both unknown)."""
+    try:
+        found = json.loads(mark)
+        return str(found["queue"]), str(found["reason"])
+    except (ValueError, TypeError, KeyError):
+        return "unknown", "unknown"
+
+
+def mark_patch(pod: Mapping[str, Any], mark: str) -> list[dict[str, Any]] | None:
+    """The JSON patch writing the stop `mark` on `pod`; None if it carries it already."""
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    if (annotations or {}).get(ANNOTATION_STOP) == mark:
+        return None
+    ops: list[dict[str, Any]] = []
+    if not annotations:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    return [*ops, {"op": "add", "path": STOP_PATH, "value": mark}]
+
+
+def unmark_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch taking the stop's mark off `pod` (its eviction was refused); None if
+    it carries none."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return [{"op": "remove", "path": STOP_PATH}] if ANNOTATION_STOP in annotations else None
+
+
+def was_stopped(pod: TaskPod) -> bool:
+    """`pod` was stopped (a restart's reading, point 3): its stop was asked, and it is
+    being deleted, or failed, without having succeeded."""
+    return pod.stop is not None and pod.phase != "Succeeded" and (pod.deleting or pod.terminal)
+
+
+def eviction_body(namespace: str, name: str) -> dict[str, Any]:
+    """The policy/v1 Eviction of a pod, with no DeleteOptions: the pod's own grace period."""
+    meta = {"name": name, "namespace": namespace}
+    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+
+
+def refused(status: int | None, message: str) -> str:
+    """Why an eviction refused by the API stopped nothing (a PodDisruptionBudget's: 429)."""
+    if status == 429:
+        return f"a PodDisruptionBudget refused its eviction ({message})"
+    if status == 404:
+        return "its pod was gone"
+    return f"the API server refused its eviction ({status or 'no answer'}: {message})"

@@ -1,0 +1,135 @@
+"""Stopping running tasks: the mechanism a reclaim uses (issue 82), in both clocks.
+
+The state machine's step (`Stopping.stop`, a part of `idlegate.sim.cluster.Cluster`):
+the admission's plan will name the executors whose tasks to stop (its ``stop``); the
+simulator's engine (`Engine.stop`) and the operator's core (`Core.stop_tasks`, which
+stops a pod through the Eviction API first) call this same step. Pure and clock-free,
+as the cluster is.
+
+Semantics:
+
+* Stopping the task an executor runs frees the executor and the resources the task held
+  at once. The task goes back among its stage's tasks not launched: ready again, started
+  by a later decision like any task (the admission and the policy choose when), on any
+  executor. Its job's remaining work and its stage's finished tasks are unchanged.
+* A stop is not a failure: it counts against no retry limit (the operator's
+  ``backoffLimit``; a stopped pod's task runs again as a new attempt, not a retry).
+* The *work lost* is the executor-seconds the task ran, now minus its start (the moving
+  delay included, as busy time counts it); none for a stage marked ``checkpointed``,
+  whose stopped task resumes where it was: the driver, which knows durations, runs it
+  again for what it had left (the engine keeps the remainder; the operator's pod reads
+  its own progress back).
+* A gang runs as one: its running tasks are stopped all together or none of them.
+* Only a running task can be stopped: an executor that runs none, or, given the start
+  the caller saw (`started`), one whose task ended and that runs another now, is refused
+  with IllegalDecisionError, and nothing of the call is done.
+* Each stopped task is the trace event ``preempted`` (info: the executor and the
+  executor-seconds lost), counted in `preempted` and `preempted_seconds`, and given to
+  the driver in `stopped` (the engine drops the task's end event), which empties it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from idlegate.errors import IllegalDecisionError
+from idlegate.sim.protocol import Stage
+
+
+class Stopped(NamedTuple):
+    """A task stopped: its executor, its stage, when it started and the executor-seconds
+    of work lost (0 for a checkpointed stage)."""
+
+    executor: int
+    stage: Stage
+    start: float
+    lost: float
+
+
+def checkpointed(stage: Stage) -> bool:
+    """A stopped task of `stage` resumes where it was (its spec's ``checkpointed``)."""
+    marks = stage.job.dag.checkpointed
+    return bool(marks) and marks[stage.index]
+
+
+class Stopping:
+    """The cluster's stop (the module docstring): a part of `Cluster`, as `PoolResources`."""
+
+    num_executors: int
+    _exec_stage: list[Stage | None]
+    _task_start: list[float]
+    task_failed: Callable[[int, float], None]
+    _emit: Callable[[str, int, int, Any], None]
+    preempted = 0
+    """Tasks stopped so far."""
+    preempted_seconds = 0.0
+    """Executor-seconds of work the stopped tasks lost."""
+    stopped: tuple[Stopped, ...] = ()
+    """Tasks stopped that the driver has not taken yet (it empties it)."""
+
+    def running_tasks(self) -> list[tuple[int, Stage, float]]:
+        """(executor, stage, start of the task it runs now) for every busy executor: the
+        tasks a stop may name (and a planner's view of what runs)."""
+        return [
+            (e, stage, self._task_start[e])
+            for e, stage in enumerate(self._exec_stage)
+            if stage is not None
+        ]
+
+    def stop(
+        self, executors: Iterable[int], now: float, started: Sequence[float] | None = None
+    ) -> list[Stopped]:
+        """Stop the tasks `executors` run, at `now` (`started`: each one's start as the
+        caller saw it, to refuse a task that ended meanwhile); the tasks stopped."""
+        wanted = list(executors)
+        self._check_stop(wanted, started)
+        done = []
+        for executor in wanted:
+            stage = self._exec_stage[executor]
+            assert stage is not None  # (checked)
+            start = self._task_start[executor]
+            lost = 0.0 if checkpointed(stage) else max(0.0, now - start)
+            # the machine's step is a failed task's (not launched any more, its executor
+            # free); what a failure adds, a retry counted, is its driver's, and none here
+            self.task_failed(executor, now)
+            self.preempted += 1
+            self.preempted_seconds += lost
+            done.append(Stopped(executor, stage, start, lost))
+            self._emit("preempted", stage.job.id, stage.index, (executor, lost))
+        self.stopped = (*self.stopped, *done)
+        return done
+
+    def _check_stop(self, executors: list[int], started: Sequence[float] | None) -> None:
+        """Raise IllegalDecisionError unless every one of `executors` runs a task (the one
+        that began at `started`, if given), once, with the rest of its gang."""
+        if started is not None and len(started) != len(executors):
+            raise IllegalDecisionError(
+                f"{len(executors)} executors to stop but {len(started)} start times given"
+            )
+        if len(set(executors)) != len(executors):
+            raise IllegalDecisionError(f"an executor is named twice among {executors}")
+        for i, executor in enumerate(executors):
+            if not 0 <= executor < self.num_executors:
+                raise IllegalDecisionError(
+                    f"executor {executor} does not exist (the pool has {self.num_executors})"
+                )
+            stage = self._exec_stage[executor]
+            if stage is None:
+                raise IllegalDecisionError(
+                    f"executor {executor} runs no task: the task it ran has ended, and a "
+                    "task that ended cannot be stopped"
+                )
+            if started is not None and self._task_start[executor] != started[i]:
+                raise IllegalDecisionError(
+                    f"the task that started at {started[i]:g} on executor {executor} has "
+                    f"ended (it runs one started at {self._task_start[executor]:g} now), "
+                    "and a task that ended cannot be stopped"
+                )
+            if stage.gang:
+                mates = [e for e, s in enumerate(self._exec_stage) if s is stage]
+                if not set(mates) <= set(executors):
+                    raise IllegalDecisionError(
+                        f"stage {stage.name!r} of {stage.job.name} is a gang: stop all of "
+                        f"its running tasks together (executors {mates}), or none"
+                    )

@@ -1,0 +1,373 @@
+"""Stopping tasks in the operator's pure core (issue 82): `Core.stop_tasks` (the entry a
+reclaim's plan calls; the event `StopTasks`) asks for evictions (`EvictPod`), and each
+answer stops a task, moves on to the next victim, or finds the task ended. A leader that
+takes over mid-way finishes what the pod's mark says, and stops nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
+from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP
+from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.task_pods import read_task_pod
+from idlegate.operator.core.core import Core
+from idlegate.operator.core.events import Admit, PodSeen, StopTasks
+from idlegate.operator.core.intents import (
+    Confirmed,
+    CreatePod,
+    EvictPod,
+    PatchStatus,
+    PostEvent,
+    Refused,
+    RemoveGate,
+)
+from idlegate.operator.edge.kube import ApiError
+from idlegate.policy import make_scheduler
+from tests.operator_fakes import Harness, harness
+from tests.operator_fakes import stage as fake_stage
+from tests.test_kube_client import Script, client, serving
+from tests.test_operator_core import T0, core_of, pod, said, stage, taken, workflow
+
+
+def admitted(core: Core, name: str, spec: dict[str, Any], pods: list | None = None) -> None:
+    said(core, Admit(workflow(name, spec), pods or [], NamespacePolicy()), T0)
+
+
+def of(intents: list[Any], kind: type) -> list[Any]:
+    return [i for i in intents if isinstance(i, kind)]
+
+
+def reasons(intents: list[Any]) -> list[str]:
+    return [i.reason for i in of(intents, PostEvent)]
+
+
+def status_of(intents: list[Any]) -> dict[str, Any]:
+    return of(intents, PatchStatus)[-1].status.workflow.status()
+
+
+def marked(body: dict[str, Any], evict: EvictPod) -> dict[str, Any]:
+    """`body` as the edge leaves it before the eviction: the stop's mark on it."""
+    out = copy.deepcopy(body)
+    out["metadata"]["annotations"][ANNOTATION_STOP] = evict.stop
+    return out
+
+
+def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
+    core = core_of(pool=2)
+    spec = stage("a", tasks=2, backoffLimit=0)
+    admitted(core, "w", spec)
+    taken(core)
+    running = pod("w", spec, 0, "Running", executor=0)
+    said(core, PodSeen(running), T0 + 1)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 5)
+    (evict,) = of(taken(core), EvictPod)
+    assert (evict.name, evict.executor, evict.stop) == ("w-a-0", 0, stop_mark("owners", "reclaim"))
+    assert core.cluster.busy == 2  # (nothing stopped before the API takes the eviction)
+    # the eviction's effect seen first (the pod being deleted): its answer decides
+    deleting = marked(running, evict)
+    deleting["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    said(core, PodSeen(deleting), T0 + 6)
+    assert taken(core) == [] and core.cluster.busy == 2
+    said(core, Confirmed(evict, marked(running, evict)), T0 + 6)
+    intents = taken(core)
+    assert reasons(intents)[0] == "Preempted"
+    (said_,) = [i for i in of(intents, PostEvent) if i.reason == "Preempted"]
+    assert "queue 'owners' (reclaim): 6.0 executor-seconds of work lost" in said_.message
+    # gated again, a new pod (attempt 1, its stop counted), released on the freed executor
+    (created,) = of(intents, CreatePod)
+    assert (created.name, created.gated, created.preempted) == ("w-a-0-r1", True, 1)
+    assert created.manifest["metadata"]["annotations"][ANNOTATION_PREEMPTED] == "1"
+    (released,) = of(intents, RemoveGate)
+    assert (released.name, released.executor) == ("w-a-0-r1", 0)
+    assert status_of(intents)["stages"][0]["failed"] == 0
+    task = core.workflows[("default", "w")].stages[0].tasks[0]
+    assert (task.failures, task.preempted, task.attempt) == (0, 1, 1)
+    assert core.metrics.value("idlegate_preempted_tasks_total", queue="owners", reason="reclaim")
+    assert core.metrics.value("idlegate_preempted_work_seconds_total") == 6.0
+    assert core.cluster.preempted == 1 and core.cluster.preempted_seconds == 6.0
+    assert core.cluster.stopped == ()  # (the driver took it: nothing kept)
+    # the old pod's end (attempt 0) is its stop's: nothing happens
+    said(core, PodSeen(deleting, deleted=True), T0 + 7)
+    assert taken(core) == []
+    rerun = pod("w", spec, 0, "Succeeded", executor=0)
+    rerun["metadata"].update(name="w-a-0-r1")
+    rerun["metadata"]["annotations"].update({"idlegate.io/attempt": "1"})
+    said(core, PodSeen(rerun), T0 + 20)
+    said(core, PodSeen(pod("w", spec, 1, "Succeeded", executor=1)), T0 + 21)
+    final = status_of(taken(core))
+    assert final["phase"] == "Succeeded" and final["stages"][0]["failed"] == 0
+
+
+def test_a_refused_eviction_moves_on_to_the_next_victim_and_never_stops_more() -> None:
+    core = core_of(pool=3)
+    for name in ("x", "y", "z"):
+        admitted(core, name, stage("a"))
+    taken(core)
+    said(core, StopTasks((0, 1, 2), 1, "reclaim", "owners"), T0 + 5)
+    (first,) = of(taken(core), EvictPod)
+    assert first.executor == 0
+    said(core, Refused(first, 429, "TooManyRequests", "disruption budget"), T0 + 6)
+    intents = taken(core)
+    (second,) = of(intents, EvictPod)
+    assert second.executor == 1 and "Preempted" not in reasons(intents)
+    body = pod("y", stage("a"), 0, "Running", executor=1)
+    said(core, Confirmed(second, marked(body, second)), T0 + 7)
+    assert not of(taken(core), EvictPod)  # (one was needed: the third is not asked)
+    evictions = first.evictions
+    assert evictions.stopped == [1] and evictions.done
+    assert "a PodDisruptionBudget refused its eviction" in evictions.refused[0]
+    assert core.cluster.preempted == 1
+
+
+def test_a_task_that_ends_before_its_eviction_is_not_stopped_and_frees_as_much() -> None:
+    core = core_of(pool=2)
+    spec = stage("a", tasks=2)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0, 1), 1, "reclaim", "owners"), T0 + 5)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Confirmed(evict, pod("w", spec, 0, "Succeeded", executor=0)), T0 + 6)
+    intents = taken(core)
+    assert "Preempted" not in reasons(intents) and not of(intents, EvictPod)
+    assert evict.evictions.ended == [0] and evict.evictions.done
+    assert core.cluster.preempted == 0 and status_of(intents)["stages"][0]["succeeded"] == 1
+
+
+def test_what_cannot_be_stopped_says_why_and_the_next_victim_is_asked() -> None:
+    core = core_of(pool=2)
+    admitted(core, "w", stage("a"))
+    taken(core)
+    evictions = core.stop_tasks((1, 0), 1, "reclaim", "owners")  # (executor 1 runs nothing)
+    (evict,) = of(core.intents.take(), EvictPod)
+    assert evict.executor == 0 and evictions.refused == {1: "no task runs on it now"}
+    again = core.stop_tasks((0,), 1, "reclaim", "owners")  # (being stopped already)
+    assert again.refused == {0: "it is being stopped"} and again.done
+
+
+def test_a_pod_deleted_by_someone_else_while_its_eviction_was_asked_fails_its_attempt() -> None:
+    core = core_of(pool=1)
+    spec = stage("a", backoffLimit=1)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 5)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Refused(evict, 404, "NotFound", 'pods "w-a-0" not found'), T0 + 6)
+    intents = taken(core)
+    assert "TaskRetry" in reasons(intents) and core.cluster.preempted == 0
+    assert evict.evictions.refused == {0: "its pod was gone"}
+
+
+def test_a_new_leader_finishes_a_stop_whose_mark_is_on_a_running_pod_once() -> None:
+    # the leader before marked the pod, then died before its eviction was answered
+    spec = stage("a", tasks=2)
+    running = pod("w", spec, 0, "Running", executor=0)
+    running["metadata"]["annotations"][ANNOTATION_STOP] = stop_mark("owners", "reclaim")
+    core = core_of(pool=2)
+    admitted(core, "w", spec, [running])
+    (evict,) = of(taken(core), EvictPod)
+    assert (evict.name, evict.executor, evict.evictions.queue) == ("w-a-0", 0, "owners")
+    said(core, Confirmed(evict, running), T0 + 3)
+    intents = taken(core)
+    assert "Preempted" in reasons(intents) and not of(intents, EvictPod)
+    assert [c.name for c in of(intents, CreatePod) if c.preempted == 1] == ["w-a-0-r1"]
+    assert core.cluster.preempted == 1
+
+
+def test_a_new_leader_reruns_a_task_whose_pod_was_evicted_counting_no_failure() -> None:
+    # evicted (its pod being deleted, its mark on it), the answer lost with the leader
+    spec = stage("a", backoffLimit=0)
+    gone = pod("w", spec, 0, "Running", executor=0)
+    gone["metadata"]["annotations"][ANNOTATION_STOP] = stop_mark("owners", "reclaim")
+    gone["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    core = core_of(pool=1)
+    admitted(core, "w", spec, [gone])
+    intents = taken(core)
+    assert not of(intents, EvictPod)  # (stopped once: not again)
+    (created,) = of(intents, CreatePod)
+    assert (created.name, created.preempted) == ("w-a-0-r1", 1)
+    assert status_of(intents)["phase"] != "Failed"
+    task = core.workflows[("default", "w")].stages[0].tasks[0]
+    assert (task.failures, task.preempted, task.attempt) == (0, 1, 1)
+    # and a restart after the rerun started counts its attempts less its stops
+    rerun = read_task_pod(created.manifest)
+    assert rerun is not None and (rerun.attempt, rerun.preempted) == (1, 1)
+    later = core_of(pool=1)
+    body = created.manifest | {"status": {"phase": "Running"}}
+    body["spec"].pop("schedulingGates", None)
+    body["metadata"]["annotations"]["idlegate.io/executor"] = "0"
+    admitted(later, "w", spec, [body])
+    task = later.workflows[("default", "w")].stages[0].tasks[0]
+    assert (task.failures, task.preempted, task.attempt) == (0, 1, 1)
+    assert later.cluster.busy == 1 and not of(taken(later), EvictPod)
+
+
+def test_an_evictions_bookkeeping_asks_at_most_what_is_needed() -> None:
+    evictions = Evictions((4, 5, 6), 2, "q", "reclaim")
+    assert [evictions.take(), evictions.take(), evictions.take()] == [4, 5, None]
+    evictions.settle(4, why="refused")
+    assert evictions.take() == 6 and evictions.take() is None
+    evictions.settle(5, stopped=True)
+    evictions.settle(6)
+    assert evictions.done and (evictions.stopped, evictions.ended) == ([5], [6])
+
+
+# -- through the edge: the applier marks, then evicts (the fakes of tests/operator_fakes.py)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_the_applier_marks_the_pod_then_evicts_it_and_the_task_reruns() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    assert h.released("w") == ["w-a-0", "w-a-1"]
+    h.clock.advance(4)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    evicted = h.kube.pods[("default", "w-a-0")]
+    assert evicted["metadata"]["annotations"][ANNOTATION_STOP] == stop_mark("owners", "reclaim")
+    assert evicted["metadata"].get("deletionTimestamp")
+    assert [m for _, m, n in h.kube.done if n == "w-a-0"][-2:] == ["patch_pod", "evict_pod"]
+    assert "Preempted" in h.kube.reasons("w")
+    del h.kube.pods[("default", "w-a-0")]  # (its grace period over)
+    assert h.released("w") == ["w-a-0-r1", "w-a-1"]
+    await h.run_to_completion()
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_disruption_budgets_refusal_takes_the_mark_off_and_the_next_task_goes() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    h.kube.budgeted = {"w-a-0"}
+    h.bridge.handle(StopTasks((0, 1), 1, "reclaim", "owners"))
+    await h.settle()
+    kept = h.kube.pods[("default", "w-a-0")]
+    assert ANNOTATION_STOP not in kept["metadata"]["annotations"]
+    assert not kept["metadata"].get("deletionTimestamp")
+    assert h.kube.pods[("default", "w-a-1")]["metadata"].get("deletionTimestamp")
+    assert h.kube.calls.count("evict_pod") == 2  # (the 429 answered once: not retried)
+    assert h.core.cluster.preempted == 1
+
+
+def test_the_api_client_takes_an_evictions_429_as_its_answer() -> None:
+    async def scenario(server: Script) -> None:
+        api = client(server, [])
+        try:
+            with pytest.raises(ApiError) as refused:
+                await api.evict_pod("ns", "p")
+            await api.evict_pod("ns", "p")  # (the next answer: 201)
+        finally:
+            api.close()
+        assert refused.value.status == 429
+
+    with serving([(429, {"Retry-After": "10"}), (201, {})]) as server:
+        asyncio.run(scenario(server))
+        assert [(m, p) for _, m, p in server.seen] == [
+            ("POST", "/api/v1/namespaces/ns/pods/p/eviction")
+        ] * 2
+
+
+def test_a_pod_that_fails_on_its_own_while_its_eviction_is_asked_is_a_failure() -> None:
+    # its eviction then refused: the failure was taken in (a retry), nothing is stopped;
+    # the evicted pod's own end (Failed, being deleted) is its stop's, no failure
+    core = core_of(pool=2)
+    spec = stage("a", tasks=2, backoffLimit=1)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0, 1), 2, "reclaim", "owners"), T0 + 5)
+    first, second = of(taken(core), EvictPod)
+    failed = pod("w", spec, 0, "Failed", executor=0)
+    said(core, PodSeen(failed), T0 + 6)
+    assert "TaskRetry" in reasons(taken(core))
+    said(core, Refused(first, 429, "TooManyRequests", "disruption budget"), T0 + 7)
+    stopping = marked(pod("w", spec, 1, "Failed", executor=1), second)
+    stopping["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    said(core, PodSeen(stopping), T0 + 7)
+    said(core, Confirmed(second, marked(pod("w", spec, 1, "Running", executor=1), second)), T0 + 8)
+    intents = taken(core)
+    assert "Preempted" in reasons(intents) and "TaskRetry" not in reasons(intents)
+    track = core.workflows[("default", "w")].stages[0]
+    assert (track.tasks[0].failures, track.tasks[1].failures, track.tasks[1].preempted) == (1, 0, 1)
+    assert not track.tasks[0].evicting  # (its retry may be stopped later)
+    assert first.evictions.stopped == [1] and core.cluster.preempted == 1
+
+
+# -- a leader taking over mid-way (two operators, one after the other, on one fake API)
+
+
+def _refused_as_it_dies(kube: Any, method: str, after: bool) -> None:
+    """The leader dies at its `method` call: before it takes effect, or after (its answer
+    lost with it); it learns only a refusal, which it cannot act on any more."""
+    gone = ApiError(403, "Forbidden", "this replica is not the leader any more")
+    if not after:
+        kube.fail[method] = [gone]
+        return
+
+    def effect(called: str, name: str) -> None:
+        if called == method:
+            kube.on_effect = None
+            raise gone
+
+    kube.on_effect = effect
+
+
+async def _take_over(h: Any) -> Any:
+    """A new leader on the same API: it admits the workflow from the API as it is."""
+    new = Harness(h.kube, h.clock, 2, make_scheduler("fifo"))
+    new.admit(h.kube.workflows[("default", "w")])
+    await new.settle()
+    return new
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_that_died_after_marking_a_pod_has_its_stop_finished_once() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    _refused_as_it_dies(h.kube, "evict_pod", after=False)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    assert h.kube.pods[("default", "w-a-0")]["metadata"]["annotations"][ANNOTATION_STOP]
+    new = await _take_over(h)
+    evictions = [n for _, m, n in h.kube.done if m == "evict_pod"]
+    assert evictions == ["w-a-0"] and new.core.cluster.preempted == 1
+    assert "Preempted" in h.kube.reasons("w")
+    del h.kube.pods[("default", "w-a-0")]  # (its grace period over)
+    await new.run_to_completion()
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+    assert sorted(n for _, n in h.kube.pods) == ["w-a-0-r1", "w-a-1"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_that_died_once_its_eviction_was_taken_has_the_task_run_again_once() -> None:
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    _refused_as_it_dies(h.kube, "evict_pod", after=True)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    assert h.kube.pods[("default", "w-a-0")]["metadata"].get("deletionTimestamp")
+    new = await _take_over(h)
+    assert [m for _, m, _ in h.kube.done].count("evict_pod") == 1  # (not evicted again)
+    assert ("default", "w-a-0-r1") in h.kube.pods  # (its task runs again)
+    del h.kube.pods[("default", "w-a-0")]
+    await new.run_to_completion()
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+
+
+def test_a_gangs_task_is_not_stopped_on_kubernetes() -> None:
+    core = core_of(pool=2)
+    admitted(core, "g", stage("a", tasks=2, gang=True))
+    taken(core)
+    evictions = core.stop_tasks((0, 1), 1, "reclaim", "owners")
+    assert not of(core.intents.take(), EvictPod) and evictions.done
+    assert set(evictions.refused.values()) == {GANG_NOT_STOPPED}
