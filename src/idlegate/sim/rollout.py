@@ -49,8 +49,8 @@ from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler, Stage
 
 Forkable = Cluster | PoolView
 """A pool a planner may fork: the cluster, or the whole pool as its admission shows it to
-the policy at a question (`idlegate.sim.admission_view.PoolView`: its fork's jobs have
-only the stages the question lets start)."""
+the policy at a question (`idlegate.sim.admission_view.PoolView`, whose fork is the
+pool's as it is: its copy of the admission holds back what the pool's does)."""
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""
