@@ -64,7 +64,7 @@ class NoWaitFair(FairScheduler):
         active = [j for j in view.jobs if has_unlaunched_tasks(j)]
         share = self.shares(view.num_executors, active)[0] if active else 0
         for job in active:
-            stage = best_stage(job, view.free_executors)
+            stage = best_stage(view.runnable(job), view.free_executors)
             if stage is not None:
                 return launch_decision(stage, max(job.held + 1, share))
         return WAIT
@@ -87,7 +87,7 @@ class SmallestFirstFair(FairScheduler):
         share = self.shares(view.num_executors, active)[0]
         for rank, job in enumerate(active):
             limit = max(share, ceil(self.first_share * view.num_executors)) if rank == 0 else share
-            stage = best_stage(job, free) if job.held < limit else None
+            stage = best_stage(view.runnable(job), free) if job.held < limit else None
             if stage is not None:
                 return launch_decision(stage, limit)
         return WAIT

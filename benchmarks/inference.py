@@ -96,7 +96,7 @@ def one_executor(view: ClusterView) -> Action:
     """The driver: the first job (arrival order) with a launchable stage gets one more executor."""
     free = view.free_executors
     for job in view.jobs:
-        stage = best_stage(job, free)
+        stage = best_stage(view.runnable(job), free)
         if stage is not None:
             return Decision(stage, job.held + (stage.tasks if stage.gang else 1))
     return WAIT

@@ -114,22 +114,23 @@ def decided(admission: Admission, cluster: Cluster, stage: Stage) -> set[Reason]
     if cluster.fits_no_node(stage) is not None:
         return {Reason.NO_NODE_FITS}
     live = cluster.free_executors > 0 and not cluster.beyond
-    forced = admission.forced if live else None
+    plan = admission.plan
+    forced = plan.forced if live else None
     if forced is not None and forced.stage is not stage:
         return {Reason.RESERVATION}
     if admission.entitled_for(q, key.amounts)[1] < need:
         return {Reason.BORROWING_LIMIT, Reason.COHORT_FULL}
-    blocked = admission.blocked.get(q)
+    blocked = plan.blocked.get(q)
     if blocked is not None and blocked is not stage:
         return {Reason.RESERVATION}
     fit = {Reason.FREE_RESOURCES, Reason.NO_NODE_FITS}
     if blocked is stage or forced is not None:
         return fit
-    if q not in admission.served or key not in admission.allowed.get(q, ()):
+    if q not in plan.served or key not in plan.allowed.get(q, ()):
         return {Reason.QUOTA}
-    if admission.top[q] != key.priority:
+    if plan.top[q] != key.priority:
         return {Reason.PRIORITY}
-    if admission.reserve is not None and not admission.room(stage):
+    if plan.reserve is not None and not plan.room(stage):
         return {Reason.RESERVATION}
     return fit
 

@@ -337,6 +337,10 @@ def test_a_stopped_stream_sends_nothing_and_a_live_one_stops_at_its_hazard() -> 
 
 
 def test_queue_futures_draw_a_silent_queue_as_stopped_as_often_as_likely() -> None:
+    # Each queue sends in a future with the model's own chance, from both sides: it still
+    # sends with P = `alive` (`still_sending`), and then, at its rate r and a stop hazard
+    # of r / K, its first arrival comes before the stream stops and within the horizon H
+    # with P = K / (K + 1) (1 - exp(-r (1 + 1/K) H)).
     built = build("teams", 0, WorkloadOptions(num_jobs=3))
     engine = Engine.for_workload(built, make_scheduler("fifo"), 0)
     engine.run(built.jobs[-1].time)
@@ -346,15 +350,21 @@ def test_queue_futures_draw_a_silent_queue_as_stopped_as_often_as_likely() -> No
     assert cluster.admission is not None
     specs = cluster.admission.queues
     pool = effective_executors(cluster, [j.dag for j in seen])
-    futures = queue_futures(cluster, seen, 5000.0, 400, np.random.default_rng(1))
+    samples, horizon, k = 2000, 5000.0, STREAM_SENDS
+    futures = queue_futures(cluster, seen, horizon, samples, np.random.default_rng(1))
     for q, spec in enumerate(specs):
         works = [(j.arrival, j.dag.total_work) for j in seen if j.queue == q]
-        posterior = queue_posterior(works, queue_share(specs, q) * pool)
-        alive = still_sending(*posterior, cluster.now - max(t for t, _ in works))
+        executors = queue_share(specs, q) * pool
+        silence = cluster.now - max(t for t, _ in works)
+        alive = still_sending(*queue_posterior(works, executors), silence)
+        rate = queue_rate(works, cluster.now, executors)
+        likely = alive * k / (k + 1) * (1 - np.exp(-rate * (1 + 1 / k) * horizon))
         sent = np.mean([any(a.queue == spec.name for a in f.arrivals) for f in futures])
+        # (four standard errors of `samples` draws)
+        assert abs(sent - likely) <= 4 * np.sqrt(likely * (1 - likely) / samples) + 1e-9
         # (the flood came at once and no more since: its rate's prior gave it an hour's
         # silence at 93 % of futures with arrivals within 5,000 s; now one in twenty)
-        assert sent <= alive + 0.03 and alive < 0.1
+        assert alive < 0.1
 
 
 def test_queue_futures_send_each_queues_copies_to_it() -> None:

@@ -299,8 +299,8 @@ def test_every_scheduler_completes_mixed_workloads(name, fidelity):
 
 def test_best_stage_skips_gang_stages_that_do_not_fit():
     _, (j,) = _cluster(4, dag(("g", 3, 5, [], True), ("s", 1, 1, [])))
-    assert best_stage(j, 4) is j.stages[0]
-    assert best_stage(j, 2) is j.stages[1]
+    assert best_stage(j.runnable, 4) is j.stages[0]
+    assert best_stage(j.runnable, 2) is j.stages[1]
 
 
 def test_no_free_executor_means_wait():

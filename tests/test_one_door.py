@@ -25,10 +25,10 @@ BIGGER = {**BATCH, "size": 2}
 QUEUED = {**BATCH, "queues": [{"name": "a", "nominal": {"pods": 1}}]}
 
 
-async def _change(h: Harness, spec: dict) -> None:
-    """What the ExecutorPool handler does with a new spec of `batch`."""
+async def _change(h: Harness, spec: dict, pool: str = "batch") -> None:
+    """What the ExecutorPool handler does with a new spec of `pool`."""
     with h.pools.moving():
-        await intake.readmit(h.pools, h.pools.apply("batch", ExecutorPoolSpec.model_validate(spec)))
+        await intake.readmit(h.pools, h.pools.apply(pool, ExecutorPoolSpec.model_validate(spec)))
     await h.settle()
 
 
@@ -112,11 +112,42 @@ async def test_a_gpu_quota_on_a_node_pool_with_no_gpu_node_is_refused_as_on_a_re
     assert h.pools.bridges["gpu"].queues
 
 
-def test_a_missing_queue_is_not_a_missing_pool_both_leave_a_workflow_without_a_place():
-    from idlegate.api.queueing import QueueNotFoundError
-    from idlegate.api.routing import NoPlaceError, PoolInvalidError, PoolNotFoundError
+@pytest.mark.asyncio
+async def test_a_missing_queue_is_not_a_missing_pool_each_waits_for_its_own():
+    # one pool, p, with queue a: `lost` names pool gpu (missing), `unqueued` names queue b
+    # of p (missing). Each waits with its own reason and sentence; creating gpu places
+    # `lost` only, declaring b places `unqueued`.
+    from tests.operator_fakes import harness, stage
 
-    assert not issubclass(QueueNotFoundError, PoolNotFoundError)
-    assert not issubclass(PoolInvalidError, PoolNotFoundError)
-    for error in (QueueNotFoundError, PoolInvalidError, PoolNotFoundError):
-        assert issubclass(error, NoPlaceError)
+    h = harness(pool=2)
+    p = {"size": 2, "namespaceSelector": {}, "queues": [{"name": "a", "nominal": {"pods": 2}}]}
+    await _change(h, p, "p")
+    h.admit(h.kube.add_workflow("lost", {"stages": [stage("s")], "pool": "gpu"}))
+    h.admit(h.kube.add_workflow("unqueued", {"stages": [stage("s")], "queueName": "b"}))
+    await h.settle()
+
+    def waits() -> dict[str, tuple[str, str]]:
+        return {k[1]: (w.pool, w.reason) for k, w in h.pools.waiting.items()}
+
+    def ready(name: str) -> tuple[str, str]:
+        (cond,) = [c for c in h.kube.status(name)["conditions"] if c["type"] == "PoolReady"]
+        return cond["status"], cond["reason"]
+
+    assert waits() == {"lost": ("gpu", "PoolNotFound"), "unqueued": ("p", "QueueNotFound")}
+    assert ready("lost") == ("False", "PoolNotFound")
+    assert ready("unqueued") == ("False", "QueueNotFound")
+    said = {e["involvedObject"]["name"]: e["message"] for e in h.kube.events}
+    assert said["lost"] == (
+        "ExecutorPool 'gpu' does not exist: the workflow waits until it is created "
+        "(kubectl get executorpools), or spec.pool names another."
+    )
+    assert said["unqueued"] == (
+        "Queue 'b' does not exist in ExecutorPool 'p' (its queues: a): the workflow waits "
+        "until it is declared, or names another queue."
+    )
+    assert h.released() == []
+    await _change(h, {"size": 1}, "gpu")
+    assert waits() == {"unqueued": ("p", "QueueNotFound")} and h.released() == ["lost-s-0"]
+    p["queues"] = [{"name": "a", "nominal": {"pods": 1}}, {"name": "b", "nominal": {"pods": 1}}]
+    await _change(h, p, "p")
+    assert waits() == {} and h.released() == ["lost-s-0", "unqueued-s-0"]

@@ -58,7 +58,7 @@ def _add(cluster: Cluster, n: int, r: float, at: float) -> Job:
 
 
 def _start(cluster: Cluster, job: Job) -> None:
-    stage = best_stage(job, cluster.free_executors)
+    stage = best_stage(cluster.runnable(job), cluster.free_executors)
     assert stage is not None
     cluster.apply(launch_decision(stage, cluster.num_executors), cluster.now)
 

@@ -79,13 +79,14 @@ class AirflowScheduler(_Baseline):
         chosen: Stage | None = None
         chosen_key: tuple[float, float, int, int] | None = None
         chosen_cap = 0
+        runnable = view.runnable
         for job in view.jobs:
-            if not job.runnable:
+            if not (stages := runnable(job)):
                 continue
             cap = min(view.num_executors, job_cap(job, self.max_active_tasks) or view.num_executors)
             if job.held >= cap:
                 continue
-            for stage in job.runnable:
+            for stage in stages:
                 if stage.gang and stage.tasks > free:
                     continue
                 key = (-self.priority(stage), job.arrival, job.id, stage.index)

@@ -63,13 +63,14 @@ class ArgoScheduler(_Baseline):
         chosen: Stage | None = None
         chosen_key: tuple[float, int, int] | None = None
         chosen_cap = 0
+        runnable = view.runnable
         for job in view.jobs:
-            if not job.runnable:
+            if not (stages := runnable(job)):
                 continue
             cap = min(
                 view.num_executors, job_parallelism(job, self.parallelism) or view.num_executors
             )
-            for stage in job.runnable:
+            for stage in stages:
                 key = (self.ready_time(stage, view.now), job.id, stage.index)
                 if job.held >= cap or (stage.gang and stage.tasks > free):
                     continue

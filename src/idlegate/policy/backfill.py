@@ -36,10 +36,11 @@ from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Need
 from idlegate.sim.resources import MILLI
 
 
-def head_stage(job: Job) -> Stage:
-    """The runnable stage the job would launch if it fitted: the largest bottom level,
-    ties to the lowest index (the heuristics' within-job rule)."""
-    return min(job.runnable, key=lambda s: (-s.bottom_level, s.index))
+def head_stage(stages: Iterable[Stage]) -> Stage:
+    """Of a job's runnable `stages` (`view.runnable(job)`, not empty), the one it would
+    launch if it fitted: the largest bottom level, ties to the lowest index (the
+    heuristics' within-job rule)."""
+    return min(stages, key=lambda s: (-s.bottom_level, s.index))
 
 
 def _tasks_at_once(stage: Stage) -> int:
@@ -163,29 +164,30 @@ def shadow(view: ClusterView, head: Stage, capacity: tuple[int, ...]) -> Reserva
 def backfill_decision(
     view: ClusterView,
     jobs: Iterable[Job],
-    best: Callable[[Job, int], Stage | None],
+    best: Callable[[list[Stage], int], Stage | None],
     launch: Callable[[Stage, int], Decision],
 ) -> Action | None:
     """The decision of a priority rule over `jobs` (in its order) on a resource pool:
     the first job's stage that fits, cap K, until the head; after it only stages that
     do not delay the head's reservation. None on a pods-only pool (the rule's own path).
 
-    `best(job, free)` is the rule's within-job choice and `launch(stage, cap)` its
-    decision (`heuristics.best_stage`, `heuristics.launch_decision`).
+    `best(stages, free)` is the rule's within-job choice among a job's stages the view
+    shows and `launch(stage, cap)` its decision (`heuristics.best_stage`,
+    `heuristics.launch_decision`).
     """
     capacity = pool_capacity(view)
     if capacity is None:
         return None
-    free = view.free_executors
+    free, runnable = view.free_executors, view.runnable
     reservation: Reservation | None = None
     for job in jobs:
-        if not job.runnable:
+        if not (stages := runnable(job)):
             continue
-        stage = best(job, free)
+        stage = best(stages, free)
         if reservation is None:
             if stage is not None:
                 return launch(stage, view.num_executors)
-            reservation = shadow(view, head_stage(job), capacity)
+            reservation = shadow(view, head_stage(stages), capacity)
             continue
         if stage is not None and (cap := reservation.cap(view, stage)) is not None:
             return launch(stage, cap)

@@ -52,6 +52,7 @@ Below the threshold nothing changes: the decisions are those without a window.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from math import ceil
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -152,7 +153,7 @@ def select_window(view: ClusterView, config: WindowConfig) -> tuple[list[Job], S
     held = list(map(_HELD, jobs))
     position = [
         i
-        for i, runnable in enumerate(map(_RUNNABLE, jobs))
+        for i, runnable in enumerate(map(view.runnable, jobs))
         if runnable and (not runnable[0].gang or _fits(runnable, free))
     ]
     # left to right in arrival order, as the featurizer adds it up (the same float on
@@ -183,7 +184,6 @@ def select_window(view: ClusterView, config: WindowConfig) -> tuple[list[Job], S
 _REMAINING_WORK = attrgetter("remaining_work")
 _UNLAUNCHED = attrgetter("unlaunched")
 _HELD = attrgetter("held")
-_RUNNABLE = attrgetter("runnable")
 
 
 def _fits(runnable: list[Stage], free: int) -> bool:
@@ -214,6 +214,8 @@ class WindowSelector:
         self.config = config
         self.full_reads = 0
         """Calls that read every job (the first of a run, and every check that failed)."""
+        self._runnable: Callable[[Job], list[Stage]] = attrgetter("runnable")
+        """The jobs' stages as the present call's view shows them (`ClusterView.runnable`)."""
         self.reset()
 
     def reset(self) -> None:
@@ -259,6 +261,7 @@ class WindowSelector:
 
     def __call__(self, view: ClusterView) -> tuple[list[Job], SystemTotals]:
         """The same as ``select_window(view, config)``."""
+        self._runnable = view.runnable  # (a job's stages as this call's view shows them)
         if not self._update(view):
             self._read_all(view)
         self._told = []
@@ -330,7 +333,7 @@ class WindowSelector:
 
     def _refresh(self, record: _Record, free: int) -> None:
         job = record.job
-        launchable = _launchable(job, free)
+        launchable = _launchable(self._runnable(job), free)
         if (
             job.remaining_work == record.work
             and job.unlaunched == record.unlaunched
@@ -357,7 +360,8 @@ class WindowSelector:
         record.work = work = job.remaining_work
         record.unlaunched = job.unlaunched
         record.held = job.held
-        record.launchable = _launchable(job, free) if launchable is None else launchable
+        runnable = self._runnable(job)
+        record.launchable = _launchable(runnable, free) if launchable is None else launchable
         self._work[job_id] = work
         if record.unlaunched > 0:
             self._active += 1
@@ -369,7 +373,7 @@ class WindowSelector:
             if record.held == 0:
                 self._free_launchable += 1
             heapq.heappush(self._heap, (work, record.seq, record.version, job_id))
-        if any(s.gang for s in job.runnable) or (
+        if any(s.gang for s in runnable) or (
             job.idle_inserted > 0 and any(s.idle_until is not None for s in job.stages)
         ):
             self._watch.add(job_id)
@@ -450,6 +454,6 @@ class _Record:
 _SEQ = attrgetter("seq")
 
 
-def _launchable(job: Job, free: int) -> bool:
-    runnable = job.runnable
+def _launchable(runnable: list[Stage], free: int) -> bool:
+    """A job whose stages shown are `runnable` has a launchable one now."""
     return bool(runnable) and (not runnable[0].gang or _fits(runnable, free))

@@ -133,8 +133,9 @@ class JobRows:
         stages = job.stages
         self.frontier = [(r, stages[i]) for r, i in enumerate(alive) if not stages[i].parents_left]
 
-    def refresh(self, k: int, cfg: FeatureConfig) -> None:
-        """Recompute a job's stage block and job row from its current state."""
+    def refresh(self, k: int, cfg: FeatureConfig, runnable: list[Stage]) -> None:
+        """Recompute a job's stage block and job row from its current state, its runnable
+        stages those its view shows (`runnable`)."""
         job = self.job
         unit = cfg.time_unit
         inv_k = 1.0 / k
@@ -166,7 +167,7 @@ class JobRows:
         pos = self.pos
         gangs = []
         launchable = 0
-        for s in job.runnable:
+        for s in runnable:
             row = pos[s.index]
             fresh = not s.launched and not s.delayed
             if s.gang or s.need is not None:

@@ -346,7 +346,7 @@ class Featurizer:
     def _scan(self, view: ClusterView, jobs: list[Job]) -> _Scan:
         """Bring every job's cached rows up to date; what the call needs besides them."""
         k = view.num_executors
-        free_from = view.free_executors_from
+        free_from, runnable = view.free_executors_from, view.runnable
         cache = self._entries
         scan = _Scan([], [], [], False, 0.0, 0)
         # free executors local to some job: once they are all found, stop asking
@@ -360,7 +360,8 @@ class Featurizer:
             # Every state change of a job moves at least one of these: a launch lowers
             # `unlaunched`, a finished task lowers `remaining_work` (durations are > 0), a
             # freed executor lowers `held`, an idle slot raises `idle_inserted` and shrinks
-            # the runnable list, its end grows the list again. Masks never come from the
+            # the runnable list (the view's: with queues, the stages the admission lets
+            # start), its end grows the list again. Masks never come from the
             # cache. The pool's size is in it too: a queue's view sizes the pool to the
             # queue's entitlement, which moves as the other queues borrow and lend, and the
             # rows are figures over it (held / k).
@@ -369,7 +370,7 @@ class Featurizer:
                 job.unlaunched,
                 job.held,
                 job.remaining_work,
-                len(job.runnable),
+                len(shown := runnable(job)),
                 job.stages_left,
                 job.cap,
                 job.idle_inserted,
@@ -380,7 +381,7 @@ class Featurizer:
                 if job.stages_left != entry.stages_left:
                     entry.rows()
                     scan.changed = True
-                entry.refresh(k, self.config)
+                entry.refresh(k, self.config, shown)
                 entry.sig = sig
             scan.entries.append(entry)
             if unfound > 0:

@@ -42,12 +42,11 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, FuturesConfig, stem
-from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import duration_model
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.forecast_arrivals import poisson_futures
 from idlegate.sim.protocol import Job
-from idlegate.sim.rollout import Future
+from idlegate.sim.rollout import Forkable, Future
 
 FutureKind = Literal["poisson", "conditional", "auto", "expected", "known", "oracle"]
 
@@ -125,7 +124,7 @@ class FutureSource(ABC):
     @abstractmethod
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,
@@ -140,7 +139,7 @@ class PoissonSource(FutureSource):
 
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,
@@ -245,7 +244,7 @@ class ConditionalSource(FutureSource):
 
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,
@@ -269,7 +268,7 @@ class ExpectedSource(ConditionalSource):
 
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,
@@ -299,7 +298,7 @@ class OracleSource(FutureSource):
 
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,
@@ -335,7 +334,7 @@ class KnownSource(FutureSource):
 
     def futures(
         self,
-        view: Cluster,
+        view: Forkable,
         recent: Sequence[Job],
         horizon: float,
         samples: int,

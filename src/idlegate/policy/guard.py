@@ -89,7 +89,7 @@ class StarvationGuard:
         chosen_since = now
         held_back = set()
         for job in active:
-            stage = None if job.held >= share else best_stage(job, free)
+            stage = None if job.held >= share else best_stage(view.runnable(job), free)
             if stage is None:
                 continue
             held_back.add(job.id)

@@ -7,11 +7,12 @@ inserts an idle slot. Shared conventions:
   runnable stage with the largest *bottom level* (the longest chain of stage lengths
   from the stage to an exit, itself included), ties to the lowest stage index: the stage
   on the job's remaining critical path, as in Decima's SJF-CP baseline.
-* **Launchable.** A stage is launchable when it is in `job.runnable`, for a gang stage
-  all its tasks fit the free executors, and its next task (a gang's tasks) fits the
-  pool's free resources (`launchable`: exactly `view.runnable_stages()`; the
-  heuristics filter `job.runnable` themselves so that one decision costs O(jobs), not
-  O(jobs × stages)).
+* **Launchable.** A stage is launchable when it is one of the job's runnable stages the
+  view shows (`view.runnable(job)`: with queues, those the admission lets start), for a
+  gang stage all its tasks fit the free executors, and its next task (a gang's tasks)
+  fits the pool's free resources (`launchable`: exactly `view.runnable_stages()`; the
+  heuristics filter `view.runnable(job)` themselves so that one decision costs O(jobs),
+  not O(jobs × stages)).
 * **Ties** between jobs go to the lower job id (the earlier arrival), except LCFS.
 * **Caps** are always legal: above `job.held`, and at least `job.held + stage.tasks`
   for a gang stage. With no free executor every heuristic answers WAIT.
@@ -41,6 +42,7 @@ from idlegate.policy.drf import (
     weighted_remaining_cp,
     weighted_remaining_work,
 )
+from idlegate.sim.admission_view import PoolView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.orders import Order
 from idlegate.sim.protocol import (
@@ -62,14 +64,15 @@ _ROUNDING_SLACK = 1e-9
 # Helpers over the cluster's state objects
 
 
-def best_stage(job: Job, free: int) -> Stage | None:
-    """The job's launchable stage with the largest bottom level (ties: lowest index).
+def best_stage(stages: Iterable[Stage], free: int) -> Stage | None:
+    """The launchable one of a job's runnable `stages` (`view.runnable(job)`) with the
+    largest bottom level (ties: lowest index).
 
     A gang stage is launchable only when all its tasks fit the `free` executors, and any
     stage only when its demand fits the pool's free resources (`launchable`).
     """
     best: Stage | None = None
-    for s in job.runnable:
+    for s in stages:
         if s.gang and s.tasks > free:
             continue
         if (
@@ -107,9 +110,10 @@ def _first_launch(view: ClusterView, jobs: Iterable[Job]) -> Action:
         backfilled = backfill_decision(view, jobs, best_stage, launch_decision)
         if backfilled is not None:
             return backfilled
+    runnable = view.runnable
     for job in jobs:
-        if job.runnable:
-            stage = best_stage(job, free)
+        if stages := runnable(job):
+            stage = best_stage(stages, free)
             if stage is not None:
                 return launch_decision(stage, view.num_executors)
     return WAIT
@@ -220,36 +224,39 @@ class _KeyedScheduler(_Baseline):
             return self._decide_pool(view, capacity)
         k = view.num_executors
         limit = k if self.cap == 1.0 else max(1, floor(self.cap * k + _ROUNDING_SLACK))
-        if self.order_key is not None and isinstance(view, Cluster):
+        if self.order_key is not None and isinstance(view, Cluster | PoolView):
             order = view.order(self.order_key)
             if order.usable:
-                return self._decide_indexed(order, free, limit)
-        key = self.key
+                return self._decide_indexed(order, view.runnable, free, limit)
+        key, runnable = self.key, view.runnable
         chosen: Stage | None = None
         chosen_key = 0.0
         for job in view.jobs:  # arrival order = id order: strict < keeps the lower id
-            if not job.runnable or job.held >= limit:
+            if job.held >= limit or not (stages := runnable(job)):
                 continue
             k_job = key(job)
             if chosen is not None and k_job >= chosen_key:
                 continue
-            stage = best_stage(job, free)
+            stage = best_stage(stages, free)
             if stage is not None:
                 chosen, chosen_key = stage, k_job
         return WAIT if chosen is None else launch_decision(chosen, limit)
 
     @staticmethod
-    def _decide_indexed(order: Order, free: int, limit: int) -> Action:
+    def _decide_indexed(
+        order: Order, runnable: Callable[[Job], list[Stage]], free: int, limit: int
+    ) -> Action:
         """`decide`'s pass answered from the cluster's `order` (the jobs with a runnable
-        stage by key, then id): the first job under `limit` with a launchable stage.
+        stage by key, then id): the first job under `limit` with a launchable stage of
+        those `runnable` shows.
 
-        Only a cluster's own `order` will do: a queue's view (`sim.admission_view`) reads
-        the cluster's attributes but holds fewer jobs, so it takes the pass."""
+        Only the whole pool's `order` will do (the cluster's, or a `PoolView`'s of it): a
+        queue's view (`sim.admission_view`) holds fewer jobs, so it takes the pass."""
 
         def pick(job: Job) -> Stage | None:
-            if job.held >= limit or not job.runnable:
+            if job.held >= limit or not (stages := runnable(job)):
                 return None
-            return best_stage(job, free)
+            return best_stage(stages, free)
 
         chosen = order.first(pick)
         return WAIT if chosen is None else launch_decision(chosen, limit)
@@ -266,7 +273,8 @@ class _KeyedScheduler(_Baseline):
                 return pool_key(job, k, capacity)
 
         # (sorted: Python's sort is stable, so ties keep the lower job id)
-        order = sorted((j for j in view.jobs if j.runnable), key=key)
+        runnable = view.runnable
+        order = sorted((j for j in view.jobs if runnable(j)), key=key)
         if self.cap == 1.0:
             return backfill_decision(view, order, best_stage, launch_decision) or WAIT
         share = self.cap
@@ -277,7 +285,7 @@ class _KeyedScheduler(_Baseline):
         def within(stage: Stage, cap: int) -> Decision:
             return launch_decision(stage, min(cap, stage.job.held + max(1, room(stage))))
 
-        order = [j for j in order if not j.held or room(head_stage(j)) >= 1]
+        order = [j for j in order if not j.held or room(head_stage(runnable(j))) >= 1]
         return backfill_decision(view, order, best_stage, within) or WAIT
 
 
@@ -410,7 +418,7 @@ class FairScheduler(_Baseline):
         if isinstance(index, Shares) and self.even and not self.keep_source:
             if capacity is not None:
                 return self._decide_indexed(view, index, capacity)
-            if isinstance(view, Cluster):  # (a queue's view of pods: the pass below)
+            if isinstance(view, Cluster | PoolView):  # (a queue's view of pods: the pass)
                 return self._decide_pods_indexed(view, index)
         active = [j for j in view.jobs if j.unlaunched > 0]  # (has_unlaunched_tasks, inline)
         if not active:
@@ -419,12 +427,15 @@ class FairScheduler(_Baseline):
             return self._decide_drf(view, active, capacity)
         shares = self.shares(view.num_executors, active)
         fallback: Decision | None = None
+        runnable = view.runnable
         for job, share in zip(active, shares, strict=True):
             local = view.free_executors_from(job)
             limit = max(share, job.held + local) if self.keep_source and local else share
-            if job.held >= limit or not job.runnable or (fallback is not None and not local):
+            if job.held >= limit or (fallback is not None and not local):
                 continue
-            stage = best_stage(job, free)
+            if not (stages := runnable(job)):
+                continue
+            stage = best_stage(stages, free)
             if stage is None:
                 continue
             if local:
@@ -439,9 +450,10 @@ class FairScheduler(_Baseline):
         k, free = view.num_executors, view.free_executors
         local_of, keep_source = view.free_executors_from, self.keep_source
         fallback: Decision | None = None
+        runnable = view.runnable
         # (the cheap tests first: this passes over every job, for weighted shares or keep_source)
         for job, share in zip(active, self.fractions(active), strict=True):
-            if not job.runnable:
+            if not (stages := runnable(job)):
                 continue
             local = local_of(job)
             if fallback is not None and not local:
@@ -449,7 +461,7 @@ class FairScheduler(_Baseline):
             keep = keep_source and local > 0
             if not keep and reaches_share(job, share - _ROUNDING_SLACK, k, capacity):
                 continue
-            stage = best_stage(job, free)
+            stage = best_stage(stages, free)
             if stage is None:
                 continue
             cap = cap_for_share(job, stage, share, k, capacity)
@@ -481,7 +493,7 @@ class FairScheduler(_Baseline):
             stage, cap_for_share(job, stage, share, view.num_executors, capacity)
         )
 
-    def _decide_pods_indexed(self, view: Cluster, index: Shares) -> Action:
+    def _decide_pods_indexed(self, view: Cluster | PoolView, index: Shares) -> Action:
         """The pods-only pass's answer from the cluster's index (`sim.shares` with no
         resource but pods: a job's share is held / K): the first job holding fewer than
         its share of executors with a launchable stage, unless a later one has free
@@ -512,10 +524,10 @@ class FairScheduler(_Baseline):
         """The first job below `level` after `after` (with `own`: with free executors of
         its own) that has a launchable stage, and its best one; `bound` (the pool's
         `fit_bound`) skips the jobs whose every stage asks more than fits now."""
-        free = view.free_executors
+        free, runnable = view.free_executors, view.runnable
         ask = index.first_below
         while (job := ask(view, capacity, level, own=own, after=after, bound=bound)) is not None:
-            stage = best_stage(job, free)
+            stage = best_stage(runnable(job), free)
             if stage is not None:
                 return job, stage
             after = job

@@ -153,7 +153,7 @@ def inspector_features(
     delay = shadow - now
     bsld = (wait + delay + r) / max(r, BSLD_MIN_RUN)
     others = [j for j in waiting if j is not pick]
-    fit = sum(1 for j in others if best_stage(j, free) is not None)
+    fit = sum(1 for j in others if best_stage(view.runnable(j), free) is not None)
     queue_wait = sum(now - j.arrival for j in waiting) / len(waiting) if waiting else 0.0
     queue_work = sum(j.dag.total_work for j in waiting) / k
     return np.array(

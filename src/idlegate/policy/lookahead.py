@@ -129,10 +129,11 @@ from idlegate.policy.plans import (
     job_set,
 )
 from idlegate.policy.spec import SchedulerSpec, parse_part
+from idlegate.sim.admission_view import PoolView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
-from idlegate.sim.rollout import Comparison, Future, compare, planning_fork
+from idlegate.sim.rollout import Comparison, Forkable, Future, compare, planning_fork
 
 SchedulerFactory = Callable[[], Scheduler]
 
@@ -219,8 +220,9 @@ class LookaheadScheduler:
     """`lookahead:BASE`: the rollout planner described in the module docstring."""
 
     needs_cluster = True
-    """It forks the Cluster it is asked of: a pool's admission asks it of the whole cluster,
-    not of one queue's view (`idlegate.sim.admission`)."""
+    """It forks the pool it is asked of: a pool's admission shows it the whole pool (a
+    `PoolView`, whose fork holds the stages the question lets start), not one queue's view
+    (`idlegate.sim.admission`)."""
 
     def __init__(
         self,
@@ -292,10 +294,10 @@ class LookaheadScheduler:
     # -- the decision -----------------------------------------------------------------
 
     def decide(self, view: ClusterView) -> Action:
-        if not isinstance(view, Cluster):
+        if not isinstance(view, Cluster | PoolView):
             raise IdlegateError(
                 "the lookahead planner simulates futures on a copy of the cluster, so it "
-                f"needs the Cluster itself as its view, got {type(view).__name__}"
+                f"needs the whole pool as its view, got {type(view).__name__}"
             )
         self._observe(view)
         self.stats.decisions += 1
@@ -312,7 +314,7 @@ class LookaheadScheduler:
             self.stats.idles += 1
         return action
 
-    def _decide_by_plan(self, view: Cluster) -> Action:
+    def _decide_by_plan(self, view: Forkable) -> Action:
         """Decision mode: the cheapest option, and its `hold` when it holds a stage back."""
         # futures before the options only when they name idle candidates: drawing
         # them at single-option decisions too would shift every other run's stream
@@ -327,7 +329,7 @@ class LookaheadScheduler:
             self.stats.holds += self.hold is not None
         return chosen
 
-    def _plan_inline(self, view: Cluster) -> None:
+    def _plan_inline(self, view: Forkable) -> None:
         """The simulator's planning worker: plans take `planning_delay` seconds."""
         delay = self.config.planning_delay
         if self._pending is not None and view.now >= self._pending[0]:
@@ -350,7 +352,7 @@ class LookaheadScheduler:
         """Owner thread: True when the job set changed since the last `request`."""
         return job_set(view) != self._requested
 
-    def request(self, view: Cluster) -> PlanRequest:
+    def request(self, view: Forkable) -> PlanRequest:
         """Owner thread: what a plan of the present needs (a fork and sampled futures)."""
         self._observe(view)  # (arrivals while no executor was free were never decided on)
         key = job_set(view)
@@ -423,13 +425,13 @@ class LookaheadScheduler:
 
     # -- decision mode ----------------------------------------------------------------
 
-    def _futures_now(self, view: Cluster) -> tuple[float, list[Future]]:
+    def _futures_now(self, view: Forkable) -> tuple[float, list[Future]]:
         """The horizon and the futures of a decision."""
         horizon = self.horizon(view)
         return horizon, self.sample_futures(view, horizon)
 
     def _plan_decision(
-        self, view: Cluster, options: list[Action], drawn: tuple[float, list[Future]]
+        self, view: Forkable, options: list[Action], drawn: tuple[float, list[Future]]
     ) -> int:
         """Index of the cheapest option: 0 (BASE's pick) unless another is cheaper by the
         margin; `drawn`: the decision's horizon and futures."""
@@ -449,7 +451,7 @@ class LookaheadScheduler:
         return best
 
     def _options(
-        self, view: Cluster, drawn: tuple[float, list[Future]] | None = None
+        self, view: Forkable, drawn: tuple[float, list[Future]] | None = None
     ) -> list[Action]:
         """BASE's pick first, then every candidate that does something else now
         (`drawn`: the decision's futures, whose first arrivals give idle candidates)."""
@@ -492,7 +494,7 @@ class LookaheadScheduler:
 
     # -- futures ----------------------------------------------------------------------
 
-    def _observe(self, view: Cluster) -> None:
+    def _observe(self, view: Forkable) -> None:
         """Remember the jobs that arrived since the last decision (the job mix)."""
         for job in view.jobs:
             if job.id >= self._next_id:
@@ -504,7 +506,7 @@ class LookaheadScheduler:
         if len(self._seen) > 2 * window:
             del self._seen[:-window]
 
-    def horizon(self, view: Cluster) -> float:
+    def horizon(self, view: Forkable) -> float:
         """H: the configured horizon, or `horizon_factor` × the mean recent job length."""
         if self.config.horizon is not None:
             return self.config.horizon
@@ -513,12 +515,12 @@ class LookaheadScheduler:
         lengths = [max(j.critical_path, j.total_work / k) for j in recent] or [1.0]
         return self.config.horizon_factor * float(np.mean(lengths))
 
-    def sample_futures(self, view: Cluster, horizon: float) -> list[Future]:
+    def sample_futures(self, view: Forkable, horizon: float) -> list[Future]:
         """M futures of arrivals over (now, now + horizon], each with a duration seed."""
         recent = self._seen[-self.config.window :]
         return self.futures.futures(view, recent, horizon, self.config.samples, self._rng)
 
-    def _fork(self, view: Cluster) -> Cluster:
+    def _fork(self, view: Forkable) -> Cluster:
         """The plan's fork: of every job, or above `plan_window` jobs of the window's."""
         threshold = self.config.plan_window
         if threshold is None or len(view.jobs) <= threshold:

@@ -16,7 +16,7 @@ import numpy as np
 
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Stage
-from idlegate.sim.rollout import OVERDUE_FRACTION, Future
+from idlegate.sim.rollout import OVERDUE_FRACTION, Forkable, Future
 
 JobSet = tuple[int, ...]
 """The ids of the jobs in the system, in arrival order: what a switch-mode plan is for."""
@@ -121,7 +121,7 @@ class Hold:
     p: float
 
 
-def wait_window(view: Cluster) -> float:
+def wait_window(view: Forkable) -> float:
     """Seconds until the first running task is expected to end (its stage's estimate after
     its start; an overdue one, as a rollout ends it, after a small fraction of it)."""
     ends = [
@@ -131,7 +131,7 @@ def wait_window(view: Cluster) -> float:
     return min(ends, default=0.0)
 
 
-def hold_of(view: Cluster, pick: Action, chosen: Action, futures: Sequence[Future]) -> Hold | None:
+def hold_of(view: Forkable, pick: Action, chosen: Action, futures: Sequence[Future]) -> Hold | None:
     """The `Hold` of the planner's `chosen` action, when it holds a stage back (an idle
     slot, or WAIT over BASE's launch of `pick`), for the arrivals of `futures`; None for
     any other action, or when no future has a smaller arrival within the hold (it is
@@ -155,7 +155,7 @@ def _hold(stage: Stage, now: float, window: float, futures: Sequence[Future]) ->
     return Hold(stage, float(np.median(counts)), window, p)
 
 
-def changed_between(view: Cluster, start: float, end: float) -> bool:
+def changed_between(view: Forkable, start: float, end: float) -> bool:
     """True when a job arrived, finished or was removed in (start, end]: a plan made at
     `start` and taking effect at `end` is stale."""
     for log, when in (

@@ -119,7 +119,7 @@ class ResourceColumns:
                 entry.sig = sig
             end = start + len(alive)
             stage_r[start:end, 0] = entry.log_u
-            for s in job.runnable:  # (the room of a node pool's stage is its slow part)
+            for s in view.runnable(job):  # (the room of a node pool's stage is its slow part)
                 need, left = s.need, s.tasks - s.launched
                 if need is None or left <= 0:
                     continue

@@ -208,13 +208,14 @@ class StrictScheduler:
 
     def waiting(self, view: ClusterView) -> list[Job]:
         """Jobs with a stage to launch, in arrival order."""
-        return [j for j in view.jobs if j.runnable]
+        runnable = view.runnable
+        return [j for j in view.jobs if runnable(j)]
 
     def pick(self, view: ClusterView) -> Job | None:
         """The committed head or the fixed pick if it still waits, else the next pick:
         the earliest arrival while `fresh`, else the highest-priority waiting job."""
         for fixed in (self.head, self.next_pick):
-            if fixed is not None and fixed.finish is None and fixed.runnable:
+            if fixed is not None and fixed.finish is None and view.runnable(fixed):
                 return fixed
         self.head = self.next_pick = None
         jobs = self.waiting(view)
@@ -231,7 +232,7 @@ class StrictScheduler:
     def candidate(self, view: ClusterView) -> tuple[Job | None, Stage | None]:
         """(`pick`, its best stage)."""
         job = self.pick(view)
-        return job, None if job is None else best_stage(job, view.num_executors)
+        return job, None if job is None else best_stage(view.runnable(job), view.num_executors)
 
     def decide(self, view: ClusterView) -> Action:
         job, stage = self.candidate(view)
@@ -254,7 +255,7 @@ class StrictScheduler:
         self.head = self.next_pick = None
         if not self.lock_in or self.fresh:
             return
-        done = stage.gang and job.runnable == [stage]
+        done = stage.gang and view.runnable(job) == [stage]
         others = [j for j in self.waiting(view) if j is not job or not done]
         if others:
             self.next_pick = self.best(others)
@@ -331,7 +332,7 @@ class EasyScheduler(StrictScheduler):
         if self.backfill_order == "base":
             others.sort(key=self.key)
         for job in others:  # waiting() is in arrival order: FCFS
-            candidate = best_stage(job, free)
+            candidate = best_stage(view.runnable(job), free)
             if candidate is None:
                 continue
             used = candidate.tasks if candidate.gang else min(free, candidate.remaining)
@@ -476,7 +477,7 @@ class RejectScheduler:
         if not queue:
             return False
         job = self.base.best(queue)
-        stage = best_stage(job, view.num_executors)
+        stage = best_stage(view.runnable(job), view.num_executors)
         if stage is None or (t == view.now and fits(stage, free)):
             return None  # it starts at this point, as it will in `decide`
         count = self.rejections.get(job.id, 0)

@@ -100,7 +100,8 @@ def log_time(seconds: float) -> float:
 
 def waiting_jobs(view: ClusterView) -> list[Job]:
     """Jobs that arrived and have a stage to launch, in arrival order (the queue)."""
-    return [j for j in view.jobs if j.runnable]
+    runnable = view.runnable
+    return [j for j in view.jobs if runnable(j)]
 
 
 def window_jobs(queue: Sequence[Job], m_head: int, m_tail: int) -> list[Job | None]:
@@ -218,7 +219,7 @@ class WindowObserver:
             if job is None:
                 continue
             r, n = requested_time(job), job_size(job)
-            start = best_stage(job, free)
+            start = best_stage(view.runnable(job), free)
             can = start is not None and fits(start, free)
             row = slots[i]
             row[PRESENT] = 1.0
@@ -253,7 +254,7 @@ def check_window(m_head: Any, m_tail: Any) -> None:
 
 def start_job(job: Job, view: ClusterView) -> Action:
     """The decision that starts `job` now (its launchable stage, gang cap)."""
-    stage = best_stage(job, view.free_executors)
+    stage = best_stage(view.runnable(job), view.free_executors)
     if stage is None:  # resolve() only returns jobs that can start
         return WAIT
     return launch_decision(stage, view.num_executors)

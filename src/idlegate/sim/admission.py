@@ -1,13 +1,15 @@
 """The admission stage: whose ready tasks may start now, in front of the pool's policy.
 
-Pure and clock-free, like `idlegate.sim.cluster`, which consults it (``Cluster.admission``)
+Pure and clock-free, like `idlegate.sim.cluster`, which asks it (``Cluster.admission``)
 in both clocks: the simulator's engine and the operator's core. With no admission (one
 queue, no quotas) the cluster runs exactly as before. With one, each question of a
-decision round runs the numbered phases below (as Kueue's ``schedule()``) over a snapshot
-kept from the jobs that changed (`idlegate.sim.admission_snapshot`), then asks the pool's
-policy once per queue it serves, with a view scoped to that queue
-(`idlegate.sim.admission_view`): every rule, the learned policy and the portfolio decide
-unchanged among what it allows.
+decision round is one cycle of the numbered pipeline below (as Kueue's scheduling cycle:
+snapshot, nominate, order, admit): the admission reads the pool (`PoolState`) and answers
+with a plan (`idlegate.sim.admission_plan.AdmissionPlan`: what may start, each queue's
+caps, why the rest waits); the cluster asks its policy with the plan's views
+(`idlegate.sim.admission_view`) and applies the answer within the plan. The admission
+changes nothing of the pool and calls nothing of it back; every rule, the learned policy
+and the portfolio decide unchanged among what a view shows.
 
 Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.QueueSpec`):
 
@@ -24,15 +26,18 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
   the quotas' sum if smaller), on every resource a quota names. Whether it fits the free
   resources (and a node) stays the cluster's rule.
 
-The phases of a question (`open`; the names are the code's):
+A question's cycle (`Cluster.decide_once`; 1 to 7 are the admission's phases, `open`,
+whose names are the code's; 8 and 9 the cluster's):
 
 1. ``snapshot``: read the jobs that changed (their runnable stages by shape, the demand
-   of their ready tasks, when each stage began to wait); end the idle slots of tasks past
-   their bound.
+   of their ready tasks, when each stage began to wait). A deliberate idle slot ends at
+   its queue's wait bound: the admission names those past it (`idle_over`), the cluster
+   ends them (`Cluster.idle_expired`) and the snapshot reads their jobs again.
 2. ``claims``: each queue's claim, and per queue the others' claims on the cohort.
 3. ``entitlement``: per queue and shape, the tasks it may start within its nominal quota
    and in all (borrowing included); a shape its queue may not start has its reason here
-   (`Reason.BORROWING_LIMIT`, `Reason.COHORT_FULL`).
+   (`Reason.BORROWING_LIMIT`, `Reason.COHORT_FULL`). Kept per queue until its claims or
+   the others' move.
 4. ``wait bound``: a stage's oldest ready task has waited since its stage became runnable
    or its previous task started, whichever is later (a deliberate idle slot counts as
    waiting). Past its queue's bound the task is *overdue*: it starts before anything
@@ -51,25 +56,42 @@ The phases of a question (`open`; the names are the code's):
    at most the next rival's (progressive filling, at least one task). Another queue's
    stage beyond its nominal quota waits (`Reason.QUOTA`).
 6. ``priority``: within a served queue, only the stages of its workflows of the highest
-   priority among those it may start (`Reason.PRIORITY`).
+   priority among those it may start (`Reason.PRIORITY`). Phases 4 to 6 end in the
+   question's `plan`: the forced decision, or the queues served and the shapes each may
+   start with their tasks; the holds they wrote; the reservation; and what to stop first
+   (`AdmissionPlan.stop`, preemption's place: empty until it is built).
 7. ``fit``: of those, what the reservation leaves (`Reason.RESERVATION`) and what the
-   free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`).
-
-Then the policy is asked (`decide_once`), one served queue after another until one
-answers: for queue q with a `QueueView` whose jobs are q's and whose pool is q's
-entitlement now (nominal, or in the borrowing phase its usage plus what it may borrow,
-at most the pool), so a rule's caps and shares are over what the queue may use and a
-flood in one queue cannot shrink another's workflows' caps; its decision's cap is cut to
-the tasks phase 5 gives its stage. One queue with no quota is the cluster itself (its
-jobs, the pool), so it runs as no queues, bit for bit. A scheduler that plans on the
-whole Cluster (``needs_cluster``, the lookahead planner) is asked of the cluster with
-every stage the question does not allow hidden, as before.
+   free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`);
+   read per stage (`AdmissionPlan.room`), as the phase decides per stage.
+8. ``ask`` (the cluster): the forced decision is applied without the policy. Else the
+   policy is asked of the plan's views (`views`), one served queue after another until
+   it answers: for queue q a `QueueView` whose jobs are q's, showing the stages the plan
+   lets start (`runnable(job)`), and whose pool is q's entitlement now (nominal, or in
+   the borrowing phase its usage plus what it may borrow, at most the pool), so a rule's
+   caps and shares are over what the queue may use and a flood in one queue cannot
+   shrink another's workflows' caps. One queue with no quota is shown the whole pool (a
+   `PoolView`: its jobs, the pool), so it runs as no queues, bit for bit. The baselines,
+   ``pooled`` and a scheduler that forks the pool (``needs_cluster``, the lookahead
+   planner) are shown the `PoolView` once; a fork is of the pool as it is, its copy of
+   the admission holding back what this one does.
+9. ``apply`` (the cluster, `Cluster.decide_once`): the answer's cap is cut to the tasks
+   the plan lets its stage start; a stage it lets none start is refused
+   (`IllegalDecisionError`, nothing changes); what started is told to the admission
+   (`use`, `started`). The next question opens a new cycle.
 
 Why scoped views rather than one question over every queue's allowed stages: a rule's
 caps come from the jobs and the pool it is shown (fair's ceil(K / n)); shown the whole
 pool, a steady team's workflows were capped by the flood's count (ρ 4.75 with fair on a
 flood of 100, 0.75 scoped: docs/queues.md), and the team alone on its quota, which ρ
 compares with, is exactly what the view shows.
+
+Why a plan and views rather than the jobs' stages hidden while the policy is asked: the
+jobs stay the pool's truth for every index (the shapes, shares and orders
+`Cluster.touch` keeps, the snapshot), so a question touches no job it did not change, a
+fork copies the pool as it is, and a reader of the plan reads what was decided, not a
+state put back after it. A policy reads a job's stages through its view
+(`ClusterView.runnable`); an index over the pool answers the first job in its order with
+a stage shown that fits, as a pass over the shown stages would.
 
 The API a driver reads (the operator's status, conditions, Events, metrics, lint):
 
@@ -109,26 +131,28 @@ from collections.abc import Mapping, Sequence
 from math import inf
 from typing import TYPE_CHECKING, Any
 
-from idlegate.errors import IdlegateError, IllegalDecisionError
+from idlegate.errors import IdlegateError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
 from idlegate.sim.admission_ledger import Ledger, Usage
+from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
 from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
-from idlegate.sim.admission_view import QueueView
-from idlegate.sim.protocol import WAIT, Action, Decision, Job, Launch, Scheduler, Stage, launchable
+from idlegate.sim.admission_view import PoolView, QueueView, Views
+from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission_types import Deciding
+    from idlegate.sim.admission_types import PoolState
 
 
-class Admission(Usage, Entries):
-    """A pool's queues and what they use: the module docstring's stage, consulted by the
-    cluster at every question (`open`, `decide_once`, `room`, `may_go_on`), told what
-    changed (`touch`, `use`, `started`, `set_capacity`), read by `result`."""
+class Admission(Usage, Entries, Views):
+    """A pool's queues and what they use: the module docstring's stage, asked by the
+    cluster at every question (`idle_over`, `open`, `plan`, `views`, `may_go_on`), told
+    what changed (`touch`, `use`, `started`, `set_capacity`), read by `result`. It reads
+    the pool (`PoolState`) and changes nothing of it."""
 
     def __init__(
         self,
@@ -194,7 +218,7 @@ class Admission(Usage, Entries):
         )
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
-        self.cluster_asked: Deciding | None = None
+        self.cluster_asked: PoolState | None = None
         self._claim = [[0.0] * len(dims) for _ in queues]
         """Each queue's claim on the cohort (phase 2), kept from the queues that changed."""
         self._claim_sum = [0.0] * len(dims)
@@ -202,36 +226,36 @@ class Admission(Usage, Entries):
         """Queues whose usage or waiting work changed since their claim was worked out."""
         self._ent: list[dict[Any, tuple[int, int]]] = [{} for _ in queues]
         """Per queue, phase 3's (within nominal, in all) tasks by demand, while it holds."""
-        self._verdicts: list[tuple[dict[Group, int], dict[Group, int], bool] | None]
-        self._verdicts = [None] * len(queues)
+        self._tops: list[list[tuple[float, float]] | None] = [None] * len(queues)
+        """Per queue, `tops`, while its claims hold (as `_ent`)."""
+        self._stale: set[int] = set(range(len(queues)))
+        """Queues whose phase 3 is to work out again (their claims or the others' moved)."""
+        self._within: dict[int, dict[Group, int]] = {}
+        """Phase 3, kept while it holds: the queues with shapes they may start within their
+        nominal quota, each shape's tasks."""
+        self._beyond: dict[int, dict[Group, int]] = {}
+        """Phase 3: the queues with shapes they may start borrowing, the tasks a start needs."""
+        self._full: list[bool] = [False] * len(queues)
+        """Phase 3: per queue, whether it has room for no pod (none of its stages shows)."""
         self.limits = [(None, {}) for _ in queues]
-        """Per queue, phase 3's shapes within its nominal quota (and their tasks), those it
-        may start borrowing, and whether it has room for no pod (None: to work out)."""
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
         """Each queue's view, while the pool and its entitlement are the same."""
+        self._pool_view: PoolView | None = None
+        """The whole pool's view (kept, as the queues' are, while the pool is the same)."""
+        self._idle_at: tuple[float, int, int, int] | None = None
+        """The state `idle_over` last found none at (`_key`)."""
         self._reset_question()
 
     def _reset_question(self) -> None:
         self._at: tuple[float, int, int, int] | None = None
         self._result: tuple[Any, AdmissionResult] | None = None
         self._open = False
-        self.forced: Decision | None = None
-        self._visible: dict[Stage, int] = {}
-        """Baselines: the open question's visible stages and their tasks."""
         self.asked = False
         """Whether phases 2 to 6 ran for the open question."""
-        self.served: list[int] = []
-        self.phase: dict[int, str] = {}
-        self.rooms: dict[int, dict[Group, int]] = {}
-        """Per served queue, its shapes of the top priority it may start, and how many tasks."""
-        self.allowed: dict[int, set[Group]] = {}
-        """Per served queue, every shape it may start, before the priority phase."""
-        self.top: dict[int, int] = {}
-        self.blocked: dict[int, Stage] = {}
-        self.reserve: tuple[Stage, float] | None = None
-        self.holds = {}
-        self.ranked_out = {}
-        self.quota_note = "queues start within theirs first"
+        self.plan: AdmissionPlan = CLOSED
+        """The open question's answer (`idlegate.sim.admission_plan`)."""
+        self._first = 0
+        """Of the plan's queues served, the first with a stage that may start (`open`)."""
 
     @classmethod
     def alone(cls, capacity: ResourceVector, resource_names: Sequence[str]) -> Admission:
@@ -255,36 +279,51 @@ class Admission(Usage, Entries):
     def touch(self, job: Job) -> None:
         """`job` changed (`Cluster.touch`): the snapshot reads it again."""
         self.snapshot.touch(job)
-        self._at = None
+        self._at = self._idle_at = None
 
     # -- phase 1: the snapshot ---------------------------------------------------------
 
-    def _observe(self, cluster: Deciding, now: float) -> None:
-        """Read the jobs that changed, end overdue idle slots, and note which queues wait."""
+    def _observe(self, pool: PoolState, now: float) -> None:
+        """Read the jobs that changed, and note which queues wait."""
         self._tick(now)
-        if self.cluster_asked is not cluster:  # (attached to a pool with jobs: read them all)
-            self.cluster_asked = cluster
-            for job in cluster.jobs:
+        if self.cluster_asked is not pool:  # (attached to a pool with jobs: read them all)
+            self.cluster_asked = pool
+            for job in pool.jobs:
                 self.snapshot.touch(job)
         self._note(self.snapshot.refresh(), now)
-        if self.bounded:
-            expired = False
-            for q, since in enumerate(self.waits_since):
-                bound = self.bound[q]
-                for stage, t in since.items():
-                    if now - t < bound:
-                        break
-                    if stage.idle_until is not None:
-                        cluster.idle_expired(stage, now)  # (a deliberate wait ends at the bound)
-                        expired = True
-            if expired:
-                self._note(self.snapshot.refresh(), now)
-        self._waiting = [w > 0 for w in self.snapshot.waiting]
+
+    def idle_over(self, pool: PoolState) -> list[Stage]:
+        """Phase 1's stages in a deliberate idle slot whose wait began past their queue's
+        bound ago: a deliberate wait ends at the bound, so the cluster ends their slots
+        (`Cluster.idle_expired`) before it opens the question (the same again until they
+        are ended)."""
+        key = _key(pool)
+        if not self.bounded or self._idle_at == key:
+            return []
+        now = pool.now
+        self._observe(pool, now)
+        over = []
+        for q, since in enumerate(self.waits_since):
+            bound = self.bound[q]
+            for stage, t in since.items():
+                if now - t < bound:
+                    break
+                if stage.idle_until is not None:
+                    over.append(stage)
+        if not over:
+            self._idle_at = key  # (none at this state: none until it changes)
+        return over
 
     def _note(self, jobs: list[Job], now: float) -> None:
-        """Of `jobs` (read again), the stages that began to wait, and those done waiting."""
-        self._changed.update(self.snapshot.changed)
-        self.snapshot.changed.clear()
+        """Of `jobs` (read again), the stages that began to wait, and those done waiting,
+        and which of their queues wait."""
+        snapshot = self.snapshot
+        if snapshot.changed:
+            waiting, counts = self._waiting, snapshot.waiting
+            for q in snapshot.changed:
+                waiting[q] = counts[q] > 0
+            self._changed.update(snapshot.changed)
+            snapshot.changed.clear()
         for job in jobs:
             since = self.waits_since[job.queue]
             for stage in job.stages:
@@ -319,47 +358,51 @@ class Admission(Usage, Entries):
 
     # -- the question ----------------------------------------------------------------
 
-    def open(self, cluster: Deciding) -> bool:
+    def open(self, pool: PoolState) -> bool:
         """Work out the present question (cached until the state changes): True if a stage
         may start now. The cluster's `can_schedule` with an admission."""
-        now = cluster.now
-        key = (now, cluster.decisions, cluster.free_executors, len(cluster.jobs))
+        now = pool.now
+        key = (now, pool.decisions, pool.free_executors, len(pool.jobs))  # (`_key`, inline)
         if self._at == key:
             return self._open
-        self._observe(cluster, now)
+        self._observe(pool, now)
         self._reset_question()
         self._at = key
-        if cluster.free_executors == 0 or cluster.beyond:
+        if pool.free_executors == 0 or pool.beyond:
             return False
-        if self.mode == "kueue":
-            self._visible = baselines.kueue(self, cluster)
-            self._open = bool(self._visible)
-        elif self.mode == "drf":
-            self._visible = baselines.drf(self, cluster)
-            self._open = bool(self._visible)
+        if self.mode == "kueue" or self.mode == "drf":
+            rule = baselines.kueue if self.mode == "kueue" else baselines.drf
+            visible = rule(self, pool)
+            self.plan = AdmissionPlan(visible=visible)
+            self._open = bool(visible)
         else:
-            self._question(cluster, now)
-            self._open = self.forced is not None or any(self._startable(q) for q in self.served)
+            self._question(pool, now)
+            plan = self.plan
+            served = plan.served
+            first = None
+            if served:
+                first = next((i for i, q in enumerate(served) if self._startable(pool, q)), None)
+            self._first = len(served) if first is None else first
+            self._open = plan.forced is not None or first is not None
         return self._open
 
-    def _question(self, cluster: Deciding, now: float) -> None:
-        """Phases 2 to 6 of the module docstring (7 is read per stage: `_room`)."""
+    def _question(self, pool: PoolState, now: float) -> None:
+        """Phases 2 to 6 of the module docstring (7 is read per stage: `AdmissionPlan.room`):
+        the open question's `plan`."""
         self.asked = True
         # 2. claims
         self._update_claims()
         # 3. entitlement
-        bound, free = self.bound, cluster.free_executors
-        full: list[bool] = []
-        nominal: dict[int, dict[Group, int]] = {}
-        borrow: dict[int, dict[Group, int]] = {}
-        for q, kept in enumerate(self._verdicts):
-            within, beyond, none = kept or self._verdict(q)
-            full.append(none)
-            if within:
-                nominal[q] = within
-            if beyond:
-                borrow[q] = beyond
+        bound, free = self.bound, pool.free_executors
+        if self._stale:
+            for q in self._stale:
+                self._verdict(q)
+            self._stale.clear()
+        full, nominal, borrow = self._full, self._within, self._beyond
         # 4. wait bound
+        blocked: dict[int, Stage] = {}
+        holds: dict[int, Verdict] = {}
+        reserve: Reserve | None = None
         if self.bounded:
             overdue = []
             for q, since in enumerate(self.waits_since):
@@ -378,23 +421,25 @@ class Admission(Usage, Entries):
             for _t, stage, total, need in overdue:
                 q = stage.job.queue
                 if total < need:
-                    self._block(q, stage)  # (its own tasks must end first)
+                    self._block(blocked, holds, q, stage)  # (its own tasks must end first)
                     continue
-                if self.reserve is None and free > 0 and launchable(stage, free):
-                    self.forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
+                if reserve is None and free > 0 and launchable(stage, free):
+                    forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
+                    self.plan = AdmissionPlan(forced=forced, blocked=blocked, holds=holds)
                     return
-                if self.reserve is None:
-                    self.reserve = (stage, self._shadow(cluster, stage, need))
-                    self._block(q, stage)
+                if reserve is None:
+                    reserve = self._reserve(pool, stage, need)
+                    self._block(blocked, holds, q, stage)
         # 5. serve
-        blocked = self.blocked
-        served = [q for q in nominal if q not in blocked]
+        served = [q for q in nominal if q not in blocked] if nominal else []
         rooms: dict[int, dict[Group, int]] = {}
+        phase: dict[int, str] = {}
+        quota_note = CLOSED.quota_note
         if served:
             served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
             rooms = {q: nominal[q] for q in served}
-            self.phase = dict.fromkeys(served, "nominal")
-        else:
+            phase = dict.fromkeys(served, NOMINAL)
+        elif borrow:
             order = sorted(
                 (q for q in borrow if q not in blocked),
                 key=lambda q: (-self.priority[q], self.share(q), q),
@@ -403,30 +448,48 @@ class Admission(Usage, Entries):
                 q = order[0]
                 served = [q]
                 rooms = {q: self._fill(q, borrow[q], order[1:])}
-                self.phase = {q: "borrow"}
-                self.quota_note = f"queue {self.queues[q].name} borrows first"
-        self.served = served
+                phase = {q: BORROW}
+                quota_note = f"queue {self.queues[q].name} borrows first"
         # 6. priority
+        allowed: dict[int, frozenset[Group]] = {}
+        tops: dict[int, int] = {}
+        ranked_out: dict[int, dict[Group, Verdict]] = {}
         for q in served:
-            self.allowed[q] = set(rooms[q])
-            top = self.top[q] = max(key.priority for key in rooms[q])
+            allowed[q] = frozenset(rooms[q])
+            top = tops[q] = max(key.priority for key in rooms[q])
             if not self.ranked or all(k.priority == top for k in rooms[q]):
-                self.rooms[q] = rooms[q]
                 continue
-            self.rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
             name = self.queues[q].name
-            self.ranked_out[q] = {
+            ranked_out[q] = {
                 k: Verdict(Reason.PRIORITY, PRIORITY, (name, top, k.priority))
                 for k in rooms[q]
                 if k.priority != top
             }
+            rooms[q] = {k: r for k, r in rooms[q].items() if k.priority == top}
+        if not served and not blocked and reserve is None:
+            self.plan = CLOSED  # (nothing may start, nothing held by phases 4 to 6)
+            return
+        self.plan = AdmissionPlan(
+            served=tuple(served),
+            phase=phase,
+            rooms=rooms,
+            allowed=allowed,
+            top=tops,
+            blocked=blocked,
+            holds=holds,
+            reserve=reserve,
+            ranked_out=ranked_out,
+            quota_note=quota_note,
+        )
 
-    def _block(self, q: int, stage: Stage) -> None:
+    def _block(
+        self, blocked: dict[int, Stage], holds: dict[int, Verdict], q: int, stage: Stage
+    ) -> None:
         """Phase 4: queue q's task of `stage`, past its wait bound, goes first in it."""
-        if q not in self.blocked:
-            self.blocked[q] = stage
+        if q not in blocked:
+            blocked[q] = stage
             words = (self.queues[q].name, stage.job.name, stage.name)
-            self.holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
+            holds[q] = Verdict(Reason.RESERVATION, BLOCKED, words)
 
     def _update_claims(self) -> None:
         """Phase 2: the claims of the queues that changed; if any claim moved, every
@@ -445,20 +508,24 @@ class Admission(Usage, Entries):
             if row != self._claim[q]:
                 self._claim[q], moved = row, True
             self._ent[q].clear()
-            self._verdicts[q] = None
+            self._tops[q] = None
+            self._stale.add(q)
         changed.clear()
         if moved:
             # (summed again, not moved by differences: milli-bytes exceed a float's integers)
             self._claim_sum = [sum(col) for col in zip(*self._claim, strict=True)]
             for q in range(len(self.queues)):
                 self._ent[q].clear()
-                self._verdicts[q] = None
+                self._tops[q] = None
+            self._stale.update(range(len(self.queues)))
 
-    def _verdict(self, q: int) -> tuple[dict[Group, int], dict[Group, int], bool]:
+    def _verdict(self, q: int) -> None:
         """Phase 3 for queue q: its shapes it may start within its nominal quota (with
         the tasks), those it may start borrowing (with the tasks a start needs), and
-        whether it has room for no pod at all (no stage of it shows, bound or not)."""
-        none = self.entitled_for(q, None)[1] == 0
+        whether it has room for no pod at all (no stage of it shows, bound or not); the
+        holds of the shapes it may not start at all (`limits`)."""
+        own, top = self.tops(q)[0]
+        none = own < MILLI and top < MILLI  # (`entitled_for(q, None)`: room for no pod)
         full = none and self.bound[q] == inf
         nominal: dict[Group, int] = {}
         borrow: dict[Group, int] = {}
@@ -474,8 +541,12 @@ class Admission(Usage, Entries):
                 else:
                     held[key] = self._limit(q, key.amounts, need)
         self.limits[q] = (self._limit(q, None, 1) if none else None, held)
-        got = self._verdicts[q] = (nominal, borrow, full)
-        return got
+        self._full[q] = full
+        for kept, shapes in ((self._within, nominal), (self._beyond, borrow)):
+            if shapes:
+                kept[q] = shapes
+            else:
+                kept.pop(q, None)
 
     def _limit(self, q: int, amounts: tuple[int, ...] | None, need: int) -> Verdict:
         """Phase 3's hold of `need` tasks of a demand of `amounts` queue q may not start."""
@@ -486,7 +557,7 @@ class Admission(Usage, Entries):
             self.nominal[q],
             self.borrow[q],
         )
-        return first_limit(name, self.dims, used, nominal, borrow, a, self.tops(q, a), need)
+        return first_limit(name, self.dims, used, nominal, borrow, a, self.tops(q), need)
 
     def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]:
         """(tasks of a demand of `amounts` (None: a pod only) queue q may start within its
@@ -498,13 +569,16 @@ class Admission(Usage, Entries):
             got = cache[amounts] = self._tasks(q, a)
         return got
 
-    def tops(self, q: int, a: Sequence[float]) -> list[tuple[float, float]]:
-        """Per resource, (room within q's nominal quota, room in all it may use) for a
-        demand of `a` (the second with the cohort's claims, phase 2's)."""
+    def tops(self, q: int) -> list[tuple[float, float]]:
+        """Per resource, (room within q's nominal quota, room in all it may use; the
+        second with the cohort's claims, phase 2's), once while its claims hold."""
+        got = self._tops[q]
+        if got is not None:
+            return got
         used, nominal, borrow = self.used[q], self.nominal[q], self.borrow[q]
         mine, total, cohort = self._claim[q], self._claim_sum, self.cohort
-        out = []
-        for i in range(len(a)):
+        out = self._tops[q] = []
+        for i in range(len(used)):
             u = used[i]
             top = nominal[i] + borrow[i] - u
             if cohort[i] != inf and self.named[i]:  # (the others' claims: all but its own)
@@ -514,7 +588,7 @@ class Admission(Usage, Entries):
 
     def _tasks(self, q: int, a: Sequence[float]) -> tuple[int, int]:
         within = total = MANY
-        for need, (own, top) in zip(a, self.tops(q, a), strict=True):
+        for need, (own, top) in zip(a, self.tops(q), strict=True):
             if need <= 0:
                 continue
             if own != inf:
@@ -543,15 +617,20 @@ class Admission(Usage, Entries):
             out[key] = max(need, room)
         return out
 
-    def _shadow(self, cluster: Deciding, stage: Stage, need: int) -> float:
+    def _reserve(self, pool: PoolState, stage: Stage, need: int) -> Reserve:
+        """Phase 4's reservation of room for `need` tasks of `stage`."""
+        free = self._free(pool)
+        shadow = self._shadow(pool, stage, need, free)
+        return Reserve(stage, shadow, pool.now, tuple(free), tuple(self.demand(stage)))
+
+    def _shadow(self, pool: PoolState, stage: Stage, need: int, free: list[float]) -> float:
         """When the running tasks' estimated ends first leave room for `need` tasks of
-        `stage` in the free resources (EASY's shadow time); inf if they never do."""
+        `stage` in the `free` resources (EASY's shadow time); inf if they never do."""
         want = [a * need for a in self.demand(stage)]
-        free = self._free(cluster)
         if all(f >= w for f, w in zip(free, want, strict=True)):
-            return cluster.now
+            return pool.now
         ends = sorted(  # (by end alone: stages do not order, equal ends keep the executors')
-            ((max(cluster.now, start + s.duration), s) for _e, s, start in cluster.running_tasks()),
+            ((max(pool.now, start + s.duration), s) for _e, s, start in pool.running_tasks()),
             key=lambda end: end[0],
         )
         for end, s in ends:
@@ -562,135 +641,17 @@ class Admission(Usage, Entries):
 
     def _never(self, stage: Stage) -> bool:
         """No node could hold `stage`'s task even empty: it waits for one, holding nothing."""
-        cluster = self.cluster_asked
-        return cluster is not None and cluster.never_fits(stage)
+        pool = self.cluster_asked
+        return pool is not None and pool.never_fits(stage)
 
-    def _startable(self, q: int) -> bool:
-        """Whether a stage of served queue q may start now (phase 7 on each shape)."""
-        cluster = self.cluster_asked
-        assert cluster is not None  # (set by `open`)
-        free, groups = cluster.free_executors, self.snapshot.groups[q]
-        for key in self.rooms.get(q, ()):
-            stages = groups.get(key)
-            if not stages:
-                continue
-            first = next(iter(stages))
-            if not launchable(first, free):
-                continue
-            if self.reserve is None or any(self.room(s) for s in stages):
-                return True
-        return False
-
-    # -- asking the policy ---------------------------------------------------------------
-
-    def decide_once(
-        self, cluster: Deciding, scheduler: Scheduler, now: float
-    ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` the open question (or make the wait bound's decision without it)
-        and apply the answer: each served queue in turn, with its view, until one answers
-        (the module docstring)."""
-        forced = self.forced
-        if forced is not None:
-            return forced, self._apply(cluster, forced, now)
-        if self.mode != "queues" or getattr(scheduler, "needs_cluster", False):
-            # (the baselines, ``pooled`` and a planner of the whole cluster: every queue's
-            # allowed stages together, the others hidden)
-            return self._ask(cluster, scheduler, now, None)
-        answer: tuple[Action, list[Launch]] = (WAIT, [])
-        for q in list(self.served):
-            if self._startable(q):
-                answer = self._ask(cluster, scheduler, now, q)
-                if answer[0] is not WAIT:
-                    break
-        return answer
-
-    def _ask(
-        self, cluster: Deciding, scheduler: Scheduler, now: float, q: int | None
-    ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` with queue q's view, its stages the question does not let start
-        hidden (q None: the whole cluster, every such stage hidden)."""
-        if q is None:
-            jobs: list[Job] = cluster.jobs
-            view: Any = cluster
-        else:
-            jobs = self._jobs_of(q)
-            view = self._view(cluster, q, jobs)
-        saved: dict[Job, tuple[list[Stage], set[Stage]]] = {}
-        for job in self._hidden(jobs, q):
-            hidden = {s for s in job.runnable if not self.room(s)}
-            if hidden:
-                saved[job] = (job.runnable, hidden)
-                job.runnable = [s for s in job.runnable if s not in hidden]
-        try:
-            return cluster.answer(scheduler, now, lambda d, t: self._apply(cluster, d, t), view)
-        finally:
-            for job, (runnable, hidden) in saved.items():
-                left = job.runnable  # (a shown stage may have run out of tasks meanwhile)
-                job.runnable = [s for s in runnable if s in hidden or s in left]
-                cluster.touch(job)
-
-    def _hidden(self, jobs: list[Job], q: int | None) -> list[Job]:
-        """The jobs of `jobs` that may have a stage to hide from queue q's question: with
-        no reservation, those of its shapes the question does not let start (read from
-        the snapshot's shapes, not from every job)."""
-        if q is None or self.reserve is not None:
-            return [j for j in jobs if j.runnable]
-        rooms = self.rooms.get(q, {})
-        out: dict[Job, None] = {}
-        for key, stages in self.snapshot.groups[q].items():
-            if key not in rooms:
-                out.update((s.job, None) for s in stages)
-        return list(out)
-
-    def _jobs_of(self, q: int) -> list[Job]:
-        return self.snapshot.members(q)
-
-    def _view(self, cluster: Deciding, q: int, jobs: list[Job]) -> Any:
-        """Queue q's view (the cluster itself for one queue with no quota: bit for bit)."""
-        entitled = self.entitlement(q)
-        if len(self.queues) == 1 and all(
-            e >= c for e, c in zip(entitled, self.capacity, strict=True)
-        ):
-            return cluster
-        kept = self._views.get(q)
-        key = (cluster, tuple(entitled))
-        if kept is not None and kept[0] == key:  # (the same pool: its view kept)
-            kept[1].jobs = jobs
-            return kept[1]
-        view = QueueView(cluster, q, jobs, entitled, self.dims, self.snapshot.shares[q])
-        self._views[q] = (key, view)
-        return view
-
-    def entitlement(self, q: int) -> list[float]:
-        """What queue q may use now, per resource (at most the pool's capacity): its
-        nominal quota, or in the borrowing phase its usage plus what it may borrow."""
-        tops = self.tops(q, [1.0] * len(self.dims))
-        borrowing = self.phase.get(q) == "borrow"
-        out = []
-        for u, (own, top), cap in zip(self.used[q], tops, self.capacity, strict=True):
-            room = top if borrowing else own
-            out.append(cap if room == inf else min(cap, u + max(0.0, room)))
-        return out
-
-    def _apply(self, cluster: Deciding, decision: Decision, now: float) -> list[Launch]:
-        """Apply `decision`, its cap lowered to what the question lets its stage start; a
-        stage it does not let start is an illegal decision (nothing changes)."""
-        stage, job = decision.stage, decision.stage.job
-        room = self.room(stage)
-        if not room and self.ours and stage in job.runnable:
-            hold = self.hold_of(stage)
-            why_ = "its queue lets none of its tasks start" if hold is None else hold.message
-            raise IllegalDecisionError(
-                f"stage {job.name}/{stage.name} may not start now: {why_}; choose one of "
-                "view.runnable_stages() or return WAIT"
-            )
-        if decision.idle_delay == 0 and room and decision.parallelism_cap > job.held + room:
-            decision = Decision(stage, job.held + room)
-        launches = cluster.apply(decision, now)
-        self._at = None
-        if launches:
-            self.started(stage, len(launches), now)
-        return launches
+    def refused(self, stage: Stage) -> str | None:
+        """Why the open question lets no task of `stage` start, as a clause of the
+        cluster's refusal of a decision naming it (None: the queues do not refuse it; a
+        baseline's hidden stage is the policy's own to try)."""
+        if not self.ours:
+            return None
+        hold = self.hold_of(stage)
+        return "its queue lets none of its tasks start" if hold is None else hold.message
 
     def started(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` of `stage`'s waiting tasks started at `now`: their waits, in the ledger."""
@@ -736,11 +697,12 @@ class Admission(Usage, Entries):
 
     # -- the result ----------------------------------------------------------------------
 
-    def result(self, cluster: Deciding | None = None) -> AdmissionResult:
+    def result(self, cluster: PoolState | None = None) -> AdmissionResult:
         """The present question's `AdmissionResult` (the module docstring), of `cluster`
         (None: the one last asked). It opens the question if the state changed since,
-        as the next round would; the phases' verdicts are read, not worked out again
-        (`idlegate.sim.admission_result.result_of`)."""
+        as the next round would (`Cluster.admission_result` first ends the idle slots
+        past their bound, as a round does); the phases' verdicts are read, not worked
+        out again (`idlegate.sim.admission_entries.Entries.result_of`)."""
         cluster = cluster if cluster is not None else self.cluster_asked
         if cluster is None:
             return self.result_of(None, None)
@@ -753,7 +715,7 @@ class Admission(Usage, Entries):
         self._result = ((self._at, key), made)
         return made
 
-    def _present(self, cluster: Deciding) -> None:
+    def _present(self, cluster: PoolState) -> None:
         """The present question opened, its phases run even with no executor free (the
         reasons need them)."""
         self.open(cluster)
@@ -784,8 +746,18 @@ class Admission(Usage, Entries):
         twin._claim = [list(c) for c in self._claim]
         twin._changed = set(range(len(self.queues)))
         twin._ent = [{} for _ in self.queues]
-        twin._verdicts = [None] * len(self.queues)
+        twin._tops = [None] * len(self.queues)
+        twin._stale = set(range(len(self.queues)))
+        twin._within, twin._beyond = {}, {}
+        twin._full = [False] * len(self.queues)
         twin.limits = [(None, {}) for _ in self.queues]
         twin._views = {}
+        twin._pool_view = None
+        twin._idle_at = None
         twin._reset_question()
         return twin
+
+
+def _key(pool: PoolState) -> tuple[float, int, int, int]:
+    """What a question is of: it stands while these are the same (and nothing was touched)."""
+    return (pool.now, pool.decisions, pool.free_executors, len(pool.jobs))

@@ -35,9 +35,10 @@ from idlegate.sim.admission_result import (
     Verdict,
 )
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
-from idlegate.sim.protocol import Decision, Job, Stage, launchable
+from idlegate.sim.protocol import Job, Stage, launchable
 
 if TYPE_CHECKING:
+    from idlegate.sim.admission_plan import AdmissionPlan
     from idlegate.sim.admission_types import PoolState
     from idlegate.sim.queues import QueueSpec
 
@@ -61,29 +62,12 @@ class Entries:
     waits_since: list[dict[Stage, float]]
     snapshot: QueueSnapshot
     cluster_asked: PoolState | None
-    forced: Decision | None
-    served: list[int]
-    allowed: dict[int, set[Group]]
-    top: dict[int, int]
-    blocked: dict[int, Stage]
-    reserve: tuple[Stage, float] | None
+    plan: AdmissionPlan
+    """The open question's answer: phases 4 to 6's holds, and what may start."""
     limits: list[tuple[Verdict | None, dict[Group, Verdict]]]
     """Phase 3's holds per queue (kept while its verdict is): of the whole queue, with
     room for no pod, else of each shape it may not start at all."""
-    holds: dict[int, Verdict]
-    """Phase 4's hold of a queue whose task past its wait bound goes first."""
-    ranked_out: dict[int, dict[Group, Verdict]]
-    """Phase 6's holds of a served queue's shapes of a lower priority."""
-    quota_note: str
-    """Phase 5's cause of a queue's stages beyond its nominal quota waiting."""
     last_tick: float
-
-    rooms: dict[int, dict[Group, int]]
-    ours: bool
-    _visible: dict[Stage, int]
-
-    def demand(self, stage: Stage) -> list[float]:
-        raise NotImplementedError
 
     def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
         raise NotImplementedError
@@ -94,41 +78,6 @@ class Entries:
     def share(self, q: int) -> float:
         raise NotImplementedError
 
-    # -- phase 7: a stage's room -------------------------------------------------------
-
-    def room(self, stage: Stage) -> int:
-        """How many tasks of `stage` the open question lets start (a decision's cap is cut
-        to it; 0: it may not start), its fit to the free resources aside."""
-        forced = self.forced
-        if forced is not None:
-            return need_of(stage) if forced.stage is stage else 0
-        if not self.ours:
-            return self._visible.get(stage, 0)
-        rooms = self.rooms.get(stage.job.queue)
-        if rooms is None or stage not in stage.job.runnable:
-            return 0
-        n = rooms.get(group_of(stage), 0)
-        return n if n and self.reserve is None else self._beside(stage, n)
-
-    def _beside(self, stage: Stage, n: int) -> int:
-        """Of `n` tasks of `stage`, those that may start beside the reservation."""
-        if not n or self.reserve is None or self.cluster_asked is None:
-            return n
-        reserved, shadow = self.reserve
-        cluster = self.cluster_asked
-        if cluster.now + stage.duration <= shadow:
-            return n
-        want, a = self.demand(reserved), self.demand(stage)
-        spare = min(
-            (
-                int((f - w) // x)
-                for f, w, x in zip(self._free(cluster), want, a, strict=True)
-                if x > 0
-            ),
-            default=n,
-        )
-        return min(n, spare) if spare >= need_of(stage) else 0
-
     def _free(self, cluster: PoolState) -> list[float]:
         free = cluster.free_resources
         return [float(free[d]) for d in self.dims]
@@ -138,11 +87,11 @@ class Entries:
         now), in their order of precedence: a stage no node holds, a task forced past its
         wait bound, its queue's limits (phase 3), its queue's task past the bound (4),
         its quota (5), its priority (6), the reservation and the pool's room (7)."""
-        cluster, q = self.cluster_asked, stage.job.queue
+        cluster, q, plan = self.cluster_asked, stage.job.queue, self.plan
         if cluster is not None and (never := cluster.fits_no_node(stage)) is not None:
             return Verdict(Reason.NO_NODE_FITS, NEVER, (stage.name, never))
         live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
-        forced = self.forced if live else None  # (with no executor free, nothing is forced yet)
+        forced = plan.forced if live else None  # (with no executor free, nothing is forced yet)
         if forced is not None and forced.stage is not stage:
             return Verdict(Reason.RESERVATION, FORCED, (self.queues[forced.stage.job.queue].name,))
         key = group_of(stage)
@@ -150,24 +99,24 @@ class Entries:
         limit = whole or shapes.get(key)
         if limit is not None:
             return limit
-        blocked = self.blocked.get(q)
+        blocked = plan.blocked.get(q)
         if blocked is not None and blocked is not stage:
-            return self.holds[q]
+            return plan.holds[q]
         if blocked is stage or (forced is not None and forced.stage is stage):
             return self._fit(cluster, live, stage)  # (overdue, entitled: room)
-        if q not in self.served or key not in self.allowed.get(q, ()):
-            return Verdict(Reason.QUOTA, QUOTA, (self.queues[q].name, self.quota_note))
-        ranked = self.ranked_out.get(q)
+        if q not in plan.served or key not in plan.allowed.get(q, ()):
+            return Verdict(Reason.QUOTA, QUOTA, (self.queues[q].name, plan.quota_note))
+        ranked = plan.ranked_out.get(q)
         if ranked is not None and key in ranked:
             return ranked[key]
-        if self.reserve is not None and not self.room(stage):
-            reserved = self.reserve[0]
+        if plan.reserve is not None and not plan.room(stage):
+            reserved = plan.reserve.stage
             name = self.queues[reserved.job.queue].name
             return Verdict(Reason.RESERVATION, RESERVED, (reserved.job.name, reserved.name, name))
         if (
             live
             and cluster is not None
-            and self.room(stage)
+            and plan.room(stage)
             and launchable(stage, cluster.free_executors)
         ):
             return None
@@ -209,7 +158,7 @@ class Entries:
         for stage in job.runnable:
             hold = self.hold_of(stage)
             if hold is None:
-                may[stage] = self.room(stage)
+                may[stage] = self.plan.room(stage)
             else:
                 holds[stage] = hold
         return Entry(job, position, may, holds)
@@ -252,7 +201,7 @@ class Entries:
                 )
             )
         live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
-        forced = None if self.forced is None or not live else self.forced.stage
+        forced = None if self.plan.forced is None or not live else self.plan.forced.stage
         return AdmissionResult(now, self.dims, tuple(queues), forced)
 
     def _oldest(self, q: int, now: float) -> float:
@@ -273,12 +222,15 @@ def first_limit(
     need: int,
 ) -> Verdict:
     """Phase 3's hold of a shape of demand `a` whose `need` tasks its queue may not start:
-    the first resource whose room (`tops`, the phase's own) is short."""
-    for i, (x, (_own, top)) in enumerate(zip(a, tops, strict=True)):
-        if x <= 0 or top >= x * need:
+    the first resource whose room (`tops`, the phase's own) is short. (Made at every
+    question a queue's room changes: its verdict made whole, `_make`, not by keyword.)"""
+    for i in range(len(a)):
+        x = a[i] * need
+        if x <= 0 or tops[i][1] >= x:
             continue
-        capped = nominal[i] + borrow[i] - used[i] < x * need
-        limit = Limit(name, dims[i], used[i], nominal[i], borrow[i], capped)
-        reason = Reason.BORROWING_LIMIT if capped and nominal[i] != inf else Reason.COHORT_FULL
-        return Verdict(reason, limit=limit)
+        u, n, b = used[i], nominal[i], borrow[i]
+        capped = n + b - u < x
+        limit = Limit(name, dims[i], u, n, b, capped)
+        reason = Reason.BORROWING_LIMIT if capped and n != inf else Reason.COHORT_FULL
+        return Verdict._make((reason, "", (), limit))
     return Verdict(Reason.COHORT_FULL, "queue {}: nothing idle to borrow in the cohort", (name,))

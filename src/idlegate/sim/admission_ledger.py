@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import inf
 
+from idlegate.sim.admission_snapshot import demand_of
 from idlegate.sim.protocol import Job, Stage
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import MILLI
@@ -63,10 +64,7 @@ class Usage:
 
     def demand(self, stage: Stage) -> list[float]:
         """One task's demand, in `dims` order (a pod, then the pool's other resources)."""
-        need = stage.need
-        if need is None:
-            return [MILLI, *([0.0] * (len(self.dims) - 1))]
-        return [MILLI, *need.amounts]
+        return demand_of(stage, len(self.dims))
 
     def use(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` more (or, negative, fewer) of `stage`'s tasks run from `now` on."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import NamedTuple
 
 from idlegate.sim.protocol import Job, Stage
+from idlegate.sim.resources import MILLI
 from idlegate.sim.shapes import shape
 from idlegate.sim.shares import Shares
 
@@ -37,6 +38,15 @@ class Group(NamedTuple):
 def need_of(stage: Stage) -> int:
     """The tasks a stage starts at once: a gang's left, else one."""
     return stage.available - stage.launched if stage.gang else 1
+
+
+def demand_of(stage: Stage, dims: int) -> list[float]:
+    """One task's demand on `dims` resources, in the admission's order: a pod, then the
+    pool's other resources (none asked: zeros)."""
+    need = stage.need
+    if need is None:
+        return [MILLI, *([0.0] * (dims - 1))]
+    return [MILLI, *need.amounts]
 
 
 def group_of(stage: Stage) -> Group:

@@ -63,10 +63,12 @@ Semantics (Decima and the idle-slot papers):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import GangTooWideError, IdlegateError, IllegalDecisionError
 from idlegate.sim.admission import Admission
+from idlegate.sim.beyond import Beyond
 from idlegate.sim.dag import Dag
 from idlegate.sim.fork import fork_cluster
 from idlegate.sim.legality import check_decision
@@ -76,6 +78,7 @@ from idlegate.sim.progress import can_run, hold, recount, remaining_cp
 from idlegate.sim.protocol import (
     WAIT,
     Action,
+    ClusterView,
     Decision,
     Job,
     JobRecord,
@@ -96,7 +99,7 @@ if TYPE_CHECKING:
 TraceSink = Callable[[float, str, int, int, Any], None]
 
 
-class Cluster(PoolResources, Stopping):
+class Cluster(PoolResources, Beyond, Stopping):
     """K executors (and the pool's other resources) and the jobs in the system. Every
     method takes the current time `now`."""
 
@@ -415,70 +418,12 @@ class Cluster(PoolResources, Stopping):
         """The run's figures (a gate reports its cluster's)."""
         return result
 
-    # -- beyond the pool ------------------------------------------------------------
-
-    @property
-    def busy(self) -> int:
-        """Tasks running: on executors of the pool, and beyond it."""
-        return self.num_executors - self.free_executors + len(self.beyond)
-
-    def run_beyond(self, stage: Stage, token: Any) -> None:
-        """A task of `stage` (the driver's `token`) runs beyond the pool until an executor
-        is its own (`adopt_beyond`)."""
-        self.beyond.append((stage, token))
-
-    def started_unasked(self, stage: Stage, now: float, token: Any) -> list[tuple[Launch, Any]]:
-        """A task of `stage` started without a decision (its gate removed by someone else).
-
-        It has started, so the stage's idle slot (if any) is over. It is launched on a free
-        executor, as `adopt_beyond` launches one, or, with none free, runs beyond the pool
-        (the answer is then empty).
-        """
-        self.idle_expired(stage, now)
-        launched = self._adopt(stage, token, now)
-        if launched is None:
-            self.run_beyond(stage, token)
-            return []
-        return launched
-
-    def adopt_beyond(self, now: float) -> list[tuple[Launch, Any]]:
-        """Give free executors to the tasks running beyond the pool, oldest first.
-
-        Each is launched on its stage with a cap of what the job holds plus what it needs
-        (the policy's next decision sets its own): one executor, or for a gang every task
-        it has left (the gang's other tasks beyond the pool first, then new ones, whose
-        token is None: the driver starts them). A task whose gang does not fit waits.
-        Returns each launch with its token.
-        """
-        adopted: list[tuple[Launch, Any]] = []
-        for stage, token in list(self.beyond):
-            if not self.free_executors:
-                break
-            if any(t is token for _, t in self.beyond):  # (not adopted with its gang)
-                adopted += self._adopt(stage, token, now) or []
-        return adopted
-
-    def drop_beyond(self, token: Any) -> None:
-        """The task `token` ended beyond the pool without being counted (it failed: its
-        retry waits for a decision like any task)."""
-        self.beyond = [(s, t) for s, t in self.beyond if t is not token]
-
-    def _adopt(self, stage: Stage, token: Any, now: float) -> list[tuple[Launch, Any]] | None:
-        need = stage.tasks - stage.launched if stage.gang else 1
-        if need > self.free_executors:
-            return None
-        decision = Decision(stage, stage.job.held + need)
-        try:
-            self.check(decision)
-        except IllegalDecisionError:
-            return None
-        launches = self.apply(decision, now)
-        mates = [t for s, t in self.beyond if s is stage and t is not token]
-        tokens = [token, *mates][: len(launches)]
-        self.beyond = [(s, t) for s, t in self.beyond if not any(t is k for k in tokens)]
-        return list(zip(launches, [*tokens, *[None] * (len(launches) - len(tokens))], strict=True))
-
     # -- scheduling ------------------------------------------------------------------
+
+    runnable = staticmethod(attrgetter("runnable"))
+    """`job`'s runnable stages as this view shows them: all of them (a view of the
+    admission's shows those its plan lets start, `idlegate.sim.admission_view`). A C
+    getter: policies call it once per job a question reads."""
 
     def runnable_stages(self) -> list[Stage]:
         """Stages a decision may name now, jobs in arrival order."""
@@ -503,11 +448,19 @@ class Cluster(PoolResources, Stopping):
         admission = self.admission or self._alone
         if admission is None:
             admission = self._alone = Admission.alone(self.capacity, self.resource_names)
+        self._end_idle_over(admission)
         return admission.result(self)
 
+    def _end_idle_over(self, admission: Admission) -> None:
+        """End the idle slots the admission says passed their wait bound (`idle_over`)."""
+        for stage in admission.idle_over(self):
+            self.idle_expired(stage, self.now)
+
     def can_schedule(self) -> bool:
-        if self.admission is not None:
-            return self.admission.open(self)
+        if (admission := self.admission) is not None:
+            if admission.bounded:
+                self._end_idle_over(admission)
+            return admission.open(self)
         free = self.free_executors
         if free == 0 or self.beyond:
             return False
@@ -558,27 +511,36 @@ class Cluster(PoolResources, Stopping):
         illegal answer raises IllegalDecisionError before anything changes, so a driver
         that steps the machine itself (the operator, the Gymnasium env) can answer in
         another way without losing what earlier steps launched.
+
+        With queues the admission answers the question first with its plan
+        (`idlegate.sim.admission_plan`): its forced decision is applied without the
+        policy; else the policy is asked of each of its views in turn until it answers,
+        and its answer is applied within the plan (`_within`).
         """
         if now != self.now:
             self.advance(now)
         if not self.can_schedule():
             return None
         self.order_key = getattr(scheduler, "order_key", None)
-        if self.admission is not None:
-            return self.admission.decide_once(self, scheduler, now)
-        return self.answer(scheduler, now, self.apply)
+        admission = self.admission
+        if admission is None:
+            return self._answer(scheduler, self, now, None)
+        forced = admission.plan.forced
+        if forced is not None:
+            return forced, self._within(admission, forced, now)
+        answer: tuple[Action, list[Launch]] = (WAIT, [])
+        for view in admission.views(self, getattr(scheduler, "needs_cluster", False)):
+            answer = self._answer(scheduler, view, now, admission)
+            if answer[0] is not WAIT:
+                break
+        return answer
 
-    def answer(
-        self,
-        scheduler: Scheduler,
-        now: float,
-        apply: Callable[[Decision, float], list[Launch]],
-        view: Any = None,
+    def _answer(
+        self, scheduler: Scheduler, view: ClusterView, now: float, admission: Admission | None
     ) -> tuple[Action, list[Launch]]:
-        """Ask `scheduler` once, of `view` (None: this cluster; the admission's: one queue's,
-        `idlegate.sim.admission_view`), and carry out its answer with `apply` (`apply`, or
-        the admission's, which cuts the cap to what the queues allow): `decide_once`'s body."""
-        action = scheduler.decide(self if view is None else view)
+        """Ask `scheduler` once, of `view` (this cluster, or a view of the `admission`'s
+        plan), and apply its answer (within the plan): `decide_once`'s body."""
+        action = scheduler.decide(view)
         if action is WAIT:
             return action, []
         if not isinstance(action, Decision):
@@ -587,10 +549,30 @@ class Cluster(PoolResources, Stopping):
                 "decide() must return a Decision or WAIT"
             )
         try:
-            return action, apply(action, now)
+            if admission is None:
+                return action, self.apply(action, now)
+            return action, self._within(admission, action, now)
         except IllegalDecisionError as exc:
             exc.decision = action  # (which stage a driver's fallback is about)
             raise
+
+    def _within(self, admission: Admission, decision: Decision, now: float) -> list[Launch]:
+        """Apply `decision` within the `admission`'s plan: its cap lowered to the tasks the
+        plan lets its stage start (`AdmissionPlan.room`); a stage the queues let none start
+        is an illegal decision (nothing changes). The admission is told what started."""
+        stage = decision.stage
+        job, room = stage.job, admission.plan.room(stage)
+        if not room and stage in job.runnable and (why := admission.refused(stage)):
+            raise IllegalDecisionError(
+                f"stage {job.name}/{stage.name} may not start now: {why}; choose one of "
+                "view.runnable_stages() or return WAIT"
+            )
+        if decision.idle_delay == 0 and room and decision.parallelism_cap > job.held + room:
+            decision = Decision(stage, job.held + room)
+        launches = self.apply(decision, now)
+        if launches:
+            admission.started(stage, len(launches), now)
+        return launches
 
     def apply(self, decision: Decision, now: float) -> list[Launch]:
         """Carry out one decision; raises IllegalDecisionError, changing nothing, if it is not
@@ -760,6 +742,8 @@ class Cluster(PoolResources, Stopping):
         empty; `jobs_time_integral` carries on from the same value). With `only`, the
         fork holds just those jobs and every job holding executors (a planner's bounded
         view of a long queue); the free executors of the others count as unattached.
+        A fork is of the pool as it is, whatever a view of it shows a policy: its copy of
+        the admission holds back what the pool's would (`idlegate.sim.admission_view`).
         """
         # a plain Cluster even from a subclass's (a gated pool's): a fork runs the machine's
         # own rules, as planners and replays expect

@@ -41,7 +41,7 @@ from idlegate.sim.engine import JobArrival
 from idlegate.sim.forecast import known_duration
 from idlegate.sim.pool import effective_executors
 from idlegate.sim.queues import QueueSpec
-from idlegate.sim.rollout import Future
+from idlegate.sim.rollout import Forkable, Future
 
 Arrivals = Literal["none", "poisson", "queues"]
 """What a forecast's replays invent (module docstring)."""
@@ -191,7 +191,7 @@ def arrival_rate(
 
 
 def poisson_futures(
-    view: Cluster,
+    view: Forkable,
     recent: Sequence[Template],
     horizon: float,
     samples: int,

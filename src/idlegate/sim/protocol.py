@@ -287,7 +287,11 @@ Action = Decision | _Wait
 
 
 class ClusterView(Protocol):
-    """What a scheduler may read at a decision (the Cluster satisfies it)."""
+    """What a scheduler may read at a decision (the Cluster satisfies it; with queues, a
+    view of the admission's plan does: `idlegate.sim.admission_view`).
+
+    A policy reads a job's stages through `runnable(job)`, never `job.runnable`: a view
+    shows only the stages its question lets start."""
 
     now: float
     num_executors: int
@@ -295,6 +299,7 @@ class ClusterView(Protocol):
     jobs: list[Job]
     arrival_log: list[tuple[float, float]]
 
+    def runnable(self, job: Job) -> list[Stage]: ...
     def runnable_stages(self) -> list[Stage]: ...
     def free_executors_from(self, job: Job | None) -> int: ...
     def check(self, decision: Decision) -> None: ...

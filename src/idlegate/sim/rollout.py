@@ -40,11 +40,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+from idlegate.sim.admission_view import PoolView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
 from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler, Stage
+
+Forkable = Cluster | PoolView
+"""A pool a planner may fork: the cluster, or the whole pool as its admission shows it to
+the policy at a question (`idlegate.sim.admission_view.PoolView`, whose fork is the
+pool's as it is: its copy of the admission holds back what the pool's does)."""
 
 OVERDUE_FRACTION = 0.05
 """A running task past its estimate ends after this fraction of the estimate."""
@@ -236,7 +242,7 @@ def compare(
     return Comparison(costs, raced_out, shortest, most)
 
 
-def planning_fork(cluster: Cluster, only: Iterable[Job] | None = None) -> Cluster:
+def planning_fork(cluster: Forkable, only: Iterable[Job] | None = None) -> Cluster:
     """A fork of `cluster` (of the jobs `only` and the holders, `Cluster.fork`) whose jobs
     carry their duration models as payloads.
 

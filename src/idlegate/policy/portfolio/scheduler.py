@@ -108,6 +108,7 @@ from idlegate.policy.portfolio.state import (
     Window,
 )
 from idlegate.policy.spec import SchedulerSpec
+from idlegate.sim.admission_view import PoolView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import check_history_file, history_arrivals, load_history
@@ -627,8 +628,8 @@ class PortfolioScheduler:
 
     def _present(self, view: ClusterView) -> Cluster | None:
         """A fork of the pool for the round's present check (`present`); None without the
-        check, or on a view that is not a `Cluster` (nothing to fork)."""
-        if not self.config.present or not isinstance(view, Cluster) or not view.jobs:
+        check, or on a view that is not the whole pool (a queue's: nothing to fork)."""
+        if not self.config.present or not isinstance(view, Cluster | PoolView) or not view.jobs:
             return None
         return planning_fork(view)
 
