@@ -4,6 +4,7 @@ change the round stops early, the round's answer the same."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -93,34 +94,46 @@ def test_a_rule_that_fails_where_its_lead_did_not_fails_on_its_own():
     assert scores.failed["breaks"] == "RuntimeError: broke at its sixth decision"
 
 
-def request(following: str, **given: Any) -> ReplayRequest:
-    return ReplayRequest(WINDOW.jobs, WINDOW.num_executors, 0.0, following, 0, 0.0, new=40, **given)
+def request(following: str, workload: Any = WINDOW, **given: Any) -> ReplayRequest:
+    pool = workload.num_executors
+    return ReplayRequest(workload.jobs, pool, 0.0, following, 0, 0.0, new=40, **given)
 
 
-def test_a_round_cuts_a_replay_that_cannot_change_its_answer(replays):
-    brain = make_scheduler("portfolio?candidates=fifo+srpt+fair&tune=false&prior=false&start=srpt")
+# (a flood: teams' first 30 workflows, submitted at once; the window's JCT so far grows
+# from the first event on: srpt 116 s, sjf-cp 154 s, fair 206 s)
+FLOOD = replace(build_workload("teams", 1, num_jobs=60), queues=())
+FLOOD = replace(FLOOD, jobs=FLOOD.jobs[:30])
+
+
+@pytest.mark.parametrize(
+    ("workload", "other"), [(WINDOW, "fifo"), (FLOOD, "sjf-cp")], ids=["spread", "flood"]
+)
+def test_a_round_cuts_a_replay_that_cannot_change_its_answer(replays, workload, other):
+    spec = f"portfolio?candidates={other}+srpt+fair&tune=false&prior=false&start=srpt"
+    brain = make_scheduler(spec)
     assert isinstance(brain, PortfolioScheduler)
-    cut = brain.replay(request("srpt"))
-    assert replays == ["srpt", "fifo", "fair"]  # (the one followed first)
+    cut = brain.replay(request("srpt", workload))
+    assert replays == ["srpt", other, "fair"]  # (the one followed first)
 
     def whole(r: ReplayRequest, specs: Any) -> Any:  # (every replay to its end)
-        return replay_portfolio(r.window, {s: make_scheduler(s) for s in specs}, 40, r.seed)
+        schedulers = {s: make_scheduler(s) for s in specs}
+        return replay_portfolio(r.window, schedulers, r.num_executors, r.seed)
 
-    full = play_round(request("srpt"), brain.config, whole)
+    full = play_round(request("srpt", workload), brain.config, whole)
     same = ("candidate", "reason", "runner_up", "runner_up_score", "best", "why")
     assert {k: getattr(cut, k) for k in same} == {k: getattr(full, k) for k in same}
     assert cut.cut == ("fair",) and not full.cut and cut.to_dict()["cut"] == ["fair"]
-    # fair's score is a lower bound, past the reference (srpt's score, fifo's higher)
-    reference = max(full.scores["srpt"], full.scores["fifo"])
+    # fair's score is a lower bound, past the reference (srpt's score, the other's higher)
+    reference = max(full.scores["srpt"], full.scores[other])
     assert (1 + CUT) * reference <= cut.scores["fair"] * (1 + 1e-9)
     assert cut.scores["fair"] < full.scores["fair"]
-    assert {c: cut.scores[c] for c in ("srpt", "fifo")} == {
-        c: full.scores[c] for c in ("srpt", "fifo")
+    assert {c: cut.scores[c] for c in ("srpt", other)} == {
+        c: full.scores[c] for c in ("srpt", other)
     }
     assert cut.modelled_seconds < full.modelled_seconds  # (its replay stopped early)
     # the guard's safest is never cut: its per-workflow JCTs are weighed
     replays.clear()
-    kept = brain.replay(request("srpt", safe="fair"))
+    kept = brain.replay(request("srpt", workload, safe="fair"))
     assert not kept.cut and kept.scores["fair"] == full.scores["fair"]
 
 

@@ -334,13 +334,16 @@ def _simulate(
         area = cluster.jobs_time_integral
         if area >= limit * (1 - _SLACK):
             return _Cut(area, engine.events, cluster.decisions)
+        if not cluster.jobs:  # (nothing unfinished: on to the next arrivals)
+            engine.run(engine.peek())
+            continue
         while i < len(arrivals) and arrivals[i] <= now:
             i += 1
-        until = arrivals[i] if i < len(arrivals) else math.inf
-        if cluster.jobs:
-            until = min(until, now + (limit - area) / len(cluster.jobs))
-        engine.run(until if until > now else engine.peek())  # (a step below the clock's
-        # resolution: on to the next event)
+        until = now + (limit - area) / len(cluster.jobs)
+        if i < len(arrivals):
+            until = min(until, arrivals[i])
+        # (a step below the clock's resolution: on to the next event)
+        engine.run(until if until > now else engine.peek())
     return engine.result(workload.name, scheduler.name, seed)
 
 
