@@ -15,6 +15,7 @@ from idlegate.policy.portfolio import PortfolioScheduler, ReplayRequest, replay_
 from idlegate.policy.portfolio import runs as runs_module
 from idlegate.policy.portfolio.decision import play_round
 from idlegate.policy.portfolio.runs import CUT, Runs
+from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView
 from idlegate.sim.workloads import build_workload
 
@@ -123,18 +124,33 @@ def test_a_round_cuts_a_replay_that_cannot_change_its_answer(replays, workload, 
     same = ("candidate", "reason", "runner_up", "runner_up_score", "best", "why")
     assert {k: getattr(cut, k) for k in same} == {k: getattr(full, k) for k in same}
     assert cut.cut == ("fair",) and not full.cut and cut.to_dict()["cut"] == ["fair"]
-    # fair's score is a lower bound, past the reference (srpt's score, the other's higher)
+    # fair's score is at least its bound, past the reference (srpt's score, the other's
+    # higher); the estimate tells it is well behind
     reference = max(full.scores["srpt"], full.scores[other])
     assert (1 + CUT) * reference <= cut.scores["fair"] * (1 + 1e-9)
-    assert cut.scores["fair"] < full.scores["fair"]
     assert {c: cut.scores[c] for c in ("srpt", other)} == {
         c: full.scores[c] for c in ("srpt", other)
     }
     assert cut.modelled_seconds < full.modelled_seconds  # (its replay stopped early)
-    # the guard's safest is never cut: its per-workflow JCTs are weighed
-    replays.clear()
-    kept = brain.replay(request("srpt", workload, safe="fair"))
-    assert not kept.cut and kept.scores["fair"] == full.scores["fair"]
+    # never cut: the guard's safest (its per-workflow JCTs are weighed), and a candidate
+    # the standings have not judged yet (they remember its score)
+    for kept in ({"safe": "fair"}, {"exact": frozenset({"fair"})}):
+        again = brain.replay(request("srpt", workload, **kept))
+        assert not again.cut and again.scores["fair"] == full.scores["fair"]
+
+
+def test_a_candidate_is_judged_once_the_standings_hold_min_window_workflows_of_it():
+    from idlegate.policy.portfolio.rounds import Choice
+    from idlegate.policy.portfolio.state import Standings
+
+    standings = Standings()
+    specs = ["srpt", "fair", "fifo"]
+    assert standings.unjudged(specs, 40) == frozenset(specs)
+    scores = {"srpt": 10.0, "fair": 13.0}
+    standings.remember(Choice("srpt", 10.0, "fair", 13.0, 25, "best", scores=scores, new=25), 1000)
+    assert standings.unjudged(specs, 40) == frozenset(specs)  # (25 workflows of evidence)
+    standings.remember(Choice("srpt", 10.0, "fair", 13.0, 25, "best", scores=scores, new=25), 1000)
+    assert standings.unjudged(specs, 40) == {"fifo"}  # (50: srpt and fair judged)
 
 
 def test_no_cut_before_the_one_followed_and_another_are_known(replays):
@@ -143,3 +159,26 @@ def test_no_cut_before_the_one_followed_and_another_are_known(replays):
     scores = runs.scores(["srpt", "fair"])
     assert not scores.cut  # (fair would be the runner-up whatever its score)
     assert scores.means["fair"] == alone("fair").means["fair"]
+
+
+def test_a_round_replays_to_their_end_the_candidates_not_yet_judged():
+    spec = (
+        "portfolio?candidates=fifo+srpt+fair&tune=false&prior=false&start=srpt&min_window=5&every=5"
+    )
+    brain = make_scheduler(spec)
+    assert isinstance(brain, PortfolioScheduler)
+    requests: list[ReplayRequest] = []
+    own = brain.replay
+
+    def seen(request: ReplayRequest, check: Any = None) -> Any:
+        requests.append(request)
+        return own(request, check)
+
+    brain.replay = seen  # type: ignore[method-assign]
+    simulate(WINDOW, brain, seed=1)
+    early = [r for r in requests if r.early]
+    finished = [r for r in requests if not r.early]
+    assert early and all(not r.exact for r in early)  # (they count for no standing)
+    assert finished[0].exact == {"fifo", "srpt", "fair"}  # (no standing yet)
+    assert not finished[-1].exact  # (each with 5 workflows of evidence and more)
+    assert any(c.cut for c in brain.rounds[len(early) + 1 :])

@@ -11,7 +11,9 @@ the replayed workflows (`seeds` > 1 averages that many seeds). The tuned familie
 searched on a small grid each (`TUNING`); the analytic rule is tried over the round's
 best plain rule, and the analytic candidate followed, if over another rule, is replayed
 too (a round never switches away from a candidate it did not replay). A candidate that
-fails in the replay (raises, e.g. a policy error) scores infinity.
+fails in the replay (raises, e.g. a policy error) scores infinity. Rules that decide
+alike on the window share one replay, and a replay that can no longer change the
+round's answer stops early (`runs.Runs`).
 """
 
 from __future__ import annotations
@@ -203,6 +205,10 @@ class ReplayRequest:
     """Every round remembered for the standings (the stream so far: `guard`)."""
     since: float | None = None
     """When the candidate followed began to be followed, if it is not `safe` (`guard`)."""
+    exact: frozenset[str] = frozenset()
+    """Candidates whose replays run to their end, however far behind: those the standings
+    have not judged yet (`state.Standings.unjudged`; none in an early round, which
+    counts for no standing)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:

@@ -23,11 +23,14 @@ still to come (`Cluster.jobs_time_integral`), which only grows. A candidate past
 scores above the one followed, so it cannot beat it (`rounds.select` needs a lower
 score), nor be the round's best, nor its runner-up (another candidate scores lower than
 it, and is not the one chosen): the round's choice, reason and sentence are those of
-the replay to its end. Its score is the bound (`Scores.cut`) and it has no per-workflow
-JCTs (no noise test reads them: it beats nothing). Never cut: the candidates in `keep`
-(the one followed, and the guard's safest, whose per-workflow JCTs the round weighs).
-The standings remember a cut candidate's bound, at least `CUT` over the round's best,
-above `drop`'s 2 %, so the rule that leaves out the trailing still leaves it out.
+the replay to its end. Its score (`Scores.cut`) is an estimate no lower than the bound:
+its JCT so far over the followed candidate's at the same time of its replay, times the
+followed one's score (`Runs._estimate`); it has no per-workflow JCTs (no noise test
+reads them: it beats nothing). Never cut: the candidates in `keep`: the one followed,
+the guard's safest (whose per-workflow JCTs the round weighs), and those the standings
+have not judged yet (`ReplayRequest.exact`), so that what the standings remember of a
+candidate until `far` can leave it out is its score. Afterwards they remember the
+estimate, at least `CUT` over the reference, above `drop`'s 2 %.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class _Replay:
     decisions: int = 0
     failed: str | None = None
     bound: float | None = None
-    """Cut: the lower bound of its mean JCT (its score)."""
+    """Cut: its score, at least the lower bound of its mean JCT (`Runs._estimate`)."""
 
     @property
     def open(self) -> bool:
@@ -205,7 +208,7 @@ class Runs:
             if isinstance(result, _Cut):
                 r.events += result.events
                 r.decisions += result.decisions
-                r.bound = (float(r.total.sum()) + result.area) / (len(r.total) * self._seeds)
+                r.bound = self._estimate(r, result)
                 continue
             r.events += result.events
             r.decisions += result.decisions
@@ -233,6 +236,23 @@ class Runs:
         mine = self._replay(lead)
         n = len(mine.total)
         return (1 + CUT) * reference * n * self._seeds - float(mine.total.sum())
+
+    def _estimate(self, replay: _Replay, cut: _Cut) -> float:
+        """The score of `replay`, cut at `cut`: its JCT so far over the followed
+        candidate's at the same time of its replay, times the followed one's score, and
+        at least its lower bound (the followed one's JCT so far is at most its whole).
+        What the standings remember of it, as far behind as it ran."""
+        n = len(replay.total)
+        bound = (float(replay.total.sum()) + cut.area) / (n * self._seeds)
+        followed = self._replays[self._first] if self._first is not None else None
+        if followed is None or followed.seeds < self._seeds or not followed.open:
+            return bound
+        jcts = followed.total / self._seeds
+        arrived = np.array([a.time for a in self._workload.jobs], dtype=float)
+        so_far = float(np.clip(cut.at - arrived, 0.0, jcts).sum())
+        if so_far <= 0:
+            return bound
+        return max(bound, cut.area / so_far * float(jcts.mean()))
 
     def _exact(self, spec: str) -> float | None:
         """`spec`'s score if it was replayed to its end on every seed (inf: it failed)."""
@@ -306,6 +326,8 @@ class _Cut:
     """A replay stopped: the window's JCT so far (`area`), and what it cost until then."""
 
     area: float
+    at: float
+    """The replay's clock when it stopped."""
     events: int
     decisions: int
 
@@ -333,7 +355,7 @@ def _simulate(
         now = cluster.now
         area = cluster.jobs_time_integral
         if area >= limit * (1 - _SLACK):
-            return _Cut(area, engine.events, cluster.decisions)
+            return _Cut(area, now, engine.events, cluster.decisions)
         if not cluster.jobs:  # (nothing unfinished: on to the next arrivals)
             engine.run(engine.peek())
             continue

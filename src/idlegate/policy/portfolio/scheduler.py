@@ -550,6 +550,7 @@ class PortfolioScheduler:
             prior=prior,
             source=source,
             heavy=heavy,
+            exact=self._standings.unjudged(self._followable(), self.config.min_window),
         )
         return self._trimmed(request)
 
@@ -660,8 +661,8 @@ class PortfolioScheduler:
 
     def replay(self, request: ReplayRequest, check: Callable[[], None] | None = None) -> Choice:
         """Any one thread: the round of `request` (`decision.play_round`), its replays
-        shared and cut (`runs.Runs`: the candidate followed first, and the guard's safest,
-        never cut); `check` is called before each replay and may cut the round
+        shared and cut (`runs.Runs`: the candidate followed first; it, the guard's safest
+        and those of `request.exact` never cut); `check` is called before each replay and may cut the round
         (`replay.RoundCut`)."""
         first, shared = replayed(request, self.config)
         runs = Runs(
@@ -677,7 +678,7 @@ class PortfolioScheduler:
             check=check,
             first=first,
             shared=shared,
-            keep=frozenset(s for s in (request.following, request.safe) if s is not None),
+            keep=request.exact | {s for s in (request.following, request.safe) if s is not None},
         )
         return play_round(
             request, self.config, lambda _, specs: runs.scores(specs), self._from_present
