@@ -183,35 +183,30 @@ class Runs:
         limit = self._limit(lead)
         shadows: dict[str, Scheduler] = {}
         if _sharable(lead, scheduler):
+            so_far = float(mine.total.sum())
             for spec in self._shared:
                 r = self._replay(spec)
-                # (a shadow of a replay that may be cut must be one that may be, as far along)
                 alike = r.open and r.seeds == s and spec != lead
-                if alike and limit is not None:
-                    alike = spec not in self._keep and float(r.total.sum()) == float(
-                        mine.total.sum()
-                    )
+                if limit is not None:  # (cut with the lead: one that may be, as far along)
+                    alike = alike and spec not in self._keep and float(r.total.sum()) == so_far
                 if alike and _sharable(spec, other := self._build(spec)) and other is not scheduler:
                     shadows[spec] = other
         asked = _Shared(scheduler, shadows) if shadows else scheduler
         try:
             result = _simulate(self._workload, asked, self._seed + s, limit)
-            if (
-                isinstance(result, SimResult) and result.unfinished
-            ):  # (a replay runs until every one finished)
+            # (a replay runs until every workflow finished)
+            if isinstance(result, SimResult) and result.unfinished:
                 raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
         except Exception as exc:  # a failing candidate loses the round, the others go on
             mine.failed = f"{type(exc).__name__}: {exc}"
             return
         for spec in [lead, *(asked.alike if isinstance(asked, _Shared) else ())]:
             r = self._replay(spec)
-            if isinstance(result, _Cut):
-                r.events += result.events
-                r.decisions += result.decisions
-                r.bound = self._estimate(r, result)
-                continue
             r.events += result.events
             r.decisions += result.decisions
+            if isinstance(result, _Cut):
+                r.bound = self._estimate(r, result)
+                continue
             for record in result.records:  # (record ids are the replay's arrival order)
                 r.total[record.id] += record.jct
             r.seeds += 1
