@@ -77,8 +77,8 @@ class Scores:
     """Per replayed workflow (arrival order), the queue it was replayed in (None: the
     replay ran on one queue)."""
     cut: tuple[str, ...] = ()
-    """Candidates whose replay stopped early: their score is a lower bound, and they have
-    no per-workflow JCTs (`runs.Runs`, "Early cuts")."""
+    """Candidates whose replay stopped early: their score is an estimate no lower than a
+    bound on it, and they have no per-workflow JCTs (`runs.Runs`, "Early cuts")."""
 
 
 Reason = Literal[
@@ -201,7 +201,8 @@ class Choice:
     """The queues the replay ran under (the live pool's; 1: one queue, no quotas)."""
     cut: tuple[str, ...] = ()
     """Candidates whose replay the round stopped early, past the candidate followed:
-    their scores are lower bounds (`runs.Runs`, "Early cuts")."""
+    their scores are estimates no lower than a bound on them (`runs.Runs`, "Early
+    cuts")."""
     per_queue: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """With several queues (`queues` > 1), per queue that had workflows in the replay: how
     many (``workflows``) and their mean JCT under the candidate followed and the one it
