@@ -4,7 +4,8 @@ Each scheduler runs the same workload and seed in this process, one after the ot
 each it prints the CPU of the whole run, the rounds' own CPU and modelled seconds
 (`Choice.cpu_seconds`, `Choice.modelled_seconds`), the number of rounds, the mean JCT,
 and the run's CPU over the first scheduler's (the rule's). With ``--rounds`` it lists
-every round: when, its window (running, trimmed), modelled and measured CPU, and what it
+every round: when, its window (running, trimmed), modelled and measured CPU, its
+candidates and how many of their replays it cut (`policy.portfolio.runs`), and what it
 chose. The figures of docs/brain.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(
                     f"    at {c.at:8.0f} s: {c.workflows} workflows ({c.running} running, "
                     f"{c.trimmed} trimmed), modelled {c.modelled_seconds:.2f} s, CPU "
-                    f"{c.cpu_seconds:.2f} s, {c.candidate} ({c.reason})"
+                    f"{c.cpu_seconds:.2f} s, {len(c.scores)} candidates ({len(c.cut)} cut), "
+                    f"{c.candidate} ({c.reason})"
                 )
 
 

@@ -46,13 +46,13 @@ def test_a_round_in_a_queued_pool_replays_under_its_queues():
     brain = make_scheduler("portfolio?candidates=fifo+srpt&tune=false&prior=false&start=fifo")
     assert isinstance(brain, PortfolioScheduler)
     requests: list[ReplayRequest] = []
-    replay = brain._replay
+    replay = brain.replay
 
-    def seen(request: ReplayRequest, specs, check=None):  # type: ignore[no-untyped-def]
+    def seen(request: ReplayRequest, check=None):  # type: ignore[no-untyped-def]
         requests.append(request)
-        return replay(request, specs, check)
+        return replay(request, check)
 
-    brain._replay = seen  # type: ignore[method-assign]
+    brain.replay = seen  # type: ignore[method-assign]
     result = simulate(workload, brain, seed=0)
     assert result.unfinished == 0 and result.queues is not None
     assert requests, "no round ran"

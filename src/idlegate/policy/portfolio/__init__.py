@@ -10,6 +10,8 @@ The package, by responsibility:
   (`PortfolioConfig`);
 * `replay`: a round's replay of a window under every candidate (`replay_portfolio`),
   its request and its modelled cost;
+* `runs`: a round's replays, shared by the rules that decide alike and cut once they
+  cannot change the round (`Runs`);
 * `rounds`: what a round says (`Scores`, `Choice`) and the evidence it weighs
   (`select`: the margin, the noise, the confirmation);
 * `present`: the present check, a switch rolled out from the pool as it is now

@@ -43,10 +43,11 @@ from idlegate.policy.portfolio.rounds import (
 )
 from idlegate.policy.spec import SchedulerSpec
 
-__all__ = ["Replayer", "Roller", "play_round"]
+__all__ = ["Replayer", "Roller", "play_round", "replayed"]
 
 Replayer = Callable[[ReplayRequest, Sequence[str]], Scores]
-"""Replays a request's window under the given spec texts (`replay.replay_portfolio`)."""
+"""Replays a request's window under the given spec texts (`replay.replay_portfolio`;
+a round's, `runs.Runs.scores`, each spec once in the round)."""
 Roller = Callable[[ReplayRequest, Sequence[str]], Present | None]
 """Rolls the given spec texts out from the request's present pool (`present.from_present`)."""
 
@@ -94,7 +95,7 @@ def play_round(
     started = time.thread_time()
     # 1. candidates; 2. replay
     out = request.dropped | request.untrained
-    specs = [s for s in candidate_specs(config) if s not in out]
+    specs = _candidates(request, config)
     scores = replay(request, specs)
     # 3. idling: the analytic rule over the best plain rule, and the one followed
     if "analytic" in config.portfolio():
@@ -195,7 +196,32 @@ def play_round(
             scores.jcts, scores.unfinished, [chosen, followed if chosen != followed else runner_up]
         ),
         unfinished_count=int(scores.unfinished.sum()) if scores.unfinished is not None else 0,
+        cut=scores.cut,
     )
+
+
+def _candidates(request: ReplayRequest, config: PortfolioConfig) -> list[str]:
+    """Step 1: the spec texts a round replays before the idle rule."""
+    out = request.dropped | request.untrained
+    return [s for s in candidate_specs(config) if s not in out]
+
+
+def replayed(request: ReplayRequest, config: PortfolioConfig) -> tuple[str | None, list[str]]:
+    """(the candidate followed if the round replays it, else None; the spec texts it may
+    replay): its candidates (step 1), the one followed, and the idle rule at each
+    threshold over the followed one's rule, the rule a round that keeps it tries it over
+    (step 3). What a round's replays share and measure their cuts against (`runs.Runs`)."""
+    specs = _candidates(request, config)
+    followed = request.following
+    parsed = SchedulerSpec.parse(followed)
+    analytic = parsed.kind == "analytic"
+    out = request.dropped | request.untrained
+    first = followed if followed in specs or (analytic and followed not in out) else None
+    shared = [*([first] if first else []), *specs]
+    base = parsed.base.format(label=False) if analytic and parsed.base is not None else followed
+    if "analytic" in config.portfolio() and kind_of(base) == "rule":
+        shared += [s for s in analytic_specs(config, base) if s not in request.dropped]
+    return first, list(dict.fromkeys(shared))
 
 
 @dataclass(frozen=True)

@@ -11,32 +11,31 @@ the replayed workflows (`seeds` > 1 averages that many seeds). The tuned familie
 searched on a small grid each (`TUNING`); the analytic rule is tried over the round's
 best plain rule, and the analytic candidate followed, if over another rule, is replayed
 too (a round never switches away from a candidate it did not replay). A candidate that
-fails in the replay (raises, e.g. a policy error) scores infinity.
+fails in the replay (raises, e.g. a policy error) scores infinity. Rules that decide
+alike on the window share one replay, and a replay that can no longer change the
+round's answer stops early (`runs.Runs`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-import numpy as np
-
 from idlegate.errors import IdlegateError
 from idlegate.policy.portfolio.candidates import kind_of
 from idlegate.policy.portfolio.rounds import Scores
+from idlegate.policy.portfolio.runs import REPLAY_STAGES, Runs
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import summarised
-from idlegate.sim.engine import JobArrival, simulate
-from idlegate.sim.history import replay_workload as _replay_workload
+from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
-from idlegate.sim.queues import QueueSpec, queue_index
+from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import ResourceVector
 
 __all__ = [
     "DECISION_SECONDS",
     "EVENT_SECONDS",
+    "REPLAY_STAGES",
     "ReplayRequest",
     "RoundCut",
     "merged",
@@ -51,10 +50,6 @@ __all__ = [
 EVENT_SECONDS: Final = 1.2e-5
 """CPU seconds per simulated event (the engine's loop, the cluster's bookkeeping and a
 rule's decisions)."""
-REPLAY_STAGES: Final = 500
-"""Most stages a replayed workflow keeps; a larger one is replayed as its summary, a chain
-of at most this many stages (`sim.dag.summarised`). The former bound of every workflow, so
-a replay of any workflow allowed before is the same."""
 DECISION_SECONDS: Final[Mapping[str, float]] = {"rule": 0.0, "learned": 4e-4, "planner": 2e-2}
 """CPU seconds per decision of an ONNX policy and of the planner, beyond the events."""
 
@@ -139,67 +134,24 @@ def replay_portfolio(
     when the round began (`Scores.unfinished` marks them). With `queues` (the live pool's)
     the replay runs under the same admission, each workflow in the queue it was in
     (`sim.queues.queue_of`), so a candidate is judged on the pool it would run; none:
-    one queue, no quotas. `check` is called before each candidate's replay of each seed;
-    it raises `RoundCut` to stop the round (its budget is spent), which no candidate's
-    failure does."""
-    # a workflow of thousands of stages costs a replay per stage, and what a round weighs
-    # is its completion time: its summary (`sim.dag.summarised`) tells about as much
-    shown = [
-        a
-        if a.dag.num_stages <= REPLAY_STAGES
-        else replace(a, dag=summarised(a.dag, REPLAY_STAGES), durations=None)
-        for a in window
-    ]
-    workload = _replay_workload(
-        shown, num_executors, moving_delay=moving_delay, resources=resources
+    one queue, no quotas. Rules that decide alike share one replay (`runs.Runs`; none is
+    cut here: a round's cuts need the candidate it follows). `check` is called before
+    each replay; it raises `RoundCut` to stop the round (its budget is spent), which no
+    candidate's failure does."""
+    runs = Runs(
+        window,
+        schedulers.__getitem__,
+        num_executors,
+        seed,
+        seeds=seeds,
+        moving_delay=moving_delay,
+        resources=resources,
+        unfinished=unfinished,
+        queues=queues,
+        check=check,
+        shared=list(schedulers),
     )
-    if queues:
-        workload = replace(workload, queues=tuple(queues))
-    n = len(workload.jobs)
-    # (the replay orders the window by arrival, stably: `times` and `late` in that order)
-    order = sorted(range(n), key=lambda i: window[i].time)
-    names = _queue_names([window[i] for i in order], queues) if len(queues) > 1 else None
-    times = np.array([window[i].time for i in order], dtype=float)
-    late = np.array([i >= n - unfinished for i in order], dtype=bool)
-    means: dict[str, float] = {}
-    decisions: dict[str, int] = {}
-    failed: dict[str, str] = {}
-    jcts: dict[str, np.ndarray] = {}
-    events = 0
-    for text, scheduler in schedulers.items():
-        total, made = np.zeros(n), 0
-        try:
-            for s in range(seeds):
-                if check is not None:
-                    check()
-                result = simulate(workload, scheduler, seed=seed + s)
-                events += result.events
-                made += result.decisions
-                if result.unfinished:  # (a replay runs until every workflow finished)
-                    raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
-                for r in result.records:  # (record ids are the replay's arrival order)
-                    total[r.id] += r.jct
-        except RoundCut:
-            raise
-        except Exception as exc:  # a failing candidate loses the round, the others go on
-            failed[text] = f"{type(exc).__name__}: {exc}"
-            means[text] = math.inf
-        else:
-            means[text] = float(np.mean(total)) / seeds
-            jcts[text] = total / seeds
-        decisions[text] = made
-    return Scores(means, n, events, decisions, failed, jcts, late, times, names)
-
-
-def _queue_names(
-    window: Sequence[JobArrival], queues: Sequence[QueueSpec]
-) -> tuple[str, ...] | None:
-    """The queue each of `window` is replayed in (`sim.queues.queue_index` of the queue it
-    names); None if one names a queue the pool lacks (the replay fails then anyway)."""
-    try:
-        return tuple(queues[queue_index(queues, a.queue)].name for a in window)
-    except IdlegateError:
-        return None
+    return runs.scores(list(schedulers))
 
 
 @dataclass(frozen=True)
@@ -253,6 +205,10 @@ class ReplayRequest:
     """Every round remembered for the standings (the stream so far: `guard`)."""
     since: float | None = None
     """When the candidate followed began to be followed, if it is not `safe` (`guard`)."""
+    exact: frozenset[str] = frozenset()
+    """Candidates whose replays run to their end, however far behind: those the standings
+    have not judged yet (`state.Standings.unjudged`; none in an early round, which
+    counts for no standing)."""
 
 
 def merged(a: Scores, b: Scores) -> Scores:
@@ -267,4 +223,5 @@ def merged(a: Scores, b: Scores) -> Scores:
         a.unfinished,
         a.times,
         a.queue_names,
+        (*a.cut, *b.cut),
     )

@@ -76,6 +76,9 @@ class Scores:
     queue_names: tuple[str, ...] | None = None
     """Per replayed workflow (arrival order), the queue it was replayed in (None: the
     replay ran on one queue)."""
+    cut: tuple[str, ...] = ()
+    """Candidates whose replay stopped early: their score is an estimate no lower than a
+    bound on it, and they have no per-workflow JCTs (`runs.Runs`, "Early cuts")."""
 
 
 Reason = Literal[
@@ -196,6 +199,10 @@ class Choice:
     """The replay's workflows unfinished when the round began."""
     queues: int = 1
     """The queues the replay ran under (the live pool's; 1: one queue, no quotas)."""
+    cut: tuple[str, ...] = ()
+    """Candidates whose replay the round stopped early, past the candidate followed:
+    their scores are estimates no lower than a bound on them (`runs.Runs`, "Early
+    cuts")."""
     per_queue: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """With several queues (`queues` > 1), per queue that had workflows in the replay: how
     many (``workflows``) and their mean JCT under the candidate followed and the one it
@@ -277,6 +284,7 @@ class Choice:
             "unfinished_count": self.unfinished_count,
             "queues": self.queues,
             **({"per_queue": _per_queue_dict(self.per_queue)} if self.per_queue else {}),
+            **({"cut": list(self.cut)} if self.cut else {}),
             "text": self.text,
             "why": self.why,
         }

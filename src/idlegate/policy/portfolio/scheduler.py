@@ -87,7 +87,7 @@ from idlegate.policy.portfolio.candidates import (
     candidate_specs,
     kind_of,
 )
-from idlegate.policy.portfolio.decision import play_round
+from idlegate.policy.portfolio.decision import play_round, replayed
 from idlegate.policy.portfolio.present import Present, from_present
 from idlegate.policy.portfolio.prior import (
     features_error,
@@ -95,8 +95,9 @@ from idlegate.policy.portfolio.prior import (
     workflow_features,
     workload_features,
 )
-from idlegate.policy.portfolio.replay import ReplayRequest, replay_portfolio, trim
-from idlegate.policy.portfolio.rounds import Choice, Scores, won
+from idlegate.policy.portfolio.replay import ReplayRequest, trim
+from idlegate.policy.portfolio.rounds import Choice, won
+from idlegate.policy.portfolio.runs import Runs
 from idlegate.policy.portfolio.state import (
     CHANGE_MIN,
     Arrivals,
@@ -550,6 +551,7 @@ class PortfolioScheduler:
             prior=prior,
             source=source,
             heavy=heavy,
+            exact=self._standings.unjudged(self._followable(), self.config.min_window),
         )
         return self._trimmed(request)
 
@@ -659,27 +661,14 @@ class PortfolioScheduler:
         return out - {safe} if safe else out  # (the guard weighs every round against it)
 
     def replay(self, request: ReplayRequest, check: Callable[[], None] | None = None) -> Choice:
-        """Any one thread: the round of `request` (`decision.play_round`); `check` is
-        called before each replay and may cut the round (`replay.RoundCut`)."""
-
-        def replay(request: ReplayRequest, specs: Sequence[str]) -> Scores:
-            return self._replay(request, specs, check)
-
-        return play_round(request, self.config, replay, self._from_present)
-
-    def _replayers_of(self, specs: Sequence[str]) -> dict[str, Scheduler]:
-        """The replay's instances of `specs` (spec text → instance), built once each."""
-        for spec in specs:
-            if spec not in self._replayers:
-                self._replayers[spec] = self._build(spec)
-        return {s: self._replayers[s] for s in specs}
-
-    def _replay(
-        self, request: ReplayRequest, specs: Sequence[str], check: Callable[[], None] | None
-    ) -> Scores:
-        return replay_portfolio(
+        """Any one thread: the round of `request` (`decision.play_round`), its replays
+        shared and cut (`runs.Runs`: the candidate followed first; it, the guard's safest
+        and those of `request.exact` never cut); `check` is called before each replay and may cut the round
+        (`replay.RoundCut`)."""
+        first, shared = replayed(request, self.config)
+        runs = Runs(
             request.window,
-            self._replayers_of(specs),
+            self._replayer,
             request.num_executors,
             request.seed,
             seeds=self.config.seeds,
@@ -688,13 +677,26 @@ class PortfolioScheduler:
             unfinished=request.running,
             queues=request.queues,
             check=check,
+            first=first,
+            shared=shared,
+            keep=request.exact | {s for s in (request.following, request.safe) if s is not None},
         )
+        return play_round(
+            request, self.config, lambda _, specs: runs.scores(specs), self._from_present
+        )
+
+    def _replayer(self, spec: str) -> Scheduler:
+        """The replay's instance of `spec`, built once (the worker's alone)."""
+        if spec not in self._replayers:
+            self._replayers[spec] = self._build(spec)
+        return self._replayers[spec]
 
     def _from_present(self, request: ReplayRequest, specs: Sequence[str]) -> Present | None:
         """`specs` rolled out from `request.present` (`present.from_present`)."""
         if request.present is None:
             return None
-        schedulers, samples = self._replayers_of(specs), self.config.present_samples
+        schedulers = {s: self._replayer(s) for s in specs}
+        samples = self.config.present_samples
         return from_present(request.present, request.window, schedulers, samples, request.seed)
 
     def adopt(self, choice: Choice) -> None:

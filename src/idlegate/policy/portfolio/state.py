@@ -32,7 +32,7 @@ rounds).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -321,6 +321,13 @@ class Standings:
 
     def rounds(self) -> tuple[tuple[int, Mapping[str, float]], ...]:
         return tuple(self.stood)
+
+    def unjudged(self, specs: Iterable[str], early: int) -> frozenset[str]:
+        """Of `specs`, those with fewer than `early` new workflows of evidence: a round
+        that counts for the standings replays them to their end, so that what they
+        remember of them is their score, as `far` needs (`runs.Runs`, "Early cuts")."""
+        judged = self.of(early)
+        return frozenset(s for s in specs if s not in judged)
 
 
 def _trailing(standings: Mapping[str, float], by: float | None) -> set[str]:

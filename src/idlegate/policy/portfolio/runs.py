@@ -1,0 +1,375 @@
+"""A round's replays, shared and cut (`Runs`): a candidate's replay of the window runs
+once for every candidate that decides alike, and stops once it cannot change the round.
+
+**Shared replays.** Candidates that make the same decisions on a window have the same
+replay: the same arrivals and the same seeds (common random numbers), so the same task
+durations, the same JCTs, events and decisions, bit for bit. A replay runs one candidate,
+its *lead*, and asks every other rule the round may replay (`shared`) each question
+too (`_Shared`); one whose answer differs at any question leaves (it is replayed later,
+itself a lead), and one that answered alike to the end has the lead's replay. Asking
+costs the candidate's decisions, not the events: a rule's decisions are 6-14 % of its
+replay (teams, 205 workflows: srpt 0.25 of 4.2 s, ``analytic?min_gain=0:srpt`` 0.72 of
+5.2 s). On teams srpt and the idle rule over it (which never idles there) are one replay
+instead of three. Only rules share: an ONNX policy's or a planner's decisions are most
+of its replay, and a scheduler the engine treats apart (a pods gate, an admission
+baseline, one told the future, one asked of the whole pool) is replayed alone.
+
+**Early cuts.** The candidate followed is replayed first (`first`). A replay of another
+candidate stops once a lower bound on its mean JCT passes `CUT` beyond the *reference*:
+the followed candidate's score, or if higher the lowest score of another candidate the
+round has asked for. The bound is the window's JCT so far: that of the workflows
+finished, the time since arrival of those arrived and unfinished, nothing for those
+still to come (`Cluster.jobs_time_integral`), which only grows. A candidate past it
+scores above the one followed, so it cannot beat it (`rounds.select` needs a lower
+score), nor be the round's best, nor its runner-up (another candidate scores lower than
+it, and is not the one chosen): the round's choice, reason and sentence are those of
+the replay to its end. Its score (`Scores.cut`) is an estimate no lower than the bound:
+its JCT so far over the followed candidate's at the same time of its replay, times the
+followed one's score (`Runs._estimate`); it has no per-workflow JCTs (no noise test
+reads them: it beats nothing). Never cut: the candidates in `keep`: the one followed,
+the guard's safest (whose per-workflow JCTs the round weighs), and those the standings
+have not judged yet (`ReplayRequest.exact`), so that what the standings remember of a
+candidate until `far` can leave it out is its score. Afterwards they remember the
+estimate, at least `CUT` over the reference, above `drop`'s 2 %.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.policy.portfolio.candidates import kind_of
+from idlegate.policy.portfolio.rounds import Scores
+from idlegate.sim.admission_baselines import Admitted
+from idlegate.sim.dag import summarised
+from idlegate.sim.engine import Engine, JobArrival, SimResult
+from idlegate.sim.history import replay_workload
+from idlegate.sim.protocol import Action, ClusterView, Decision, PodsGate, Scheduler
+from idlegate.sim.queues import QueueSpec, queue_index
+from idlegate.sim.resources import ResourceVector
+
+__all__ = ["CUT", "REPLAY_STAGES", "Runs"]
+
+REPLAY_STAGES: Final = 500
+"""Most stages a replayed workflow keeps; a larger one is replayed as its summary, a chain
+of at most this many stages (`sim.dag.summarised`). The former bound of every workflow, so
+a replay of any workflow allowed before is the same."""
+CUT: Final = 0.05
+"""How far beyond the reference a replay's lower bound must be to stop it: beyond `drop`
+(2 %), so that what the standings remember of it still leaves it out."""
+
+
+@dataclass
+class _Replay:
+    """One candidate's replay so far: per workflow its JCT summed over the seeds replayed."""
+
+    total: np.ndarray
+    seeds: int = 0
+    """Seeds replayed to their end."""
+    events: int = 0
+    decisions: int = 0
+    failed: str | None = None
+    bound: float | None = None
+    """Cut: its score, at least the lower bound of its mean JCT (`Runs._estimate`)."""
+
+    @property
+    def open(self) -> bool:
+        return self.failed is None and self.bound is None
+
+
+class Runs:
+    """One round's replays of `window` (`replay.replay_portfolio`'s arguments): `scores`
+    of any candidates, each replayed once in the round (module docstring: shared replays,
+    early cuts). `build` gives the replay's instance of a spec text (one per text)."""
+
+    def __init__(
+        self,
+        window: Sequence[JobArrival],
+        build: Callable[[str], Scheduler],
+        num_executors: int,
+        seed: int,
+        *,
+        seeds: int = 1,
+        moving_delay: float = 0.0,
+        resources: ResourceVector | None = None,
+        unfinished: int = 0,
+        queues: Sequence[QueueSpec] = (),
+        check: Callable[[], None] | None = None,
+        first: str | None = None,
+        shared: Sequence[str] = (),
+        keep: frozenset[str] = frozenset(),
+    ) -> None:
+        # a workflow of thousands of stages costs a replay per stage, and what a round weighs
+        # is its completion time: its summary (`sim.dag.summarised`) tells about as much
+        shown = [
+            a
+            if a.dag.num_stages <= REPLAY_STAGES
+            else replace(a, dag=summarised(a.dag, REPLAY_STAGES), durations=None)
+            for a in window
+        ]
+        workload = replay_workload(
+            shown, num_executors, moving_delay=moving_delay, resources=resources
+        )
+        self._workload = replace(workload, queues=tuple(queues)) if queues else workload
+        n = len(self._workload.jobs)
+        # (the replay orders the window by arrival, stably: `times` and `late` in that order)
+        order = sorted(range(n), key=lambda i: window[i].time)
+        self._names = _queue_names([window[i] for i in order], queues) if len(queues) > 1 else None
+        self._times = np.array([window[i].time for i in order], dtype=float)
+        self._late = np.array([i >= n - unfinished for i in order], dtype=bool)
+        self._build, self._seed, self._seeds, self._check = build, seed, seeds, check
+        self._first = first
+        self._shared = tuple(dict.fromkeys(shared))
+        self._keep = keep
+        self._replays: dict[str, _Replay] = {}
+        self._asked: set[str] = set()
+
+    def scores(self, specs: Sequence[str]) -> Scores:
+        """The replays of `specs` (those replayed before in the round as they were): each
+        candidate's mean JCT, per-workflow JCTs, decisions and failure, and the events of
+        their replays, each counted as if replayed alone (shared or not). `check` is
+        called before each replay; the `replay.RoundCut` it raises stops the round."""
+        self._asked.update(specs)
+        if self._first is not None:  # (the reference of the cuts, before any other)
+            self._complete(self._first)
+        for spec in specs:
+            self._complete(spec)
+        n = len(self._workload.jobs)
+        means: dict[str, float] = {}
+        decisions: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        jcts: dict[str, np.ndarray] = {}
+        events = 0
+        for spec in specs:
+            r = self._replays[spec]
+            events += r.events
+            decisions[spec] = r.decisions
+            if r.failed is not None:
+                failed[spec], means[spec] = r.failed, math.inf
+            elif r.bound is not None:
+                means[spec] = r.bound
+            else:
+                means[spec] = float(np.mean(r.total)) / self._seeds
+                jcts[spec] = r.total / self._seeds
+        cut = tuple(s for s in specs if self._replays[s].bound is not None)
+        return Scores(
+            means, n, events, decisions, failed, jcts, self._late, self._times, self._names, cut
+        )
+
+    def _complete(self, spec: str) -> None:
+        """Replay `spec` on every seed (it may share a replay, be cut or fail)."""
+        r = self._replay(spec)
+        while r.open and r.seeds < self._seeds:
+            self._run(spec, r.seeds)
+
+    def _replay(self, spec: str) -> _Replay:
+        if spec not in self._replays:
+            self._replays[spec] = _Replay(np.zeros(len(self._workload.jobs)))
+        return self._replays[spec]
+
+    def _run(self, lead: str, s: int) -> None:
+        """One replay on seed `seed` + `s` led by `lead`, shared with the rules of `shared`
+        at the same point, cut past the reference if `lead` may be cut."""
+        if self._check is not None:
+            self._check()
+        scheduler = self._build(lead)
+        mine = self._replay(lead)
+        limit = self._limit(lead)
+        shadows: dict[str, Scheduler] = {}
+        if _sharable(lead, scheduler):
+            so_far = float(mine.total.sum())
+            for spec in self._shared:
+                r = self._replay(spec)
+                alike = r.open and r.seeds == s and spec != lead
+                if limit is not None:  # (cut with the lead: one that may be, as far along)
+                    alike = alike and spec not in self._keep and float(r.total.sum()) == so_far
+                if alike and _sharable(spec, other := self._build(spec)) and other is not scheduler:
+                    shadows[spec] = other
+        asked = _Shared(scheduler, shadows) if shadows else scheduler
+        try:
+            result = _simulate(self._workload, asked, self._seed + s, limit)
+            # (a replay runs until every workflow finished)
+            if isinstance(result, SimResult) and result.unfinished:
+                raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
+        except Exception as exc:  # a failing candidate loses the round, the others go on
+            mine.failed = f"{type(exc).__name__}: {exc}"
+            return
+        for spec in [lead, *(asked.alike if isinstance(asked, _Shared) else ())]:
+            r = self._replay(spec)
+            r.events += result.events
+            r.decisions += result.decisions
+            if isinstance(result, _Cut):
+                r.bound = self._estimate(r, result)
+                continue
+            for record in result.records:  # (record ids are the replay's arrival order)
+                r.total[record.id] += record.jct
+            r.seeds += 1
+
+    def _limit(self, lead: str) -> float | None:
+        """The window's JCT so far past which `lead`'s replay on its next seed stops (its
+        seeds before counted), or None: it is kept, or no reference is known yet."""
+        first = self._first
+        if lead in self._keep or first is None or lead == first:
+            return None
+        reference = self._exact(first)
+        others = [
+            v
+            for c in self._asked - {first, lead}
+            if c in self._replays and (v := self._exact(c)) is not None
+        ]
+        if reference is None or not others:
+            return None
+        reference = max(reference, min(others))
+        if not math.isfinite(reference):
+            return None
+        mine = self._replay(lead)
+        n = len(mine.total)
+        return (1 + CUT) * reference * n * self._seeds - float(mine.total.sum())
+
+    def _estimate(self, replay: _Replay, cut: _Cut) -> float:
+        """The score of `replay`, cut at `cut`: its JCT so far over the followed
+        candidate's at the same time of its replay, times the followed one's score, and
+        at least its lower bound (the followed one's JCT so far is at most its whole).
+        What the standings remember of it, as far behind as it ran."""
+        n = len(replay.total)
+        bound = (float(replay.total.sum()) + cut.area) / (n * self._seeds)
+        followed = self._replays[self._first] if self._first is not None else None
+        if followed is None or followed.seeds < self._seeds or not followed.open:
+            return bound
+        jcts = followed.total / self._seeds
+        arrived = np.array([a.time for a in self._workload.jobs], dtype=float)
+        so_far = float(np.clip(cut.at - arrived, 0.0, jcts).sum())
+        if so_far <= 0:
+            return bound
+        return max(bound, cut.area / so_far * float(jcts.mean()))
+
+    def _exact(self, spec: str) -> float | None:
+        """`spec`'s score if it was replayed to its end on every seed (inf: it failed)."""
+        r = self._replays.get(spec)
+        if r is None or r.bound is not None:
+            return None
+        if r.failed is not None:
+            return math.inf
+        if r.seeds < self._seeds:
+            return None
+        return float(np.mean(r.total)) / self._seeds
+
+
+class _Shared:
+    """`lead` asked each question, and every one of `shadows` too: those that answer
+    otherwise leave; at the end those left (`alike`) made every decision `lead` made."""
+
+    def __init__(self, lead: Scheduler, shadows: dict[str, Scheduler]) -> None:
+        self.name = getattr(lead, "name", type(lead).__name__)
+        self._lead = lead
+        self._shadows = dict(shadows)
+
+    @property
+    def alike(self) -> list[str]:
+        return list(self._shadows)
+
+    def reset(self, rng: Any) -> None:
+        """Each gets the run's stream as it is now, as its own replay would give it."""
+        streams = {spec: copy.deepcopy(rng) for spec in self._shadows}
+        self._lead.reset(rng)
+        for spec, shadow in self._shadows.items():
+            shadow.reset(streams[spec])
+
+    def decide(self, view: ClusterView) -> Action:
+        action = self._lead.decide(view)
+        for spec, shadow in list(self._shadows.items()):
+            try:
+                other: Action | None = shadow.decide(view)
+            except Exception:  # (it fails where the lead did not: replayed alone, it fails there)
+                other = None
+            if not _same(action, other):
+                del self._shadows[spec]
+        return action
+
+
+def _same(a: Action, b: Action | None) -> bool:
+    """True if `a` and `b` are the same answer (the same stage, cap and idle slot)."""
+    if a is b:
+        return True
+    return (
+        isinstance(a, Decision)
+        and isinstance(b, Decision)
+        and a.stage is b.stage
+        and a.parallelism_cap == b.parallelism_cap
+        and a.idle_delay == b.idle_delay
+    )
+
+
+def _sharable(spec: str, scheduler: Scheduler) -> bool:
+    """True for a rule the engine runs as it is (module docstring, "Shared replays")."""
+    return (
+        kind_of(spec) == "rule"
+        and not isinstance(scheduler, Admitted | PodsGate)
+        and not callable(getattr(scheduler, "foresee", None))
+        and not getattr(scheduler, "needs_cluster", False)
+    )
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A replay stopped: the window's JCT so far (`area`), and what it cost until then."""
+
+    area: float
+    at: float
+    """The replay's clock when it stopped."""
+    events: int
+    decisions: int
+
+
+_SLACK: Final = 1e-9
+"""Relative slack on the limit (the area's float sums; the cut's own margin is `CUT`)."""
+
+
+def _simulate(
+    workload: Any, scheduler: Scheduler, seed: int, limit: float | None
+) -> SimResult | _Cut:
+    """`sim.engine.simulate` of `scheduler`, stopped as soon as the window's JCT so far
+    reaches `limit` (None: never). Between arrivals that JCT grows at the number of
+    workflows unfinished a second, less as they finish, so the run steps to the next
+    arrival or to when it would reach the limit if none finished, whichever first: a
+    run stepped so is the same run (`Engine.run`)."""
+    engine = Engine.for_workload(workload, scheduler, seed)
+    if limit is None:
+        engine.run()
+        return engine.result(workload.name, scheduler.name, seed)
+    cluster = engine.cluster
+    arrivals = sorted({a.time for a in workload.jobs})
+    i = 0
+    while engine.peek() < math.inf:
+        now = cluster.now
+        area = cluster.jobs_time_integral
+        if area >= limit * (1 - _SLACK):
+            return _Cut(area, now, engine.events, cluster.decisions)
+        if not cluster.jobs:  # (nothing unfinished: on to the next arrivals)
+            engine.run(engine.peek())
+            continue
+        while i < len(arrivals) and arrivals[i] <= now:
+            i += 1
+        until = now + (limit - area) / len(cluster.jobs)
+        if i < len(arrivals):
+            until = min(until, arrivals[i])
+        # (a step below the clock's resolution: on to the next event)
+        engine.run(until if until > now else engine.peek())
+    return engine.result(workload.name, scheduler.name, seed)
+
+
+def _queue_names(
+    window: Sequence[JobArrival], queues: Sequence[QueueSpec]
+) -> tuple[str, ...] | None:
+    """The queue each of `window` is replayed in (`sim.queues.queue_index` of the queue it
+    names); None if one names a queue the pool lacks (the replay fails then anyway)."""
+    try:
+        return tuple(queues[queue_index(queues, a.queue)].name for a in window)
+    except IdlegateError:
+        return None
