@@ -184,3 +184,21 @@ class First:
     def decide(self, view: Any) -> Action:
         stages = view.runnable_stages()
         return Decision(stages[0], view.num_executors * 2) if stages else WAIT
+
+
+def test_a_pool_that_answered_a_question_forks_and_pickles():
+    # the operator's replay process takes a fork of the pool pickled (a refresh, a round):
+    # the plan a pool keeps must pickle, its empty mappings too
+    import pickle
+
+    from idlegate.sim.rollout import planning_fork
+
+    cluster = pool(4, QueueSpec("a", {"pods": 2000}), QueueSpec("b", {"pods": 1}))
+    add(cluster, tasks=3)
+    add(cluster, queue=1, tasks=2)
+    assert cluster.decide_once(First(), 0.0) is not None
+    cluster.can_schedule()  # (a question opens: its plan is kept on the pool)
+    fork = pickle.loads(pickle.dumps(planning_fork(cluster)))
+    assert [j.id for j in fork.jobs] == [j.id for j in cluster.jobs]
+    plan = pickle.loads(pickle.dumps(cluster.admission.plan))  # type: ignore[union-attr]
+    assert plan.served == cluster.admission.plan.served  # type: ignore[union-attr]

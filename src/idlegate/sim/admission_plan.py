@@ -29,9 +29,8 @@ The plan says, in the phases' order (the admission's docstring numbers them):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from idlegate.sim.admission_snapshot import Group, demand_of, group_of, need_of
@@ -43,7 +42,23 @@ if TYPE_CHECKING:
 NOMINAL, BORROW = "nominal", "borrow"
 """A served queue's phase: it starts within its nominal quota, or borrows."""
 
-_NONE: Mapping[Any, Any] = MappingProxyType({})
+
+class _Empty(Mapping[Any, Any]):
+    """An empty mapping that cannot be written, and pickles: a plan stays on its pool, and
+    a fork of the pool goes to the operator's replay process pickled (a `MappingProxyType`
+    would not)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NONE: Mapping[Any, Any] = _Empty()
 """The empty mapping every plan shares (a plan's mappings are read, never written)."""
 
 
