@@ -60,6 +60,7 @@ from benchmarks.live_figures import Recorder
 from benchmarks.live_operator import (
     POOLS,
     ROOT,
+    harness_missing,
     operator_process,
     prepare,
     wait_ended,
@@ -68,7 +69,6 @@ from benchmarks.live_operator import (
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.evaluation.forecast_eval import Prediction, SeedRun, Watch
 from idlegate.evaluation.forecast_report import Figures, figures
-from idlegate.flags import missing_extra, one_line
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import JobRecord
@@ -85,12 +85,7 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
 except ModuleNotFoundError as exc:
     if __name__ != "__main__":
         raise
-    if exc.name == "tests":
-        sys.exit("Error: run it from the repository root: python -m benchmarks.live_forecast")
-    error = missing_extra(exc)
-    if error is None:
-        raise
-    sys.exit(f"Error: {one_line(error)}")
+    sys.exit(harness_missing(exc, "benchmarks.live_forecast"))
 
 Stages = tuple[tuple[str, int, float, tuple[str, ...]], ...]
 """A workflow's stages: (name, tasks, declared seconds, the stages it depends on)."""

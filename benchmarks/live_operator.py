@@ -26,6 +26,7 @@ from benchmarks.live_figures import Recorder
 from benchmarks.operator_burst import fetch, free_port
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.kinds import GROUP, POOL_PLURAL, VERSION
+from idlegate.flags import missing_extra, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 POOLS = f"{GROUP}/{VERSION}/{POOL_PLURAL}"
@@ -33,6 +34,19 @@ HANG = 900.0
 """Wall seconds a phase may take before it is taken for a hang."""
 LABEL = "live-pool"
 """The label of the benchmarks' namespaces (their pools select it)."""
+
+
+def harness_missing(exc: ModuleNotFoundError, script: str) -> str:
+    """The sentence a live benchmark run as `script` (``python -m <script>``) exits with when
+    the test API server cannot be imported: it lives in tests/ (run from the repository root)
+    and needs the dev extra (kmock), the operator its own extra. `exc` is re-raised when it
+    is neither."""
+    if exc.name == "tests":
+        return f"Error: run it from the repository root: python -m {script}"
+    error = missing_extra(exc)
+    if error is None:
+        raise exc
+    return f"Error: {one_line(error)}"
 
 
 def prepare(api: Any, namespaces: Sequence[str], nodes: Sequence[dict[str, Any]] = ()) -> None:

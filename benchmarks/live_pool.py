@@ -81,6 +81,7 @@ from benchmarks.live_figures import Figures, Recorder, figures, quantile
 from benchmarks.live_operator import (
     POOLS,
     ROOT,
+    harness_missing,
     operator_process,
     prepare,
     wait_ended,
@@ -89,7 +90,6 @@ from benchmarks.live_operator import (
 from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
-from idlegate.flags import missing_extra, one_line
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
     import kopf  # noqa: F401 (not used here: the operator's process needs it)
@@ -101,12 +101,7 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
 except ModuleNotFoundError as exc:
     if __name__ != "__main__":
         raise
-    if exc.name == "tests":
-        sys.exit("Error: run it from the repository root: python -m benchmarks.live_pool")
-    error = missing_extra(exc)
-    if error is None:
-        raise
-    sys.exit(f"Error: {one_line(error)}")
+    sys.exit(harness_missing(exc, "benchmarks.live_pool"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -555,3 +555,17 @@ def test_live_pool_reads_the_loops_figures_from_the_metrics() -> None:
         "(1 s beats)"
     )
     assert live.loop_line({"loop": {}}) == "loop: no such metrics (an older operator)"
+
+
+def test_a_live_benchmark_without_its_harness_says_how_to_get_it() -> None:
+    live_operator = load_benchmark("live_operator")
+    outside = ModuleNotFoundError("No module named 'tests'", name="tests")
+    said = live_operator.harness_missing(outside, "benchmarks.live_pool")
+    assert said == "Error: run it from the repository root: python -m benchmarks.live_pool"
+    without_kmock = live_operator.harness_missing(
+        ModuleNotFoundError("No module named 'kmock'", name="kmock"), "benchmarks.live_pool"
+    )
+    assert without_kmock.startswith("Error: ") and "\n" not in without_kmock
+    unknown = ModuleNotFoundError("No module named 'nowhere'", name="nowhere")
+    with pytest.raises(ModuleNotFoundError):
+        live_operator.harness_missing(unknown, "benchmarks.live_pool")
