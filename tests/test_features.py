@@ -338,6 +338,34 @@ def test_a_cached_job_is_read_again_when_the_pool_it_is_seen_in_is_resized(state
     assert resized.job_x[0, J["held"]] == pytest.approx(3 / 8)
 
 
+class _Showing(_Sized):
+    """`cluster` through a view that shows only the stages named `shown` (as a queue's view
+    shows the stages the admission lets start)."""
+
+    def __init__(self, cluster: Cluster, shown: set[str]) -> None:
+        super().__init__(cluster, cluster.num_executors)
+        self._shown = shown
+
+    def runnable(self, job: object) -> list:
+        return [s for s in self._cluster.runnable(job) if s.name in self._shown]
+
+    def runnable_stages(self) -> list:
+        return [s for job in self._cluster.jobs for s in self.runnable(job)]
+
+
+def test_a_cached_job_is_read_again_when_its_view_shows_other_stages_of_the_same_count() -> None:
+    # two roots, x and y; the view shows x, then y: one stage each time, nothing else moved
+    c = Cluster(4)
+    c.add_job(dag(("x", 1, 1.0, []), ("y", 1, 2.0, [])), 0.0, "J")
+    feat = Featurizer()
+    first = feat(_Showing(c, {"x"}))
+    assert [s.name for s in stages(first) if first.stage_mask[first.row_of(s)]] == ["x"]
+    then = feat(_Showing(c, {"y"}))
+    assert [s.name for s in stages(then) if then.stage_mask[then.row_of(s)]] == ["y"]
+    fresh = compute_features(_Showing(c, {"y"}))
+    np.testing.assert_array_equal(then.stage_x, fresh.stage_x)
+
+
 # -- the optional arrival-history columns ---------------------------------------------------
 
 

@@ -361,8 +361,10 @@ class Featurizer:
             # `unlaunched`, a finished task lowers `remaining_work` (durations are > 0), a
             # freed executor lowers `held`, an idle slot raises `idle_inserted` and shrinks
             # the runnable list (the view's: with queues, the stages the admission lets
-            # start), its end grows the list again. Masks never come from the
-            # cache. The pool's size is in it too: a queue's view sizes the pool to the
+            # start), its end grows the list again. The list is keyed by its stages, not
+            # its length: a queue's view may show another stage of the same count when
+            # nothing of the job moved (the admission's answer changed). The pool's size
+            # is in it too: a queue's view sizes the pool to the
             # queue's entitlement, which moves as the other queues borrow and lend, and the
             # rows are figures over it (held / k).
             sig = (
@@ -370,7 +372,7 @@ class Featurizer:
                 job.unlaunched,
                 job.held,
                 job.remaining_work,
-                len(shown := runnable(job)),
+                tuple(map(id, shown := runnable(job))),
                 job.stages_left,
                 job.cap,
                 job.idle_inserted,
