@@ -386,3 +386,19 @@ def test_the_demo_table_fits_a_terminal_of_80_columns(
         assert printed[at].split() == [cells[0], *" ".join(f[0] for f in figures).split()]
         cis = [f"± {f[1]}" for f in figures if len(f) == 2]
         assert printed[at + 1].split() == " ".join(cis).split()
+
+
+def test_the_followed_table_folds_its_figures_under_the_sentence_at_80_columns() -> None:
+    from rich.console import Console
+
+    account = {"start": "fifo", "rounds": [ROUND], "time_followed": {"srpt": 60.0}}
+    table = render_followed(account, 80)
+    assert [c.header for c in table.columns] == ["at (s)", "what it did, and why"]
+    said = list(table.columns[1].cells)[1]
+    assert said.endswith(
+        "window 40 · its replay (s) 32.4 · runner-up (s) fifo 33.0 · left out 0[/]"
+    )
+    out = io.StringIO()
+    Console(file=out, width=80).print(table)
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 80
+    assert len(render_followed(account).columns) == 6  # wide enough: one figure a column

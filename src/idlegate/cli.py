@@ -148,7 +148,8 @@ def simulate(
     else:
         _stdout().print(render_run_table(out.metrics))
         if out.followed is not None:
-            _stdout().print(render_followed(out.followed))
+            console = _stdout()
+            console.print(render_followed(out.followed, console.width))
         if out.queues is not None:
             _stdout().print(render_queues(out.queues))
 

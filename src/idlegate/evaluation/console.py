@@ -151,13 +151,19 @@ STARTS = frozenset({"prior", "unlike", "prior history"})
 """The reasons of a first `Choice` made at the first decision: the run's start."""
 
 
-def render_followed(account: Mapping[str, Any]) -> Table:
+NARROW = 100
+"""Console columns below which the rounds table folds its figures into the sentence's
+cell: six columns at 80 wrap every sentence a few words a line."""
+
+
+def render_followed(account: Mapping[str, Any], width: int = 120) -> Table:
     """A rich Table of what a self-tuning scheduler followed and why
     (`PortfolioScheduler.account`): the cold start's candidate (unless the first decision
     looked the prior up or replayed a prior history), then one row per round, each saying
     its outcome in words (`Choice.why`); the share of the run each candidate was followed
     in the caption. The title's switches are the changes of the candidate followed from
-    the start on, lookups included."""
+    the start on, lookups included. Below :data:`NARROW` columns of `width` a round's
+    figures (window, replay, runner-up, left out) go on a line under its sentence."""
     from rich.table import Table
 
     parts = shares_text(shares(account["time_followed"]))
@@ -178,34 +184,53 @@ def render_followed(account: Mapping[str, Any]) -> Table:
             f"Followed: {_count(rounds - lookups, 'round')}, {looked}"
             f"{_count(switches, 'switch', 'switches')}"
         )
-    table = Table(
-        title=title,
-        caption=f"share of the run: {parts}",
-    )
-    headers = ("at (s)", "what it did, and why", "window", "its replay (s)", "runner-up (s)")
-    for header in (*headers, "left out"):
+    table = Table(title=title, caption=f"share of the run: {parts}")
+    narrow = width < NARROW
+    headers = FOLLOWED_HEADERS[:2] if narrow else FOLLOWED_HEADERS
+    for header in headers:
         table.add_column(header, justify="left" if header == headers[1] else "right")
-    if not started:
-        start = sentence({"reason": "cold start", "candidate": account["start"]})
-        table.add_row("0", start, "—", "—", "—", "—")
-    for r in account["rounds"]:
-        runner = "—"
-        if r["runner_up"] is not None:
-            score = r["runner_up_score"]
-            runner = f"{r['runner_up']} {'failed' if score is None else fmt_number(score, 1)}"
-        window = str(r["workflows"]) if r["workflows"] else "—"  # (the prior's: none)
-        notes = [f"{r[k]} {k}" for k in ("running", "trimmed") if r.get(k)]
-        if notes:
-            window += f" ({', '.join(notes)})"
-        table.add_row(
-            fmt_number(r["at"], 0),
-            (r.get("why") or sentence(r)) + _left(r),  # (an account from before the sentences)
-            window,
-            "—" if r["score"] is None else fmt_number(r["score"], 1),  # (none, or failed)
-            runner,
-            str(len(r["left_out"])),
-        )
+    cells = [] if started else [_round_cells(None, account["start"])]
+    cells += [_round_cells(r, None) for r in account["rounds"]]
+    for at, said, *figures in cells:
+        if narrow:
+            shown = [f"{h} {f}" for h, f in zip(FOLLOWED_HEADERS[2:], figures, strict=True)]
+            table.add_row(at, f"{said}\n[dim]{' · '.join(shown)}[/]")
+        else:
+            table.add_row(at, said, *figures)
     return table
+
+
+FOLLOWED_HEADERS = (
+    "at (s)",
+    "what it did, and why",
+    "window",
+    "its replay (s)",
+    "runner-up (s)",
+    "left out",
+)
+"""The rounds table's columns (:func:`render_followed`)."""
+
+
+def _round_cells(r: Mapping[str, Any] | None, start: str | None) -> tuple[str, ...]:
+    """One row of the rounds table: the round `r`'s, or the cold start's on `start`."""
+    if r is None:
+        return ("0", sentence({"reason": "cold start", "candidate": start}), "—", "—", "—", "—")
+    runner = "—"
+    if r["runner_up"] is not None:
+        score = r["runner_up_score"]
+        runner = f"{r['runner_up']} {'failed' if score is None else fmt_number(score, 1)}"
+    window = str(r["workflows"]) if r["workflows"] else "—"  # (the prior's: none)
+    notes = [f"{r[k]} {k}" for k in ("running", "trimmed") if r.get(k)]
+    if notes:
+        window += f" ({', '.join(notes)})"
+    return (
+        fmt_number(r["at"], 0),
+        (r.get("why") or sentence(r)) + _left(r),  # (an account from before the sentences)
+        window,
+        "—" if r["score"] is None else fmt_number(r["score"], 1),  # (none, or failed)
+        runner,
+        str(len(r["left_out"])),
+    )
 
 
 def _left(round_: Mapping[str, Any]) -> str:
