@@ -38,7 +38,7 @@ import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.external_jobs import too_large
-from idlegate.api.forecast_refresh import history_forecast
+from idlegate.api.forecast_book import history_forecast
 from idlegate.api.notices import pool_of
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
