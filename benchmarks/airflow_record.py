@@ -32,7 +32,7 @@ from idlegate.integrations.airflow import (
     AirflowAuth,
     AirflowClient,
     AirflowError,
-    Answer,
+    HttpAnswer,
     Transport,
     urllib_transport,
 )
@@ -73,7 +73,7 @@ class Recorder:
         self.inner = inner
         self.answers: dict[str, Any] = {}
 
-    def __call__(self, method: str, url: str, body: bytes | None, headers: Any) -> Answer:
+    def __call__(self, method: str, url: str, body: bytes | None, headers: Any) -> HttpAnswer:
         answer = self.inner(method, url, body, headers)
         key = f"{method} {url[len(self.base) :]}"
         try:

@@ -99,7 +99,7 @@ from benchmarks.operator_burst import (
     process,
 )
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.api.forecast_replay import WORKERS
+from idlegate.api.forecast_request import WORKERS
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -204,8 +204,8 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
     from statistics import median
 
     from benchmarks.forecast import waiting_state
-    from idlegate.api.forecast_refresh import ForecastRefresh
-    from idlegate.api.forecast_replay import compute
+    from idlegate.api.forecast_request import compute
+    from idlegate.operator.forecasting.refresh import ForecastRefresh
 
     cluster = waiting_state(waiting, scheduler)
     loop_ms, thread_ms, shipped_ms = [], [], []
@@ -226,7 +226,7 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
         taken = time.process_time()
         back = pickle.dumps(result)  # (the process's part)
         ship = time.process_time()
-        pickle.dumps(snap.shipped())
+        pickle.dumps(snap)
         pickle.loads(back)
         shipped = time.process_time()
         loop_ms.append((forked - began + taken - computed) * 1000)

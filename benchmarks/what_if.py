@@ -45,8 +45,8 @@ from typing import Any, ClassVar
 
 from benchmarks.forecast import overloaded, told
 from idlegate.api.forecast_ask import WHAT_IF_PATH
-from idlegate.api.forecast_refresh import REPLAYS, as_shown
-from idlegate.api.forecast_replay import compute, scheduler_copy
+from idlegate.api.forecast_book import REPLAYS, as_shown
+from idlegate.api.forecast_request import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
 from idlegate.api.forecast_whatif import CUT, answer, what_if
 from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS

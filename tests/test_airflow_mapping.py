@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from idlegate.sim.airflow import (
+    AirflowCondition,
     AirflowRefusal,
-    Condition,
+    AirflowRefusalReason,
     LeftReason,
-    RefusalReason,
     airflow_runs,
     is_airflow,
     map_dag,
@@ -167,9 +167,9 @@ def test_branches_and_trigger_rules_make_stages_conditional_and_a_run_skips_them
     job = map_dag(dag)
     assert [s.condition for s in job.stages] == [
         None,
-        Condition.BRANCH,
-        Condition.BRANCH,
-        Condition.TRIGGER_RULE,
+        AirflowCondition.BRANCH,
+        AirflowCondition.BRANCH,
+        AirflowCondition.TRIGGER_RULE,
     ]
     instances = [ti("pick"), ti("left"), ti("right", state="skipped", duration=None), ti("join")]
     r = run("r1", "2025-01-01T00:00:00Z", "2025-01-01T00:00:01Z", "2025-01-01T00:01:00Z")
@@ -184,16 +184,20 @@ def test_branches_and_trigger_rules_make_stages_conditional_and_a_run_skips_them
 @pytest.mark.parametrize(
     ("dag", "reason", "words"),
     [
-        (export(task("a", "b")), RefusalReason.BAD_DAG, "'b', which is no task"),
-        (export(task("a", "b"), task("b", "a")), RefusalReason.BAD_DAG, "a -> b -> a"),
+        (export(task("a", "b")), AirflowRefusalReason.BAD_DAG, "'b', which is no task"),
+        (export(task("a", "b"), task("b", "a")), AirflowRefusalReason.BAD_DAG, "a -> b -> a"),
         (
             export(task("s", cls="PythonSensor"), task("e", cls="EmptyOperator")),
-            RefusalReason.NO_TASKS,
+            AirflowRefusalReason.NO_TASKS,
             "s (sensor), e (no-pod)",
         ),
-        ({"dag_id": "x", "stages": []}, RefusalReason.NOT_A_DAG, "not an Airflow DAG export"),
-        (export({"downstream_task_ids": []}), RefusalReason.INVALID, "has no task_id"),
-        (export(task("a"), task("a")), RefusalReason.INVALID, "listed twice"),
+        (
+            {"dag_id": "x", "stages": []},
+            AirflowRefusalReason.NOT_A_DAG,
+            "not an Airflow DAG export",
+        ),
+        (export({"downstream_task_ids": []}), AirflowRefusalReason.INVALID, "has no task_id"),
+        (export(task("a"), task("a")), AirflowRefusalReason.INVALID, "listed twice"),
     ],
 )
 def test_a_dag_that_does_not_map_is_refused_with_its_reason(dag, reason, words):
@@ -211,7 +215,7 @@ def test_a_run_that_does_not_fit_the_dag_any_more_is_refused_as_changed():
     ):
         with pytest.raises(AirflowRefusal) as caught:
             map_dag({**dag, "task_instances": instances}, run=r)
-        assert caught.value.reason is RefusalReason.CHANGED
+        assert caught.value.reason is AirflowRefusalReason.CHANGED
         assert words in str(caught.value) and "DAG changed since this run" in str(caught.value)
 
 

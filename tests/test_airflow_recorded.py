@@ -10,8 +10,14 @@ import socket
 
 import pytest
 
-from idlegate.integrations.airflow import AirflowAuth, AirflowClient, AirflowError, Answer
-from idlegate.sim.airflow import AirflowRefusal, LeftReason, RefusalReason, airflow_runs, map_dag
+from idlegate.integrations.airflow import AirflowAuth, AirflowClient, AirflowError, HttpAnswer
+from idlegate.sim.airflow import (
+    AirflowRefusal,
+    AirflowRefusalReason,
+    LeftReason,
+    airflow_runs,
+    map_dag,
+)
 from tests.airflow_data import PASSWORD, SESSIONS, TOKEN, examples, replaying, session
 
 ADMIN = AirflowAuth(username="admin", password=PASSWORD)
@@ -73,13 +79,13 @@ def test_the_example_set_maps_or_is_left_to_airflow_with_a_reason():
         except AirflowRefusal as exc:
             found[dag] = exc.reason
     assert len(found) == 81
-    refused = {d: r for d, r in found.items() if isinstance(r, RefusalReason)}
+    refused = {d: r for d, r in found.items() if isinstance(r, AirflowRefusalReason)}
     assert refused == {
-        "example_branch_labels": RefusalReason.NO_TASKS,
-        "example_external_task_marker_child": RefusalReason.NO_TASKS,
-        "example_external_task_marker_parent": RefusalReason.NO_TASKS,
-        "example_time_delta_sensor_async": RefusalReason.NO_TASKS,
-        "example_workday_timetable": RefusalReason.NO_TASKS,
+        "example_branch_labels": AirflowRefusalReason.NO_TASKS,
+        "example_external_task_marker_child": AirflowRefusalReason.NO_TASKS,
+        "example_external_task_marker_parent": AirflowRefusalReason.NO_TASKS,
+        "example_time_delta_sensor_async": AirflowRefusalReason.NO_TASKS,
+        "example_workday_timetable": AirflowRefusalReason.NO_TASKS,
     }
     assert found["example_complex"] == {"stages": 37, "edges": 59, "tasks": 37}
     assert found["example_kubernetes_executor"] == {"stages": 6, "edges": 6, "tasks": 6}
@@ -128,7 +134,7 @@ def test_a_deferrable_sensor_seen_in_its_run_leaves_nothing_to_schedule():
     export = _export("example_time_delta_sensor_async")
     with pytest.raises(AirflowRefusal) as caught:
         map_dag(export)
-    assert caught.value.reason is RefusalReason.NO_TASKS
+    assert caught.value.reason is AirflowRefusalReason.NO_TASKS
     assert "wait (sensor)" in str(caught.value) and "finish (no-pod)" in str(caught.value)
 
 
@@ -137,14 +143,14 @@ def test_airflow_2_is_asked_at_api_v1_with_basic_auth():
     recorded = session("example_dynamic_task_mapping")
     sent: list[tuple[str, str, str]] = []
 
-    def airflow_2(method: str, url: str, body: bytes | None, headers: dict) -> Answer:
+    def airflow_2(method: str, url: str, body: bytes | None, headers: dict) -> HttpAnswer:
         path = url.split("127.0.0.1", 1)[1]
         sent.append((method, path, headers.get("Authorization", "")))
         if path.startswith("/api/v2") or method == "POST":
-            return Answer(404, b'{"detail": "Not Found"}')
+            return HttpAnswer(404, b'{"detail": "Not Found"}')
         path = path.replace("/api/v1", "/api/v2").replace("-execution_date", "-run_after")
         found = recorded.get(f"GET {path}", {"status": 404, "body": {"detail": "Not Found"}})
-        return Answer(found["status"], json.dumps(found["body"]).encode())
+        return HttpAnswer(found["status"], json.dumps(found["body"]).encode())
 
     client = AirflowClient("http://127.0.0.1", ADMIN, transport=airflow_2)
     export = client.dag_export("example_dynamic_task_mapping", runs=3)

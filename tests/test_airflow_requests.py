@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.sim.airflow import AirflowRefusal, RefusalReason, map_dag
+from idlegate.sim.airflow import AirflowRefusal, AirflowRefusalReason, map_dag
 from idlegate.sim.dag import Dag
 from idlegate.sim.resources import ResourceVector
 from tests.test_airflow_mapping import export, run, task, ti
@@ -97,7 +97,7 @@ def test_a_request_that_is_no_quantity_refuses_the_dag_with_its_task():
     bad = override(container(requests={"cpu": "lots"}))
     with pytest.raises(AirflowRefusal) as found:
         map_dag(export(task("work"), task_instances=[ti("work", executor_config=bad)]))
-    assert found.value.reason is RefusalReason.INVALID
+    assert found.value.reason is AirflowRefusalReason.INVALID
     assert re.search(r"task 'work'.*'lots' is not a quantity", str(found.value))
 
 

@@ -18,7 +18,7 @@ from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
 from idlegate.operator.features.argo import ArgoSide
 from idlegate.policy import make_scheduler
-from idlegate.sim.argo import ArgoRefusal, RefusalReason, map_workflow, node_id
+from idlegate.sim.argo import ArgoRefusal, ArgoRefusalReason, map_workflow, node_id
 from idlegate.sim.argo.runs import argo_run, duration_lookup
 from idlegate.sim.engine import simulate
 from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory, DurationSource
@@ -115,7 +115,7 @@ def test_a_refused_argo_workflow_in_a_history_says_which_and_why(tmp_path):
     path.write_text(yaml.safe_dump(bad))
     with pytest.raises(ArgoRefusal) as refused:
         load_history(path)
-    assert refused.value.reason is RefusalReason.RECURSION
+    assert refused.value.reason is ArgoRefusalReason.RECURSION
     assert str(path) in str(refused.value)
 
 

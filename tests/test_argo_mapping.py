@@ -13,10 +13,10 @@ from idlegate.errors import SpecError
 from idlegate.sim.argo import (
     DURATION_ANNOTATION,
     WORKFLOW_KINDS,
+    ArgoCondition,
     ArgoRefusal,
-    Condition,
-    Observed,
-    RefusalReason,
+    ArgoRefusalReason,
+    ObservedNodes,
     is_argo,
     map_workflow,
     node_id,
@@ -48,7 +48,7 @@ def test_every_example_maps_or_is_refused_with_a_reason():
         try:
             job = map_workflow(doc, templates=lookup)
         except ArgoRefusal as exc:
-            assert exc.reason is not RefusalReason.INVALID, f"{where}: {exc}"
+            assert exc.reason is not ArgoRefusalReason.INVALID, f"{where}: {exc}"
             assert str(exc), where
             refused[exc.reason] += 1
             continue
@@ -57,10 +57,10 @@ def test_every_example_maps_or_is_refused_with_a_reason():
     # what the examples hold that a job cannot: recursion, daemons, template libraries
     # without an entrypoint, and workflows that run no pod
     assert set(refused) == {
-        RefusalReason.RECURSION,
-        RefusalReason.DAEMON,
-        RefusalReason.NO_ENTRYPOINT,
-        RefusalReason.NO_PODS,
+        ArgoRefusalReason.RECURSION,
+        ArgoRefusalReason.DAEMON,
+        ArgoRefusalReason.NO_ENTRYPOINT,
+        ArgoRefusalReason.NO_PODS,
     }
     assert mapped > 9 * sum(refused.values())
 
@@ -111,8 +111,8 @@ def test_when_makes_a_stage_conditional_and_a_skipped_node_leaves_the_job():
     job = map_workflow(doc)
     assert {s.name: s.condition for s in job.stages} == {
         "flip-coin": None,
-        "heads": Condition.WHEN,
-        "tails": Condition.WHEN,
+        "heads": ArgoCondition.WHEN,
+        "tails": ArgoCondition.WHEN,
     }
     name = "coinflip-x"
     nodes = {
@@ -156,7 +156,7 @@ def test_depends_names_every_task_and_failure_branches_are_conditional():
     job = map_workflow(doc)
     assert edges(job) == {("a", "c"), ("b-1", "c"), ("a", "fix"), ("c", "fix")}
     assert job.stage("c").condition is None
-    assert job.stage("fix").condition is Condition.DEPENDS
+    assert job.stage("fix").condition is ArgoCondition.DEPENDS
 
 
 def test_with_param_over_an_output_is_settled_by_status_nodes():
@@ -183,7 +183,7 @@ def test_workflow_template_references_need_the_templates():
     ref = example("workflow-template/workflow-template-ref.yaml")
     with pytest.raises(ArgoRefusal) as refused:
         map_workflow(ref)
-    assert refused.value.reason is RefusalReason.MISSING_WORKFLOW_TEMPLATE
+    assert refused.value.reason is ArgoRefusalReason.MISSING_WORKFLOW_TEMPLATE
     lookup = template_index(
         d for p in sorted((EXAMPLES / "workflow-template").glob("*.yaml")) for d in documents(p)
     )
@@ -195,9 +195,9 @@ def test_workflow_template_references_need_the_templates():
 
 def test_recursion_and_daemons_are_refused_with_their_reason():
     for name, reason in [
-        ("coinflip-recursive.yaml", RefusalReason.RECURSION),
-        ("dag-daemon-task.yaml", RefusalReason.DAEMON),
-        ("http-hello-world.yaml", RefusalReason.NO_PODS),
+        ("coinflip-recursive.yaml", ArgoRefusalReason.RECURSION),
+        ("dag-daemon-task.yaml", ArgoRefusalReason.DAEMON),
+        ("http-hello-world.yaml", ArgoRefusalReason.NO_PODS),
     ]:
         with pytest.raises(ArgoRefusal) as refused:
             map_workflow(example(name))
@@ -215,7 +215,7 @@ def test_parallelism_is_the_jobs():
 
 def test_retry_attempts_fold_into_their_stage_with_measured_times():
     doc = recorded("dag_retry_succeeded.yaml")
-    observed = Observed.from_nodes(doc["status"]["nodes"], doc["metadata"]["name"])
+    observed = ObservedNodes.from_nodes(doc["status"]["nodes"], doc["metadata"]["name"])
     assert [p.phase for p in observed.pods[".step1"]] == ["Failed", "Failed", "Succeeded"]
     assert observed.measured(".step1") == (7.0,)  # 10:23:01 to 10:23:08
     job = map_workflow(doc)

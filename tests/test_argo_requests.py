@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.cli import app
-from idlegate.sim.argo import ArgoRefusal, RefusalReason, map_workflow
+from idlegate.sim.argo import ArgoRefusal, ArgoRefusalReason, map_workflow
 from idlegate.sim.dag import Dag
 from idlegate.sim.resources import ResourceVector
 from tests.argo_data import example
@@ -139,7 +139,7 @@ def test_a_request_known_only_as_the_workflow_runs_is_noted_not_guessed():
 def test_a_request_that_is_no_quantity_refuses_the_workflow_with_its_path(template, path):
     with pytest.raises(ArgoRefusal) as found:
         map_workflow(workflow({"name": "t", **template}))
-    assert found.value.reason is RefusalReason.INVALID
+    assert found.value.reason is ArgoRefusalReason.INVALID
     said = str(found.value)
     assert said.startswith(f"Workflow sized: template 't': {path}"), said
     assert "'lots' is not a quantity" in said

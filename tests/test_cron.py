@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.cron_spec import (
-    Schedule,
+    CronSchedule,
     cron_spec_problems,
     due,
     parse_cron_spec,
@@ -34,14 +34,14 @@ big = load_benchmark("big_workflows")
 
 
 def test_hourly_fires_on_the_hour_and_strictly_after():
-    s = Schedule.parse("@hourly")
+    s = CronSchedule.parse("@hourly")
     assert s.next_after(T0) == T0 + HOUR
     assert s.next_after(T0 + 1) == T0 + HOUR
     assert list(s.times(T0, T0 + 3 * HOUR)) == [T0 + HOUR, T0 + 2 * HOUR, T0 + 3 * HOUR]
 
 
 def test_time_zone_shifts_the_schedule():
-    berlin = Schedule.parse("0 2 * * *", "Europe/Berlin")  # 02:00 CET = 01:00 UTC in January
+    berlin = CronSchedule.parse("0 2 * * *", "Europe/Berlin")  # 02:00 CET = 01:00 UTC in January
     assert berlin.next_after(T0) == T0 + HOUR
 
 
@@ -56,7 +56,7 @@ def test_time_zone_shifts_the_schedule():
 )
 def test_bad_schedules_say_what_is_wrong(schedule: str, zone: str, said: str):
     with pytest.raises(SpecError, match=said):
-        Schedule.parse(schedule, zone)
+        CronSchedule.parse(schedule, zone)
 
 
 def test_spec_errors_name_the_object_and_field():
@@ -73,7 +73,7 @@ def test_spec_errors_name_the_object_and_field():
 
 def _due(now: float, last: float | None = None, deadline: float | None = None):
     return due(
-        Schedule.parse("@hourly"),
+        CronSchedule.parse("@hourly"),
         now=now,
         last_scheduled=last,
         created=T0 + 60,
@@ -408,7 +408,7 @@ async def test_the_upcoming_runs_are_told_and_withdrawn():
 
 def test_a_bad_time_zone_or_policy_does_not_hide_a_bad_schedule():
     with pytest.raises(SpecError) as exc:
-        Schedule.parse("every night", "Mars/Olympus")
+        CronSchedule.parse("every night", "Mars/Olympus")
     assert str(exc.value).startswith("timeZone: 'Mars/Olympus' is not a known IANA time zone")
     assert "; schedule: 'every night' is not valid cron syntax" in str(exc.value)
     raw = {

@@ -111,7 +111,9 @@ def cpu_pool(queues: list[dict] | None, **waiting: int) -> SimpleNamespace:
             cluster.add_job(dag, 0.0, owner.name, SimpleNamespace(owner=owner)).queue = q
     list(decision_round(cluster, make_scheduler("fifo"), 0.0))
     core = SimpleNamespace(cluster=cluster, settings=SimpleNamespace(pool_size=10), at=0.0)
-    return SimpleNamespace(bridges={"default": SimpleNamespace(core=core)}, waiting={})
+    return SimpleNamespace(
+        bridges={"default": SimpleNamespace(core=core, forecasts=None)}, waiting={}
+    )
 
 
 def test_the_operators_queues_show_use_beside_quota_in_the_pools_own_resources():

@@ -16,10 +16,10 @@ from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload
 from idlegate.sim.forecast import (
     MEDIAN,
     START_UNSEEN,
-    Forecast,
+    PoolForecast,
     Span,
-    Unavailable,
     WorkflowForecast,
+    WorkflowUnavailable,
     forecast,
     quantile,
     start_quantile,
@@ -37,7 +37,7 @@ def state_at(w: Workload, t: float, rule: str = "fifo") -> Cluster:
     return engine.cluster
 
 
-def entry(f: Forecast, job_id: int) -> WorkflowForecast:
+def entry(f: PoolForecast, job_id: int) -> WorkflowForecast:
     out = f.of(job_id)
     assert isinstance(out, WorkflowForecast), out
     return out
@@ -190,7 +190,7 @@ def test_a_stage_without_an_estimate_is_unavailable_with_why() -> None:
     cluster = state_at(w, 10.0)
     cluster.jobs[1].payload = MeasuredDurations([float("nan")])  # (the operator's, no estimate)
     f = forecast(cluster, make_scheduler("fifo"), replays=2)
-    assert all(isinstance(e, Unavailable) for e in f.workflows)
+    assert all(isinstance(e, WorkflowUnavailable) for e in f.workflows)
     assert "stage 0 of workflow 'b' has no duration estimate" in f.of(1).reason  # type: ignore[union-attr]
     cluster.jobs[1].payload = MeasuredDurations([float("nan")], [[3.0]])
     assert entry(forecast(cluster, make_scheduler("fifo"), replays=2), 1).finish.median == 23.0
@@ -209,7 +209,7 @@ class Broken:
 def test_a_scheduler_that_raises_makes_every_forecast_unavailable() -> None:
     w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
     f = forecast(state_at(w, 10.0), Broken(), replays=2)
-    reasons = {e.reason for e in f.workflows if isinstance(e, Unavailable)}
+    reasons = {e.reason for e in f.workflows if isinstance(e, WorkflowUnavailable)}
     assert reasons == {"the scheduler broken raised RuntimeError: no model loaded"}
 
 

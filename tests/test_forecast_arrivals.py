@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from idlegate.api.forecast_refresh import ForecastRefresh
-from idlegate.api.forecast_replay import ARRIVALS_STREAM, Snapshot, futures
+from idlegate.api.forecast_request import ARRIVALS_STREAM, ForecastRequest, futures
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.pool_spec import parse_pool_spec, pool_problems
 from idlegate.api.settings import Settings
@@ -23,6 +22,7 @@ from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_eval import EvalSettings, _futures
+from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
@@ -136,11 +136,11 @@ def test_the_same_state_and_seed_give_the_same_forecast():
     again = futures(snap, 5)
     assert again is not None
     assert [f.arrivals for f in again] == [f.arrivals for f in futures(snap, 5) or []]
-    other = Snapshot(
+    other = ForecastRequest(
         snap.fork, snap.scheduler, snap.seed + 1, arrivals="poisson", recent=snap.recent
     )
     assert [f.arrivals for f in futures(other, 5) or []] != [f.arrivals for f in again]
-    assert futures(Snapshot(snap.fork, snap.scheduler, snap.seed), 5) is None  # (none)
+    assert futures(ForecastRequest(snap.fork, snap.scheduler, snap.seed), 5) is None  # (none)
 
 
 @pytest.mark.parametrize("arrivals", ["poisson", "queues"])
@@ -161,8 +161,8 @@ def test_the_evaluation_and_the_operator_invent_the_same_futures(arrivals: str):
         return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(ARRIVALS_STREAM,)))
 
     measured = _futures(settings, cluster, recent, rng())
-    snap = Snapshot(planning_fork(cluster), make_scheduler("fair"), seed, arrivals=arrivals)
-    snap.recent = templates(recent)
+    fork = planning_fork(cluster)
+    snap = ForecastRequest(fork, make_scheduler("fair"), seed, arrivals, templates(recent))
     shipped = futures(snap, settings.replays)
     assert measured is not None and shipped is not None
     assert sum(len(f.arrivals) for f in measured) > 0
@@ -311,7 +311,7 @@ def test_a_what_if_on_the_pool_invents_the_arrivals_its_refresh_does():
     starts = {}
     for refresh in refreshes:
         snap, job_id = what_if(cluster, make_scheduler("srpt"), body, 0, 0, cluster.now)
-        refresh.with_arrivals(snap)  # (as the visibility API's route does)
+        snap, _ = refresh.for_what_if(snap)  # (as the visibility API's route does)
         shown, _ = answer(snap, job_id)
         assert isinstance(shown, Forecast)
         starts[refresh.arrivals] = shown.start

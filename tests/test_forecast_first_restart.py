@@ -174,7 +174,7 @@ async def test_a_first_forecast_that_cannot_be_read_is_ignored_with_a_warning(
     first.clock.advance(20.0)
     await first.settle()
     bad(kube.workflows[("default", "w1")]["status"], how)
-    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_refresh"):
+    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_book"):
         second = await restarted(first, kube, sink)
     (warning,) = [r for r in caplog.records if "first forecast" in r.getMessage()]
     assert warning.levelno == logging.WARNING
@@ -196,7 +196,7 @@ async def test_a_started_workflow_whose_status_does_not_say_when_gives_no_score(
     first = await begin(kube, sink)
     await w0_ends(first)
     del kube.workflows[("default", "w1")]["status"]["firstForecast"]["startedAt"]
-    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_refresh"):
+    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_book"):
         second = await restarted(first, kube, sink)
     assert "does not say when" in caplog.text
     await refreshed(second)

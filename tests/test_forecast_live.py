@@ -25,9 +25,9 @@ from tests.test_forecast_refresh import T0, busy_pool, refresh_of
 def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from idlegate.api import forecast_refresh
+    from idlegate.api import forecast_book
 
-    monkeypatch.setattr(forecast_refresh, "DUTY", 1.0)  # (no pause after a refresh: its own test)
+    monkeypatch.setattr(forecast_book, "DUTY", 1.0)  # (no pause after a refresh: its own test)
 
     async def scenario() -> None:
         cluster = busy_pool()  # (one executor; w0 runs since T0, w1-w3 of 100 s wait)
@@ -71,7 +71,8 @@ def test_a_what_if_on_a_live_pool_draws_from_its_task_times() -> None:
     refresh, _ = refresh_of(cluster, times=times)
     body = {"kind": "DagWorkflow", "metadata": {"name": "asked"}, "spec": {"stages": [stage("a")]}}
     snap, job = what_if(cluster, make_scheduler("fifo"), body, 0, 0, T0)
-    shown, _ = answer(snap, job, calibration=refresh.for_what_if(snap))
+    snap, calibration = refresh.for_what_if(snap)
+    shown, _ = answer(snap, job, calibration=calibration)
     assert isinstance(shown, Forecast) and shown.start == pytest.approx(T0 + 150)
 
 

@@ -7,15 +7,16 @@ operator's bridge against the fakes (tests/operator_fakes.py), the refresh poked
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_refresh import ForecastRefresh
-from idlegate.api.forecast_replay import Snapshot, futures
+from idlegate.api.forecast_request import ForecastRequest, futures
 from idlegate.operator.edge import intake
+from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import arrival_rate
@@ -67,18 +68,17 @@ def shape(dag: Dag) -> tuple[Any, ...]:
     return tuple(dag.names), tuple(dag.tasks), tuple(dag.durations)
 
 
-def templates_of(snap: Snapshot) -> list[tuple[Any, ...]]:
+def templates_of(snap: ForecastRequest) -> list[tuple[Any, ...]]:
     return [(r.arrival, r.queue, shape(r.dag)) for r in snap.recent]
 
 
-def invented(snap: Snapshot) -> list[list[tuple[float, tuple[Any, ...]]]]:
+def invented(snap: ForecastRequest) -> list[list[tuple[float, tuple[Any, ...]]]]:
     """The futures `snap`'s replays would run (three, from a seed both pools share)."""
-    snap.seed = 7
-    drawn: Sequence[RolloutFuture] = list(futures(snap, 3) or ())
+    drawn: Sequence[RolloutFuture] = list(futures(dataclasses.replace(snap, seed=7), 3) or ())
     return [[(a.time, shape(a.dag)) for a in f.arrivals] for f in drawn]
 
 
-def rate(snap: Snapshot) -> float:
+def rate(snap: ForecastRequest) -> float:
     log = snap.rate_log if snap.rate_log is not None else snap.fork.arrival_log
     return arrival_rate(log, snap.fork.now, snap.fork.num_executors)
 

@@ -1,4 +1,5 @@
-"""A pool's forecast refresh (idlegate.api.forecast_refresh): every workflow gets a forecast
+"""A pool's forecast refresh (idlegate.operator.forecasting.refresh, its state
+idlegate.api.forecast_book): every workflow gets a forecast
 (or why not), only moved ones are written again, at most one refresh runs, a change
 debounces into one refresh, and a kept forecast's error is measured once its workflow
 started and finished. The operator's own wiring is in tests/test_e2e_forecast.py."""
@@ -12,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_refresh import ForecastRefresh, moved
+from idlegate.api.forecast_book import moved
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.api.task_pods import Owner
 from idlegate.api.visibility import pending
+from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
@@ -128,9 +130,10 @@ def test_a_policy_that_raises_makes_every_forecast_unavailable_with_why():
         "the scheduler raising raised RuntimeError: the policy's model file is corrupt"
     )
     pools = type("P", (), {})()
-    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core = type("C", (), {"cluster": cluster, "at": cluster.now})
     core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
-    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    bridge = type("B", (), {"core": core, "forecasts": refresh})
+    pools.bridges, pools.waiting = {"p": bridge}, {}  # type: ignore[attr-defined]
     (w,) = pending(pools)["pools"][0]["queues"][0]["waiting"]
     assert w["forecast"]["unavailable"].startswith("the scheduler raising raised")
 
@@ -160,9 +163,9 @@ def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
 def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    from idlegate.api import forecast_refresh
+    from idlegate.api import forecast_book
 
-    monkeypatch.setattr(forecast_refresh, "DUTY", 1.0)  # (no pause after a refresh: its own test)
+    monkeypatch.setattr(forecast_book, "DUTY", 1.0)  # (no pause after a refresh: its own test)
 
     async def scenario() -> None:
         cluster = busy_pool(3)
@@ -227,9 +230,10 @@ def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written
     refresh.poke()
     assert [[h.owner.name for h in w] for w in written] == [["dwf"]]  # (ours only)
     pools = type("P", (), {})()
-    core = type("C", (), {"cluster": cluster, "at": cluster.now, "forecasts": refresh.shown})
+    core = type("C", (), {"cluster": cluster, "at": cluster.now})
     core.settings = type("S", (), {"pool_size": 1})  # type: ignore[attr-defined]
-    pools.bridges, pools.waiting = {"p": type("B", (), {"core": core})}, {}  # type: ignore[attr-defined]
+    bridge = type("B", (), {"core": core, "forecasts": refresh})
+    pools.bridges, pools.waiting = {"p": bridge}, {}  # type: ignore[attr-defined]
     listed = {w["kind"]: w for w in pending(pools)["pools"][0]["queues"][0]["waiting"]}
     assert set(listed) == {"Workflow", "DAGRun"}  # (the DagWorkflow runs)
     # FIFO on one executor, 100 s each: argo next, then airflow
@@ -240,7 +244,7 @@ def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written
 def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(tmp_path):
     import json
 
-    from idlegate.api.forecast_refresh import accuracy, history_forecast
+    from idlegate.api.forecast_book import accuracy, history_forecast
     from idlegate.sim.history import load_history
 
     made = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
@@ -266,20 +270,26 @@ def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(
         load_history(path)
 
 
-def test_refreshes_take_at_most_their_duty_of_their_cpu(monkeypatch: pytest.MonkeyPatch):
-    from idlegate.api import forecast_refresh
+@pytest.mark.parametrize(("cpu", "refreshes"), [(0.0, 60), (0.25, 60), (0.5, 30), (1.0, 15)])
+def test_refreshes_take_at_most_their_duty_of_their_cpu(
+    monkeypatch: pytest.MonkeyPatch, cpu: float, refreshes: int
+):
+    # issue 81, item 7: a pool whose workflows change every second for a minute of the
+    # operator's clock, each refresh's replays taking `cpu` seconds of CPU: a refresh
+    # waits T·(1/DUTY − 1) after one that took T, so a minute holds 60 of 0.25 s (one
+    # each second), 30 of 0.5 s and 15 of 1 s (their CPU 15 s of the 60: 1/DUTY − 1 = 4)
+    from idlegate.operator.forecasting import refresh as runtime
+    from idlegate.sim.forecast import unavailable
 
     cluster = busy_pool(2)
     refresh, _ = refresh_of(cluster)
-    readings = iter([10.0, 10.5, 20.0, 20.25])  # the loop's CPU: the fork 0.5 s, the result 0.25
-    refresh.cpu_clock = lambda: next(readings)
-    real = forecast_refresh.compute
-    monkeypatch.setattr(forecast_refresh, "compute", lambda *a: (real(*a)[0], 1.25))  # (replays)
-    refresh.poke()  # (no loop: in place, at T0)
-    assert refresh.not_before == T0 + (0.5 + 1.25 + 0.25) * (1 / 0.2 - 1)
-    refresh.poke()  # (too soon; once, when the cap allows)
-    assert refresh.refreshes == 1
-    assert refresh.timers["forecast-change"][0] == refresh.not_before  # type: ignore[attr-defined]
+    refresh.cpu_clock = lambda: 0.0  # (the fork and the result cost the loop nothing)
+    replayed = lambda request, *_: (unavailable(request.fork, "replayed"), cpu)  # noqa: E731
+    monkeypatch.setattr(runtime, "compute", replayed)
+    for second in range(60):
+        cluster.advance(T0 + second)
+        refresh.poke()  # (a change; no loop: a refresh runs in place, when the cap allows)
+    assert refresh.taken == refreshes
 
 
 class SlowProcess:
@@ -295,7 +305,7 @@ class SlowProcess:
     def submit(self, snapshot: Any, replays: int, budget: int, seconds: Any) -> Any:
         import concurrent.futures
 
-        from idlegate.api.forecast_replay import compute
+        from idlegate.api.forecast_request import compute
 
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if snapshot.seed == 0:
@@ -397,7 +407,7 @@ def test_the_operator_widens_a_waiting_finish_by_its_start_as_the_evaluation_mea
     """A cold pool's finish of a workflow that waits 100 s and then runs 50 s is widened
     by the start's prior over the wait and the finish's over the run (`Calibration.widen`
     with its start, as `forecast evaluate` does), not by the finish's prior alone."""
-    from idlegate.api.forecast_refresh import as_shown
+    from idlegate.api.forecast_book import as_shown
     from idlegate.sim.forecast import Span, WorkflowForecast
     from idlegate.sim.forecast_calibration import FINISH_PRIOR, START_PRIOR, calibrations
 
@@ -415,7 +425,7 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
     # the same replays as `sim.forecast.forecast` with the start's quantile of the pool's
     # arrivals (what `idlegate forecast evaluate` measured): the replays' 0.75 quantile
     # with none, their median where arrivals are invented
-    from idlegate.api.forecast_replay import compute
+    from idlegate.api.forecast_request import compute
     from idlegate.sim import forecast as sim_forecast
 
     cluster = Cluster(1)
@@ -446,6 +456,6 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
 
 
 def sim_forecast_futures(snap: Any) -> Any:
-    from idlegate.api.forecast_replay import futures
+    from idlegate.api.forecast_request import futures
 
     return futures(snap, 20)

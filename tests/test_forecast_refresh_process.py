@@ -1,5 +1,5 @@
 """A pool's forecast refresh in the operator's replay process (``--forecast-workers
-process``, `idlegate.api.forecast_replay.ReplayProcess`): the same state and seed give the
+process``, `idlegate.operator.forecasting.process.ReplayProcess`): the same state and seed give the
 same forecast there as in place, byte for byte; a replay process that raises or is killed
 fails that refresh as a thread's failure does (a Warning and the error counter), and the
 next refresh starts a new process. Every wait is on the refresh's future, never on a clock.
@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_refresh import ForecastRefresh
-from idlegate.api.forecast_replay import NICENESS, ReplayProcess, compute, replay_executor
+from idlegate.api.forecast_request import compute
+from idlegate.operator.forecasting.process import NICENESS, ReplayProcess, replay_executor
+from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.forecast import BUDGET
 from tests.test_forecast_refresh import FakeMetrics, busy_pool

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.api.forecast_ask import WHAT_IF_PATH, sureness
-from idlegate.api.forecast_replay import compute
+from idlegate.api.forecast_request import compute
 from idlegate.api.forecast_status import Forecast, Unavailable, dump_forecast
 from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.task_pods import Owner

@@ -15,7 +15,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import Uniforms
 from idlegate.sim.engine import Engine
-from idlegate.sim.forecast import Forecast, Unavailable, WorkflowForecast, forecast
+from idlegate.sim.forecast import PoolForecast, WorkflowForecast, WorkflowUnavailable, forecast
 from idlegate.sim.protocol import Stage
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.rollout import Future, planning_fork, rollout
@@ -87,7 +87,7 @@ def running_at(t: float, rule: str) -> tuple[Engine, TellingCluster]:
     return engine, cluster
 
 
-def medians(f: Forecast) -> dict[str, tuple[float, float]]:
+def medians(f: PoolForecast) -> dict[str, tuple[float, float]]:
     out = {}
     for e in f.workflows:
         assert isinstance(e, WorkflowForecast), e
@@ -100,7 +100,7 @@ def test_a_forecast_of_a_told_pool_is_what_the_pool_then_does() -> None:
         engine, cluster = running_at(3.0, rule)
         assert cluster.running_tasks() and any(j.first_start is None for j in cluster.jobs)
         f = forecast(cluster, make_scheduler(rule), replays=3, waves=False)
-        assert all(not isinstance(e, Unavailable) for e in f.workflows), f.workflows
+        assert all(not isinstance(e, WorkflowUnavailable) for e in f.workflows), f.workflows
         engine.run()
         actual = {r.name: (r.first_start, r.finish) for r in cluster.done}
         assert medians(f) == actual, rule

@@ -13,9 +13,9 @@ from idlegate.policy import make_scheduler
 from idlegate.policy.arrival_model import (
     Arrival,
     ConditionalModel,
+    DetectedSchedule,
     FuturesConfig,
     Hawkes,
-    Schedule,
     detect_schedule,
     fit_hawkes,
     kernel_cdf,
@@ -59,14 +59,16 @@ def test_size_breaks_cut_at_the_widest_log_gaps():
 
 
 def test_detect_schedule_needs_regular_gaps():
-    assert detect_schedule([0, 100, 200, 300], 4, 0.2) == Schedule(100.0, 2.0)  # spread floor
+    assert detect_schedule([0, 100, 200, 300], 4, 0.2) == DetectedSchedule(
+        100.0, 2.0
+    )  # spread floor
     assert detect_schedule([0, 100, 205, 300], 4, 0.2).period == pytest.approx(100.0)
     assert detect_schedule([0, 10, 200, 210], 4, 0.2) is None
     assert detect_schedule([0, 100, 200], 4, 0.2) is None
 
 
 def test_schedule_mass_counts_expected_runs():
-    s = Schedule(100.0, 1.0)
+    s = DetectedSchedule(100.0, 1.0)
     assert schedule_mass(s, 0.0, 0.0, 350.0) == pytest.approx(3.0)
     assert schedule_mass(s, 0.0, 0.0, 100.0) == pytest.approx(0.5)
     assert schedule_mass(s, 0.0, 150.0, 180.0) == pytest.approx(0.0, abs=1e-9)

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 from idlegate.errors import IdlegateError  # noqa: E402
 from idlegate.policy.actions import (  # noqa: E402
     WAIT_CHOICE,
+    ActionChoice,
     ActionConfig,
-    Choice,
     choice_log_prob,
     choose,
     decode,
@@ -46,7 +46,9 @@ from tests.helpers import dag, gang_workload  # noqa: E402
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def draw(model: PolicyNet, obs: Observation, rng: np.random.Generator | None = None) -> Choice:
+def draw(
+    model: PolicyNet, obs: Observation, rng: np.random.Generator | None = None
+) -> ActionChoice:
     """The torch model's choice at `obs`: a draw from `rng`, or the argmax without one."""
     with torch.no_grad():
         outputs = [t.numpy() for t in model.run(obs)]
@@ -59,7 +61,7 @@ def recording(model: PolicyNet, greedy: bool = False) -> RecordingPolicy:
     return RecordingPolicy(torch_evaluator(model), cfg.features, cfg.actions, greedy=greedy)
 
 
-def reference_entropy(obs: Observation, choice: Choice, outputs: list[np.ndarray]) -> float:
+def reference_entropy(obs: Observation, choice: ActionChoice, outputs: list[np.ndarray]) -> float:
     """The entropy of the parts of a decision that were chosen, from one observation's
     outputs in numpy (what `evaluate_batch` computes for a batch)."""
     stage_logp, cap_logp, idle_logp, wait_logp = outputs
@@ -276,13 +278,13 @@ def test_decode_raises_gang_caps_and_keeps_caps_when_idling() -> None:
     gang_row = obs.num_stages - 1
     assert obs.stage(gang_row).gang and obs.stage_mask[gang_row]
     # cap level 1 for a gang of 3 becomes held + tasks = 3
-    decision = decode(obs, Choice(gang_row, 0, 0), ActionConfig())
+    decision = decode(obs, ActionChoice(gang_row, 0, 0), ActionConfig())
     assert decision.parallelism_cap == 3 and decision.idle_delay == 0
     c.apply(decision, 1.0)
     # idling job 1's first stage (length 1 s) at level 2 of G=4, r=2: 2 · 1 · 2/4 = 1 s
     obs = compute_features(c)
     row = obs.row_of(c.jobs[1].stages[0])
-    decision = decode(obs, Choice(row, 2, -1), ActionConfig(idle_ratio=2.0))
+    decision = decode(obs, ActionChoice(row, 2, -1), ActionConfig(idle_ratio=2.0))
     assert decision.idle_delay == pytest.approx(1.0) and decision.parallelism_cap == 0
     assert idle_delay(10.0, 4, ActionConfig(idle_levels=4)) == 10.0
 
@@ -317,7 +319,7 @@ def test_entropy_of_a_model_that_scores_everything_alike() -> None:
     job = int(obs.stage_job[row])
     caps = int(obs.cap_mask[job].sum())
     cap = int(np.flatnonzero(obs.cap_mask[job])[0])
-    log_prob, entropy = evaluate_batch(model, [obs], [Choice(int(row), 0, cap)])
+    log_prob, entropy = evaluate_batch(model, [obs], [ActionChoice(int(row), 0, cap)])
     assert log_prob.item() == pytest.approx(-np.log(k) - np.log(caps), abs=1e-6)
     assert entropy.item() == pytest.approx(np.log(k) + np.log(caps), abs=1e-6)
 

@@ -371,7 +371,7 @@ def test_a_refused_argo_release_is_a_warning_on_the_workflow_which_goes_on() -> 
 
 
 def _visible_reasons(core: Core) -> dict[str, str]:
-    pools = SimpleNamespace(bridges={"p": SimpleNamespace(core=core)}, waiting={})
+    pools = SimpleNamespace(bridges={"p": SimpleNamespace(core=core, forecasts=None)}, waiting={})
     (queue,) = pending(pools)["pools"][0]["queues"]
     return {w["name"]: w["reason"] for w in queue["waiting"]}
 

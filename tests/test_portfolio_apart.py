@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.task_pods import Owner
+from idlegate.operator.forecasting.process import ReplayProcess
 from idlegate.policy import make_scheduler
 from idlegate.policy.apart import budget_check, plan_apart, play_apart
 from idlegate.policy.portfolio import PortfolioScheduler

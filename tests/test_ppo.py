@@ -19,7 +19,7 @@ from idlegate.sim.workloads import build_workload  # noqa: E402
 from idlegate.training import math as rl  # noqa: E402
 from idlegate.training.config import TrainConfig  # noqa: E402
 from idlegate.training.ppo import (  # noqa: E402
-    Evaluation,
+    ActionEvaluation,
     PPOSettings,
     ppo_update,
     reinforce_update,
@@ -152,11 +152,13 @@ class Bandit:
     def parameters(self):
         return self.net.parameters()
 
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
+    def evaluate(self, rows: np.ndarray) -> ActionEvaluation:
         self.calls.append(len(rows))
         out = self.net(self.x[torch.as_tensor(rows)])
         logp = torch.log_softmax(out[:, :2], dim=-1)
-        return Evaluation(*rl.categorical(logp, self.actions[torch.as_tensor(rows)]), out[:, 2])
+        return ActionEvaluation(
+            *rl.categorical(logp, self.actions[torch.as_tensor(rows)]), out[:, 2]
+        )
 
 
 def _settings(**over: Any) -> PPOSettings:

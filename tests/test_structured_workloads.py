@@ -1,4 +1,4 @@
-"""Workloads with arrival structure: follow, push, recurring, and the Schedule they share."""
+"""Workloads with arrival structure: follow, push, recurring, and the PeriodicStarts they share."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.engine import Workload, simulate
 from idlegate.sim.workloads import (
     DEFAULT_PIPELINES,
+    PeriodicStarts,
     RecurringConfig,
-    Schedule,
     build_workload,
     job_class,
     mean_job_work,
@@ -157,13 +157,13 @@ def test_recurring_pipelines_from_json_text():
 
 
 def test_schedule_next_nominal_start_and_scaling():
-    s = Schedule(period=900, phase=60, jitter=30)
+    s = PeriodicStarts(period=900, phase=60, jitter=30)
     assert s.next_after(0) == 60 and s.next_after(60) == 960 and s.next_after(1000) == 1860
-    assert s.scaled(2) == Schedule(period=1800, phase=120, jitter=60)
+    assert s.scaled(2) == PeriodicStarts(period=1800, phase=120, jitter=60)
     runs = s.runs(np.random.default_rng(0), 10)
     assert (np.diff(runs) > 0).all() and ((runs - s.nominal(np.arange(10))) < 30).all()
     with pytest.raises(IdlegateError, match=r"jitter \(900 s\) must be shorter than the period"):
-        Schedule(period=900, jitter=900)
+        PeriodicStarts(period=900, jitter=900)
 
 
 def test_job_class_reads_names_back():

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from idlegate.errors import IdlegateError  # noqa: E402
-from idlegate.policy.actions import ActionConfig, Choice  # noqa: E402
+from idlegate.policy.actions import ActionChoice, ActionConfig  # noqa: E402
 from idlegate.policy.columns import FeatureConfig  # noqa: E402
 from idlegate.policy.heuristics import make_scheduler  # noqa: E402
 from idlegate.policy.model import PolicyNet, load_checkpoint  # noqa: E402
@@ -339,10 +339,10 @@ def test_a_teachers_waits_become_wait_choices_only_where_wait_is_legal():
     assert len(launches_only.choices) == len(demos.choices) - len(waits)
 
 
-def _last_stage_first(obs) -> Choice:
+def _last_stage_first(obs) -> ActionChoice:
     """A stub actor: the last launchable stage row, at its job's lowest legal cap."""
     row = int(np.flatnonzero(obs.stage_mask)[-1])
-    return Choice(row, 0, int(np.flatnonzero(obs.cap_mask[obs.stage_job[row]])[0]))
+    return ActionChoice(row, 0, int(np.flatnonzero(obs.cap_mask[obs.stage_job[row]])[0]))
 
 
 def test_dagger_carries_out_the_actors_choices_and_records_the_teachers():

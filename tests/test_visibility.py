@@ -119,7 +119,7 @@ def pool(jobs: list[tuple[str, str, int]], size: int = 3, tasks: int = 1) -> tup
     now = float(len(jobs))
     cluster.advance(now)
     core = SimpleNamespace(cluster=cluster, settings=SimpleNamespace(pool_size=size), at=now)
-    return Pools({"shared": SimpleNamespace(core=core)}), cluster
+    return Pools({"shared": SimpleNamespace(core=core, forecasts=None)}), cluster
 
 
 def test_the_waiting_workflows_in_order_with_priority_and_the_admissions_reason():
@@ -337,7 +337,7 @@ def test_the_two_positions_probe_gives_one_position_everywhere(queued: bool):
     # by arrival (position 2) where the admission put it first (position 1). One position
     # now: the visibility document's, status.forecast.position's and the entries' are the
     # admission's, and the started one is numbered nowhere. A pool without queues too.
-    from idlegate.api.forecast_refresh import as_shown
+    from idlegate.api.forecast_book import as_shown
     from idlegate.sim.forecast import forecast
     from idlegate.sim.forecast_calibration import Calibration
 
@@ -354,7 +354,9 @@ def test_the_two_positions_probe_gives_one_position_everywhere(queued: bool):
             pass
     cluster.advance(3.0)
     core = SimpleNamespace(cluster=cluster, at=3.0)
-    (queue,) = pending(Pools({"p": SimpleNamespace(core=core)}))["pools"][0]["queues"]
+    (queue,) = pending(Pools({"p": SimpleNamespace(core=core, forecasts=None)}))["pools"][0][
+        "queues"
+    ]
     listed = {w["name"]: w["position"] for w in queue["waiting"]}
     assert listed == {"last": 1, "second": 2}  # (first runs: not waiting)
     result = cluster.admission_result()

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from idlegate.api.cron_spec import MAX_CRON_NAME_LENGTH, CronWorkflowSpec, Schedule, run_name
+from idlegate.api.cron_spec import MAX_CRON_NAME_LENGTH, CronSchedule, CronWorkflowSpec, run_name
 from idlegate.api.kinds import API_VERSION, CRON_KIND, KIND
 from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from idlegate.api.status import FINISHED_OR_INVALID, HISTORY_SAMPLES, Phase, check_object_size
@@ -76,7 +76,7 @@ def check_run_size(
 
 
 def upcoming_runs(
-    name: str, spec: CronWorkflowSpec, schedule: Schedule, now: float
+    name: str, spec: CronWorkflowSpec, schedule: CronSchedule, now: float
 ) -> tuple[JobArrival, ...]:
     """The runs due in the next `FORESEE_SECONDS` (at most `FORESEE_RUNS`), as arrivals
     whose tasks take their estimates (``taskDurationSeconds``)."""

@@ -160,13 +160,13 @@ class CronWorkflowStatus(BaseModel):
 
 
 @dataclass(frozen=True)
-class Schedule:
+class CronSchedule:
     """A parsed `schedule` in its time zone: the times it fires at."""
 
     trigger: CronTrigger
 
     @classmethod
-    def parse(cls, schedule: str, time_zone: str = "UTC") -> Schedule:
+    def parse(cls, schedule: str, time_zone: str = "UTC") -> CronSchedule:
         """The schedule, or a SpecError saying what is wrong with it (the time zone and the
         schedule both, when both are wrong)."""
         trigger, problems = _read_schedule(schedule, time_zone)
@@ -205,7 +205,7 @@ class Due:
 
 
 def due(
-    schedule: Schedule,
+    schedule: CronSchedule,
     *,
     now: float,
     last_scheduled: float | None,

@@ -42,7 +42,7 @@ def read_what_if(text: str) -> dict[str, Any]:
 def sureness(replays: int, held: Mapping[str, Any] | None) -> str:
     """A what-if answer's second line: how many replays gave its 80 % intervals and how
     often the pool's resolved forecasts fell inside theirs (`held`: kind → (inside,
-    resolved), `ForecastRefresh.coverage`; None or empty: not measured)."""
+    resolved), `ForecastBook.coverage`; None or empty: not measured)."""
     said = f"80 % intervals from {replays} replay{'s' * (replays != 1)}"
     (s_in, s_of), (f_in, f_of) = ((held or {}).get(k) or (0, 0) for k in ("start", "finish"))
     if not s_of and not f_of:

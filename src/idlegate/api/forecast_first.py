@@ -1,11 +1,11 @@
 """``status.firstForecast``: a DagWorkflow's first forecast, kept in its status.
 
 The operator keeps the first forecast made while a workflow waited until the workflow starts
-and ends, then scores it (`api.forecast_refresh`, "How right"). A DagWorkflow's is also
+and ends, then scores it (`api.forecast_book`, "How right"). A DagWorkflow's is also
 written into its status, once kept (`first_status`, with the rest of its status: the same
 value each time, its ``startedAt`` added at its start), so that an operator restarted while
 the workflow waits or runs reads it back as it rebuilds the pool (`restore_first`) and keeps
-it again (`ForecastRefresh.note_arrivals`): its score goes to the metric, the calibration
+it again (`ForecastBook.note_arrivals`): its score goes to the metric, the calibration
 and the history record as if no restart had happened (docs/research/forecasts.md, "After a
 restart"). Argo Workflows and Airflow runs have none: idlegate writes nothing on them.
 
@@ -102,7 +102,7 @@ def restore_first(payload: Any, status: Mapping[str, Any]) -> None:
     from its `status`, back where the operator that made it kept it: its `forecast_made`
     and `forecast_replayed` (its history record's, its status's) and its job's first start
     (which a restore takes for its arrival), marked for its pool's refresh to keep and
-    score (`ForecastRefresh.note_arrivals`). One that cannot be read, or a workflow
+    score (`ForecastBook.note_arrivals`). One that cannot be read, or a workflow
     restored as started whose status does not say when, gives no score: a Warning in the
     log, never an error of the pool or a made-up score."""
     name = f"{payload.owner.namespace}/{payload.owner.name}"

@@ -3,7 +3,7 @@
 The operator answers ``POST /visibility/forecast`` (`api.visibility_http`) with a DagWorkflow:
 placed by the one door (`Pools.place`), :func:`what_if` adds it to a fork of its pool's
 state in the event loop, :func:`answer` replays that fork in a worker thread as the pool's
-refresh replays its own (`api.forecast_replay.compute`: its arrivals, and its calibration
+refresh replays its own (`api.forecast_request.compute`: its arrivals, and its calibration
 to widen the interval), and `api.forecast_ask` reads the
 question and says how sure the answer is.
 
@@ -16,7 +16,7 @@ question and says how sure the answer is.
   if").
 * **How sure.** The answer carries its replays and the pool's measured coverage: of its
   last forecasts that resolved, how many started and finished inside the 80 % interval
-  shown (`ForecastRefresh.coverage`), which the CLI says beside the interval.
+  shown (`ForecastBook.coverage`), which the CLI says beside the interval.
 
 Pure but for the worker thread's replays; no kopf, no API.
 """
@@ -26,8 +26,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from idlegate.api.forecast_refresh import REPLAYS, Shown, as_shown
-from idlegate.api.forecast_replay import Snapshot, compute
+from idlegate.api.forecast_book import REPLAYS, Shown, as_shown
+from idlegate.api.forecast_request import ForecastRequest, compute
 from idlegate.errors import SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
@@ -53,7 +53,7 @@ def what_if(
     queue: int,
     priority: int,
     now: float,
-) -> tuple[Snapshot, int]:
+) -> tuple[ForecastRequest, int]:
     """Event loop: a fork of the pool (`cluster`) at `now` with the DagWorkflow `body` added
     as it would arrive now, in its `queue` with its `priority` (`Pools.place`'s), and the
     scheduler to replay (a copy); the fork's id of the added job. SpecError (a sentence):
@@ -72,11 +72,11 @@ def what_if(
     model = MeasuredDurations([s.task_duration_seconds for s in spec.stages]).frozen()
     job = fork.add_job(Dag.from_spec(spec), fork.now, name, model)
     job.queue, job.priority = queue, priority
-    return Snapshot(fork, scheduler, 0, jobs={job.id: job}), job.id
+    return ForecastRequest(fork, scheduler, 0), job.id
 
 
 def answer(
-    snap: Snapshot,
+    request: ForecastRequest,
     job_id: int,
     replays: int = REPLAYS,
     budget: int = sim_forecast.BUDGET,
@@ -88,7 +88,7 @@ def answer(
     """Worker thread: the forecast of the what-if's workflow (`what_if`'s) and how many
     replays gave it, within the refresh's budget of events, `seconds` of `clock`, and cut
     at `cut` (the module docstring)."""
-    result, _ = compute(snap, replays, budget, seconds, clock=clock, watch=(job_id,), cut=cut)
+    result, _ = compute(request, replays, budget, seconds, clock=clock, watch=(job_id,), cut=cut)
     entry = result.of(job_id)
-    shown = as_shown(entry, result.now, calibration or calibrations(snap.arrivals != "none"))
+    shown = as_shown(entry, result.now, calibration or calibrations(request.arrivals != "none"))
     return shown, result.replays

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from idlegate.api.lint_render import PoolFactory, head_line, misfits, stage_lines
-from idlegate.sim.airflow import AirflowJob, AirflowRefusal, RefusalReason, airflow_runs, map_dag
+from idlegate.sim.airflow import (
+    AirflowJob,
+    AirflowRefusal,
+    AirflowRefusalReason,
+    airflow_runs,
+    map_dag,
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ class AirflowVerdict:
     job: AirflowLintJob | None = None
     note: str | None = None
     problem: str | None = None
-    reason: RefusalReason | None = None
+    reason: AirflowRefusalReason | None = None
 
 
 def lint_airflow(

@@ -24,14 +24,14 @@ from idlegate.sim.argo import (
     WORKFLOW_KINDS,
     ArgoJob,
     ArgoRefusal,
-    RefusalReason,
+    ArgoRefusalReason,
     map_workflow,
     template_index,
     workflow_name,
 )
 
 PROBLEM_REASONS = frozenset(
-    {RefusalReason.BAD_DAG, RefusalReason.INVALID, RefusalReason.MISSING_TEMPLATE}
+    {ArgoRefusalReason.BAD_DAG, ArgoRefusalReason.INVALID, ArgoRefusalReason.MISSING_TEMPLATE}
 )
 """Refusals that are mistakes in the manifest, which Argo refuses too (a problem), not
 features idlegate leaves to Argo (a note). A template missing from the manifest is one; a
@@ -100,8 +100,8 @@ class ArgoLintResult:
     problem as (document, message, the refusal's reason or None)."""
 
     jobs: list[ArgoLintJob] = field(default_factory=list)
-    notes: list[tuple[ArgoDocument, str, RefusalReason | None]] = field(default_factory=list)
-    problems: list[tuple[ArgoDocument, str, RefusalReason | None]] = field(default_factory=list)
+    notes: list[tuple[ArgoDocument, str, ArgoRefusalReason | None]] = field(default_factory=list)
+    problems: list[tuple[ArgoDocument, str, ArgoRefusalReason | None]] = field(default_factory=list)
     workflows: int = 0
     """Documents of a workflow kind (`WORKFLOW_KINDS`): mapped, left to Argo or broken."""
 

@@ -43,7 +43,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
-from idlegate.api.pool_spec import LabelSelector, Operator, Requirement, selects
+from idlegate.api.pool_spec import LabelSelector, Requirement, SelectorOperator, selects
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.pool import SCORED
@@ -183,10 +183,12 @@ def _requirement(expression: Mapping[str, Any]) -> Callable[[Mapping[str, str]],
             return value is not None and (value > bound if op == "Gt" else value < bound)
 
         return compared
-    if op not in Operator.__members__.values():
+    if op not in SelectorOperator.__members__.values():
         return _never  # (the API server takes no other)
     # (unvalidated: an In without values, which the API server refuses, matches nothing)
-    return Requirement.model_construct(key=key, operator=Operator(op), values=values).matches
+    return Requirement.model_construct(
+        key=key, operator=SelectorOperator(op), values=values
+    ).matches
 
 
 def _never(labels: Mapping[str, str]) -> bool:

@@ -48,7 +48,7 @@ LAGGING = "Lagging"
 Warning's reason."""
 
 
-class Operator(StrEnum):
+class SelectorOperator(StrEnum):
     """A label selector requirement's operator (Kubernetes' set-based requirements)."""
 
     IN = "In"
@@ -63,7 +63,7 @@ class Requirement(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
     key: str = Field(min_length=1, max_length=317, description="The label's key.")
-    operator: Operator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    operator: SelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
     values: tuple[str, ...] = Field(
         default=(),
         max_length=256,
@@ -73,7 +73,7 @@ class Requirement(BaseModel):
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> Requirement:
-        wants_values = self.operator in (Operator.IN, Operator.NOT_IN)
+        wants_values = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
         if wants_values and not self.values:
             raise ValueError(f"{self.operator} needs at least one value (key {self.key!r})")
         if not wants_values and self.values:
@@ -90,12 +90,12 @@ class Requirement(BaseModel):
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         present = self.key in labels
-        if self.operator is Operator.EXISTS:
+        if self.operator is SelectorOperator.EXISTS:
             return present
-        if self.operator is Operator.DOES_NOT_EXIST:
+        if self.operator is SelectorOperator.DOES_NOT_EXIST:
             return not present
         inside = present and labels[self.key] in self.values
-        return inside if self.operator is Operator.IN else not inside
+        return inside if self.operator is SelectorOperator.IN else not inside
 
 
 class LabelSelector(BaseModel):
@@ -155,26 +155,26 @@ class LabelSelector(BaseModel):
                 labels[key] = value.strip()
             elif op == "!=":
                 requirements.append(
-                    Requirement(key=key, operator=Operator.NOT_IN, values=(value.strip(),))
+                    Requirement(key=key, operator=SelectorOperator.NOT_IN, values=(value.strip(),))
                 )
             elif op in ("in", "notin"):
                 values = tuple(v.strip() for v in value.strip("() ").split(",") if v.strip())
-                kind = Operator.IN if op == "in" else Operator.NOT_IN
+                kind = SelectorOperator.IN if op == "in" else SelectorOperator.NOT_IN
                 requirements.append(Requirement(key=key, operator=kind, values=values))
             else:
-                kind = Operator.DOES_NOT_EXIST if found["not"] else Operator.EXISTS
+                kind = SelectorOperator.DOES_NOT_EXIST if found["not"] else SelectorOperator.EXISTS
                 requirements.append(Requirement(key=key, operator=kind))
         return cls(match_labels=labels, match_expressions=tuple(requirements))
 
     def text(self) -> str:
         """The selector in kubectl's ``-l`` syntax (:meth:`parse` reads it back)."""
-        ops = {Operator.IN: "in", Operator.NOT_IN: "notin"}
+        ops = {SelectorOperator.IN: "in", SelectorOperator.NOT_IN: "notin"}
         parts = [f"{k}={v}" for k, v in self.match_labels.items()]
         for r in self.match_expressions:
             if r.operator in ops:
                 parts.append(f"{r.key} {ops[r.operator]} ({','.join(r.values)})")
             else:
-                parts.append(("!" if r.operator is Operator.DOES_NOT_EXIST else "") + r.key)
+                parts.append(("!" if r.operator is SelectorOperator.DOES_NOT_EXIST else "") + r.key)
         return ",".join(parts)
 
 

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from idlegate.api.forecast_replay import Workers
+from idlegate.api.forecast_request import Workers
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, no_queues, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check

@@ -31,7 +31,8 @@ docs/queues.md), and a started one, which waits for room for a next stage, has n
 pool's last refresh. :func:`table` prints the document for a terminal (`WIDTH` columns).
 
 Reads the operator's objects by their attributes only (a pool's ``bridges``, each bridge's
-core and cluster): pure, no kopf import, no I/O, no clock (`now` is given).
+core and cluster and its forecasts' refresh): pure, no kopf import, no I/O, no clock
+(`now` is given).
 """
 
 from __future__ import annotations
@@ -99,14 +100,15 @@ def waiting_in_order(core: Any) -> list[tuple[str, list[Entry]]]:
     return [(q.name if queued else "", list(q.entries())) for q in result.queues]
 
 
-def forecast_of(core: Any, job: Any) -> Forecast | Unavailable | None:
-    """The forecast of `job` (in the pool of `core`): what the pool's last refresh kept for
-    its workflow (`core.forecasts`, owner uid -> forecast: `api.forecast_refresh`), for
-    every kind; else an attribute ``forecast`` of its workflow (a Forecast, an Unavailable
-    or a ``status.forecast`` mapping); else None ("no forecast yet")."""
+def forecast_of(
+    job: Any, shown: Mapping[str, Forecast | Unavailable]
+) -> Forecast | Unavailable | None:
+    """The forecast of `job`: what its pool's last refresh showed for its workflow (`shown`,
+    owner uid -> forecast: `ForecastBook.shown`), for every kind; else an attribute
+    ``forecast`` of its workflow (a Forecast, an Unavailable or a ``status.forecast``
+    mapping); else None ("no forecast yet")."""
     owner = _owner(job)
-    kept = getattr(core, "forecasts", None)
-    if kept and owner is not None and (found := kept.get(owner.uid)) is not None:
+    if owner is not None and (found := shown.get(owner.uid)) is not None:
         return found
     found = getattr(job.payload, "forecast", None)
     if found is None or isinstance(found, Forecast | Unavailable):
@@ -131,9 +133,12 @@ def _since(admission: Any, job: Any) -> float:
     return float(job.arrival)
 
 
-def pool_entry(name: str, core: Any) -> dict[str, Any]:
-    """One pool's entry of the document, from its core (``cluster``, ``at``): its queues'
-    waiting workflows, and what it and each queue use of its resources beside its capacity
+def pool_entry(
+    name: str, core: Any, shown: Mapping[str, Forecast | Unavailable] | None = None
+) -> dict[str, Any]:
+    """One pool's entry of the document, from its core (``cluster``, ``at``) and the
+    forecasts its refresh shows (`shown`; None: it forecasts nothing): its queues' waiting
+    workflows, and what it and each queue use of its resources beside its capacity
     and their quotas (``use``: `idlegate.api.queueing.pool_use`)."""
     cluster, now = core.cluster, float(core.at)
     queues = []
@@ -144,7 +149,7 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
             owner = _owner(job)
             if owner is None:
                 continue
-            forecast = forecast_of(core, job)
+            forecast = forecast_of(job, shown or {})
             waiting.append(
                 {
                     "position": entry.position,
@@ -164,10 +169,14 @@ def pool_entry(name: str, core: Any) -> dict[str, Any]:
 
 def pending(pools: Any) -> dict[str, Any]:
     """The whole document from the operator's `pools` (`idlegate.operator.edge.pools.Pools`:
-    its ``bridges`` by pool name, and ``waiting``: workflows held out of every pool)."""
+    its ``bridges`` by pool name, each with its core and its forecasts' refresh or None,
+    and ``waiting``: workflows held out of every pool)."""
     if pools is None:  # (before the operator started)
         return {"apiVersion": API_VERSION, "kind": KIND, "pools": [], "unpooled": []}
-    out = [pool_entry(name, bridge.core) for name, bridge in sorted(pools.bridges.items())]
+    out = [
+        pool_entry(name, b.core, None if b.forecasts is None else b.forecasts.shown)
+        for name, b in sorted(pools.bridges.items())
+    ]
     unpooled = [
         {
             "namespace": w.owner.namespace,

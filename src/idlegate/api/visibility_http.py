@@ -12,7 +12,7 @@ import aiohttp.web
 
 from idlegate.api.crd import KIND
 from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if
-from idlegate.api.forecast_replay import scheduler_copy
+from idlegate.api.forecast_request import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
 from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.routing import NoPlaceError
@@ -57,7 +57,7 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
     `api.forecast_whatif.SECONDS`); answers ``{"pool", "queue", "forecast", "replays",
     "held"}`` (``status.forecast``'s shape; the replays it took; per kind, how many of the
     pool's resolved forecasts held inside their interval, of how many:
-    `ForecastRefresh.coverage`) or 400/404/503 with ``{"error": sentence}``. Nothing is
+    `ForecastBook.coverage`) or 400/404/503 with ``{"error": sentence}``. Nothing is
     created."""
 
     async def serve(request: aiohttp.web.Request) -> aiohttp.web.Response:
@@ -81,7 +81,9 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
             )
             refresh = getattr(bridge, "forecasts", None)
             # (as the pool's refresh: its arrivals, its calibration, resumed if read)
-            calibration = None if refresh is None else refresh.for_what_if(snap)
+            calibration = None
+            if refresh is not None:
+                snap, calibration = refresh.for_what_if(snap)
             held = {} if refresh is None else refresh.coverage()
             forecast, replays = await asyncio.to_thread(
                 answer, snap, job_id, calibration=calibration

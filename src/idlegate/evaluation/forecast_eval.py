@@ -42,7 +42,7 @@ from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
-from idlegate.sim.forecast import Span, Unavailable, forecast, start_quantile
+from idlegate.sim.forecast import Span, WorkflowUnavailable, forecast, start_quantile
 from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
@@ -268,7 +268,7 @@ def evaluate_seed(
         for job in asked:
             started = job.first_start is not None
             for method, entry in (("forecast", ours.of(job.id)), ("declared", plan.of(job.id))):
-                if isinstance(entry, Unavailable):
+                if isinstance(entry, WorkflowUnavailable):
                     out.unavailable.append((method, job.id, entry.reason))
                 else:
                     out.predictions.append(
@@ -276,7 +276,7 @@ def evaluate_seed(
                     )
             _baselines(out, watch, job, positions.position(job), t)
             raw = ours.of(job.id)
-            if not isinstance(raw, Unavailable):
+            if not isinstance(raw, WorkflowUnavailable):
                 out.predictions.append(tuning.calibrated(job, raw.start, raw.finish, t))
     engine.run()
     out.actual = {r.id: r for r in engine.cluster.done}

@@ -87,14 +87,14 @@ class AirflowAuth:
 
 
 @dataclass(frozen=True)
-class Answer:
+class HttpAnswer:
     """One HTTP answer: status code and body."""
 
     status: int
     body: bytes
 
 
-Transport = Callable[[str, str, bytes | None, Mapping[str, str]], Answer]
+Transport = Callable[[str, str, bytes | None, Mapping[str, str]], HttpAnswer]
 """(method, absolute URL, body, headers) -> the answer; raises OSError when the server
 cannot be reached."""
 
@@ -102,13 +102,13 @@ cannot be reached."""
 def urllib_transport(timeout: float = TIMEOUT) -> Transport:
     """The transport over the network (``urllib``)."""
 
-    def send(method: str, url: str, body: bytes | None, headers: Mapping[str, str]) -> Answer:
+    def send(method: str, url: str, body: bytes | None, headers: Mapping[str, str]) -> HttpAnswer:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method=method)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
-                return Answer(reply.status, reply.read())
+                return HttpAnswer(reply.status, reply.read())
         except urllib.error.HTTPError as exc:
-            return Answer(exc.code, exc.read())
+            return HttpAnswer(exc.code, exc.read())
 
     return send
 
@@ -280,7 +280,7 @@ class AirflowClient:
 
     def _send(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str]
-    ) -> Answer:
+    ) -> HttpAnswer:
         try:
             return self.transport(method, url, body, headers)
         except (TimeoutError, OSError) as exc:
@@ -291,7 +291,7 @@ class AirflowClient:
                 "Airflow 2)"
             ) from None
 
-    def _json(self, answer: Answer, url: str, what: str, hint: str = DAG_HINT) -> Any:
+    def _json(self, answer: HttpAnswer, url: str, what: str, hint: str = DAG_HINT) -> Any:
         detail = _detail(answer.body)
         path = url[len(self.url) :].split("?")[0]
         if answer.status in (401, 403):

@@ -50,9 +50,9 @@ from idlegate.integrations.airflow_pods import AirflowPod
 from idlegate.sim.airflow import (
     AirflowJob,
     AirflowRefusal,
+    AirflowRefusalReason,
     AirflowStage,
     LeftTask,
-    RefusalReason,
     airflow_runs,
     map_dag,
     run_arrival,
@@ -294,7 +294,7 @@ class LiveDags:
         try:
             job = self._map(entry, run, instances)
         except AirflowRefusal as exc:
-            if exc.reason is not RefusalReason.CHANGED:
+            if exc.reason is not AirflowRefusalReason.CHANGED:
                 raise LiveRefusal(NOT_SCHEDULED, f"{exc}; its pods are left to Airflow") from None
             if fresh:
                 raise LiveRefusal(CHANGED, f"{exc}. Its pods are left to Airflow") from None

@@ -72,7 +72,7 @@ class ActionConfig(Config):
         return self.idle_levels + 1 if self.idle_head else 1
 
 
-class Choice(NamedTuple):
+class ActionChoice(NamedTuple):
     """A chosen action as indices into the model's tables."""
 
     stage_row: int
@@ -86,8 +86,8 @@ class Choice(NamedTuple):
         return self.stage_row < 0
 
 
-WAIT_CHOICE: Final = Choice(-1, 0, -1)
-"""The WAIT action as a Choice."""
+WAIT_CHOICE: Final = ActionChoice(-1, 0, -1)
+"""The WAIT action as an ActionChoice."""
 
 
 def _pick(
@@ -124,7 +124,7 @@ def choose(
     *,
     greedy: bool = True,
     rng: np.random.Generator | None = None,
-) -> Choice:
+) -> ActionChoice:
     """Stage or WAIT, then idle level, then (for a launch) cap level: argmax, or draws.
 
     `wait_logp` None (or masked by `obs.wait_mask`) leaves WAIT out of the choice.
@@ -143,14 +143,14 @@ def choose(
         if slot >= 0:
             idle = _pick(idle_logp[slot], None, greedy, rng)
     if idle > 0:
-        return Choice(row, idle, -1)
+        return ActionChoice(row, idle, -1)
     job = int(obs.stage_job[row])
-    return Choice(row, 0, _pick(cap_logp[job], obs.cap_mask[job], greedy, rng))
+    return ActionChoice(row, 0, _pick(cap_logp[job], obs.cap_mask[job], greedy, rng))
 
 
 def choice_log_prob(
     obs: Observation,
-    choice: Choice,
+    choice: ActionChoice,
     stage_logp: np.ndarray,
     cap_logp: np.ndarray,
     idle_logp: np.ndarray,
@@ -176,7 +176,7 @@ def idle_delay(length: float, level: int, config: ActionConfig) -> float:
     return config.idle_ratio * length * level / config.idle_levels
 
 
-def decode(obs: Observation, choice: Choice, config: ActionConfig) -> Action:
+def decode(obs: Observation, choice: ActionChoice, config: ActionConfig) -> Action:
     """The `Decision` (or WAIT) for `choice` (legal whenever the choice respects the masks)."""
     if choice.is_wait:
         return WAIT

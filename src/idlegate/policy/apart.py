@@ -6,7 +6,7 @@ A round or a plan is CPU-bound Python (thousands of simulated events per candida
 in a thread of the deciding interpreter, it holds that interpreter's lock most of the
 time, and the event loop that watches the cluster and writes its decisions waits behind
 it.
-So the operator sends the round to its replay process (`api.forecast_replay.
+So the operator sends the round to its replay process (`operator.forecasting.process.
 ReplayProcess`, the one its forecasts use): what crosses is plain data, the
 portfolio's `PortfolioConfig` and the round's `ReplayRequest` (taken on the owner's
 thread); what comes back is the round's `Choice`, which the owner adopts

@@ -117,14 +117,14 @@ def size_class(work: float, breaks: Sequence[float]) -> int:
     return int(np.searchsorted(breaks, work))
 
 
-class Schedule(NamedTuple):
+class DetectedSchedule(NamedTuple):
     """A detected schedule: runs every `period` seconds, each off by `spread` (sd)."""
 
     period: float
     spread: float
 
 
-def detect_schedule(times: Sequence[float], runs: int, cv: float) -> Schedule | None:
+def detect_schedule(times: Sequence[float], runs: int, cv: float) -> DetectedSchedule | None:
     """The schedule of the last `runs` of `times`, if their gaps are regular (sd/mean ≤ cv)."""
     if len(times) < runs:
         return None
@@ -132,14 +132,14 @@ def detect_schedule(times: Sequence[float], runs: int, cv: float) -> Schedule | 
     mean = float(gaps.mean())
     if mean <= 0 or float(gaps.std()) > cv * mean:
         return None
-    return Schedule(mean, max(float(gaps.std()), 0.02 * mean))
+    return DetectedSchedule(mean, max(float(gaps.std()), 0.02 * mean))
 
 
 def _phi(x: float) -> float:
     return 0.5 * (1.0 + erf(x / sqrt(2.0)))
 
 
-def schedule_mass(s: Schedule, last: float, start: float, end: float) -> float:
+def schedule_mass(s: DetectedSchedule, last: float, start: float, end: float) -> float:
     """Expected runs in (start, end] of a schedule whose last run was at `last`: the
     normal masses of the runs last + k·period, k ≥ 1."""
     total, k = 0.0, 1
@@ -150,7 +150,7 @@ def schedule_mass(s: Schedule, last: float, start: float, end: float) -> float:
     return total
 
 
-def schedule_density(s: Schedule, last: float, t: float) -> float:
+def schedule_density(s: DetectedSchedule, last: float, t: float) -> float:
     """Intensity of the schedule at t (a sum of normal densities at last + k·period)."""
     k = max(1, round((t - last) / s.period))
     z = (t - last - k * s.period) / s.spread
@@ -277,7 +277,7 @@ class ConditionalModel:
 
     config: FuturesConfig = field(default_factory=FuturesConfig)
     breaks: list[float] = field(default_factory=list)
-    schedules: dict[str, Schedule] = field(default_factory=dict)
+    schedules: dict[str, DetectedSchedule] = field(default_factory=dict)
     hawkes: Hawkes | None = None
     rates: dict[Any, float] = field(default_factory=dict)
     """Plain Poisson rate of each type (size class or scheduled stem) over the fit."""
@@ -348,7 +348,7 @@ class ConditionalModel:
         return total
 
     def _schedule_score(
-        self, sch: Schedule, runs: list[float], s: str, start: float, end: float
+        self, sch: DetectedSchedule, runs: list[float], s: str, start: float, end: float
     ) -> float:
         """log p of a scheduled stem's runs in (start, end]: a mixture of the schedule
         and `_FLOOR` of its plain rate."""

@@ -133,7 +133,7 @@ from idlegate.sim.admission_view import PoolView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Job, Scheduler
-from idlegate.sim.rollout import Comparison, Forkable, Future, compare, planning_fork
+from idlegate.sim.rollout import Forkable, Future, RolloutComparison, compare, planning_fork
 
 SchedulerFactory = Callable[[], Scheduler]
 
@@ -535,7 +535,7 @@ class LookaheadScheduler:
         horizon: float,
         plans: list[tuple[Action | None, Scheduler]],
         deadline: float | None = None,
-    ) -> Comparison:
+    ) -> RolloutComparison:
         cfg = self.config
         return compare(
             fork,

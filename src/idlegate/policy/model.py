@@ -61,7 +61,7 @@ from torch.nn import functional as F  # noqa: N812
 from idlegate.errors import IdlegateError
 from idlegate.policy.actions import (
     MASKED,
-    Choice,
+    ActionChoice,
     idle_slot,
 )
 from idlegate.policy.columns import (
@@ -553,7 +553,7 @@ def batch_observations(observations: Sequence[Observation]) -> Batch:
 
 
 def evaluate_batch(
-    model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
+    model: PolicyNet, observations: Sequence[Observation], choices: Sequence[ActionChoice]
 ) -> tuple[Tensor, Tensor]:
     """(log π(choice) [B], entropy [B]) of many decisions in one forward pass, with gradients.
 

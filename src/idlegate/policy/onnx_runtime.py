@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from idlegate.errors import IdlegateError, PolicyOutputError
-from idlegate.policy.actions import MODEL_OUTPUTS, ActionConfig, Choice, choose, decode
+from idlegate.policy.actions import MODEL_OUTPUTS, ActionChoice, ActionConfig, choose, decode
 from idlegate.policy.bounded import WindowConfig, WindowSelector
 from idlegate.policy.columns import FEATURE_SCHEMA_VERSION, FeatureConfig
 from idlegate.policy.features import MODEL_INPUTS, Featurizer, Observation
@@ -192,7 +192,7 @@ class OnnxPolicy:
         stage_logp, cap_logp, idle_logp, wait_logp = self._run(self._outputs, feed)
         return stage_logp, cap_logp, idle_logp, wait_logp
 
-    def choose(self, obs: Observation) -> Choice:
+    def choose(self, obs: Observation) -> ActionChoice:
         """The action indices for `obs` (argmax, or a draw from the run's Generator).
 
         PolicyOutputError if a score is NaN or infinite (masked entries are large

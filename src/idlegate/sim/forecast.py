@@ -24,7 +24,7 @@ What a replay draws, all from one seeded generator (same seed, same forecast):
 
 What no replay can know: failures, a node lost, a quota changed, a policy switched.
 
-A forecast that cannot be computed is an `Unavailable` with why, never a number: a stage
+A forecast that cannot be computed is a `WorkflowUnavailable` with why, never a number: a stage
 with no estimate and nothing measured, a scheduler that raised, a start beyond the
 horizon the caller allowed.
 """
@@ -119,7 +119,7 @@ class WorkflowForecast:
 
 
 @dataclass(frozen=True)
-class Unavailable:
+class WorkflowUnavailable:
     """A workflow whose forecast cannot be computed, and why (a sentence for its status)."""
 
     job_id: int
@@ -128,20 +128,20 @@ class Unavailable:
 
 
 @dataclass(frozen=True)
-class Forecast:
+class PoolForecast:
     """What `forecast` gives: one entry per workflow present at `now`."""
 
     now: float
     replays: int
-    workflows: tuple[WorkflowForecast | Unavailable, ...]
+    workflows: tuple[WorkflowForecast | WorkflowUnavailable, ...]
     events: int = 0
     """Events the replays simulated (the refresh's cost)."""
 
-    def of(self, job_id: int) -> WorkflowForecast | Unavailable:
+    def of(self, job_id: int) -> WorkflowForecast | WorkflowUnavailable:
         """The entry of the workflow with id `job_id` (KeyError: none)."""
         if not hasattr(self, "_by_id"):  # (built once: an evaluation asks per workflow)
             object.__setattr__(self, "_by_id", {e.job_id: e for e in self.workflows})
-        by_id: dict[int, WorkflowForecast | Unavailable] = self.__dict__["_by_id"]
+        by_id: dict[int, WorkflowForecast | WorkflowUnavailable] = self.__dict__["_by_id"]
         return by_id[job_id]
 
 
@@ -160,7 +160,7 @@ def forecast(
     start_quantile: float = MEDIAN,
     watch: Collection[int] | None = None,
     cut: float | None = None,
-) -> Forecast:
+) -> PoolForecast:
     """Forecast the start and finish of every workflow in `cluster` under `scheduler`.
 
     `cluster` is left as it is (each replay runs on a fork), but `scheduler` is reset for
@@ -173,7 +173,7 @@ def forecast(
     (a cap on the cost: what is later is inf in the spans). `waves` False runs every
     task for its estimate (a workload without duration models, `Fidelity.wave_durations`).
     `budget` caps the events simulated over all replays: no replay starts once they
-    reached it (the first always runs; `Forecast.replays` says how many did), so a
+    reached it (the first always runs; `PoolForecast.replays` says how many did), so a
     refresh of a long queue costs what one replay of it costs, not M. `seconds` caps
     their CPU alike, as the caller's `clock` measures it (the operator's: its thread's CPU
     time; a clock is the caller's, as this core reads none of its own): no replay starts
@@ -247,7 +247,7 @@ def forecast(
         )
         return _unavailable(now, wanted, reason)
     result = cluster.admission_result()  # (the admission's positions: one per workflow)
-    return Forecast(
+    return PoolForecast(
         now,
         done,
         tuple(
@@ -406,10 +406,10 @@ def _summary(
     finishes: Sequence[float],
     horizon: float,
     start_quantile: float = MEDIAN,
-) -> WorkflowForecast | Unavailable:
+) -> WorkflowForecast | WorkflowUnavailable:
     start = _span(starts, start_quantile if job.first_start is None else MEDIAN)
     if start.median == inf:
-        return Unavailable(
+        return WorkflowUnavailable(
             job.id,
             job.name,
             f"it starts later than the forecast's horizon ({horizon:g} s ahead) in too many "
@@ -421,11 +421,11 @@ def _summary(
     return WorkflowForecast(job.id, job.name, job.queue, position, start, finish)
 
 
-def unavailable(cluster: Cluster, reason: str) -> Forecast:
+def unavailable(cluster: Cluster, reason: str) -> PoolForecast:
     """A forecast of every workflow of `cluster` that cannot be made, for `reason` (a
     sentence for its status)."""
     return _unavailable(cluster.now, sorted(cluster.jobs, key=lambda j: j.id), reason)
 
 
-def _unavailable(now: float, jobs: Sequence[Job], reason: str) -> Forecast:
-    return Forecast(now, 0, tuple(Unavailable(j.id, j.name, reason) for j in jobs))
+def _unavailable(now: float, jobs: Sequence[Job], reason: str) -> PoolForecast:
+    return PoolForecast(now, 0, tuple(WorkflowUnavailable(j.id, j.name, reason) for j in jobs))

@@ -166,7 +166,7 @@ class Handler(_Open):
     tcp_socket: HostHandler | None = Field(default=None, alias="tcpSocket")
 
 
-class Lifecycle(_Open):
+class ContainerLifecycle(_Open):
     post_start: Handler | None = Field(default=None, alias="postStart")
     pre_stop: Handler | None = Field(default=None, alias="preStop")
 
@@ -184,7 +184,7 @@ class Container(_Open):
     liveness_probe: Handler | None = Field(default=None, alias="livenessProbe")
     readiness_probe: Handler | None = Field(default=None, alias="readinessProbe")
     startup_probe: Handler | None = Field(default=None, alias="startupProbe")
-    lifecycle: Lifecycle | None = None
+    lifecycle: ContainerLifecycle | None = None
 
 
 class ProjectedSource(_Open):

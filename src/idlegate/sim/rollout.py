@@ -83,7 +83,7 @@ def remaining_flow_estimate(cluster: Cluster) -> float:
     return total
 
 
-class Rollout(NamedTuple):
+class FutureOutcome(NamedTuple):
     """What one simulated future gave: its cost C and the time it was cut at."""
 
     cost: float
@@ -111,7 +111,7 @@ def rollout(
     rng_seed: int = 0,
     max_decisions: int | None = None,
     stop_above: float | None = None,
-) -> Rollout:
+) -> FutureOutcome:
     """C of `future` when `first` (if given) is carried out now and `scheduler` decides the
     rest; cut short once `scheduler` made `max_decisions` decisions, or stopped once its
     cost is sure to exceed `stop_above`.
@@ -147,7 +147,7 @@ def rollout(
             engine.run(now + horizon * k / STOP_CHECKS)  # k = STOP_CHECKS: exactly `end`
             so_far = sim.jobs_time_integral - start_area
             if so_far > stop_above:
-                return Rollout(so_far, sim.now, stopped=True, events=engine.events)
+                return FutureOutcome(so_far, sim.now, stopped=True, events=engine.events)
     elif max_decisions is None:
         engine.run(end)
     else:
@@ -159,10 +159,10 @@ def rollout(
     cost = sim.jobs_time_integral - start_area
     if terminal_weight:
         cost += terminal_weight * remaining_flow_estimate(sim)
-    return Rollout(cost, end, events=engine.events)
+    return FutureOutcome(cost, end, events=engine.events)
 
 
-class Comparison(NamedTuple):
+class RolloutComparison(NamedTuple):
     """What `compare` found."""
 
     costs: list[float]
@@ -187,7 +187,7 @@ def compare(
     max_decisions: int | None = None,
     race: float | None = None,
     out_of_time: Callable[[], bool] | None = None,
-) -> Comparison:
+) -> RolloutComparison:
     """Mean cost of each plan (first action, policy after it) over common futures.
 
     With `max_decisions`, plan 0 runs first in each future, within that budget, and the
@@ -239,7 +239,7 @@ def compare(
     costs = [totals[i] / runs[i] for i in range(len(plans))]
     most = max(runs)
     raced_out = [i for i in range(len(plans)) if runs[i] < most or i in dropped]
-    return Comparison(costs, raced_out, shortest, most)
+    return RolloutComparison(costs, raced_out, shortest, most)
 
 
 def planning_fork(cluster: Forkable, only: Iterable[Job] | None = None) -> Cluster:

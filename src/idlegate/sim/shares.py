@@ -82,7 +82,7 @@ def dominant_share(
     return share
 
 
-class Pool(Protocol):
+class SharesCluster(Protocol):
     """What `Shares` reads of its cluster."""
 
     num_executors: int
@@ -137,14 +137,14 @@ class Shares:
         else:
             self.stale[job] = None
 
-    def active(self, pool: Pool, capacity: tuple[int, ...]) -> int:
+    def active(self, pool: SharesCluster, capacity: tuple[int, ...]) -> int:
         """How many jobs of `pool` have tasks not launched yet."""
         self._refresh(pool, capacity)
         return len(self._active)
 
     def first_below(
         self,
-        pool: Pool,
+        pool: SharesCluster,
         capacity: tuple[int, ...],
         level: float,
         *,
@@ -208,7 +208,7 @@ class Shares:
 
     # -- keeping the trees ---------------------------------------------------------------
 
-    def _refresh(self, pool: Pool, capacity: tuple[int, ...]) -> None:
+    def _refresh(self, pool: SharesCluster, capacity: tuple[int, ...]) -> None:
         basis = (pool.num_executors, capacity)
         if basis != self._basis:
             self._basis = basis
@@ -224,7 +224,7 @@ class Shares:
         for job in stale:
             self._read(pool, job, basis)
 
-    def _read(self, pool: Pool, job: Job, basis: tuple[int, tuple[int, ...]]) -> None:
+    def _read(self, pool: SharesCluster, job: Job, basis: tuple[int, tuple[int, ...]]) -> None:
         if job.finish is not None:
             self._leave(job)
             return

@@ -4,7 +4,7 @@ Airflow job models.
 An `ArgoJob` and an `AirflowJob` both hold stages that a run may show skipped. A skipped
 stage never runs, so it is left out of the job's `WorkflowSpec`, and its dependents wait
 for what it waited for instead (passed through, transitively). These functions do that
-for any stage with the fields of `Stage`, so both models keep one behaviour.
+for any stage with the fields of `MappedStage`, so both models keep one behaviour.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import StageSpec, WorkflowSpec
 
 
-class Stage(Protocol):
+class MappedStage(Protocol):
     """The fields of a mapped stage these functions read."""
 
     @property
@@ -35,7 +35,7 @@ class Stage(Protocol):
     def demand(self) -> ResourceVector: ...
 
 
-S = TypeVar("S", bound=Stage)
+S = TypeVar("S", bound=MappedStage)
 
 
 def live(stages: Iterable[S]) -> tuple[S, ...]:
@@ -60,7 +60,7 @@ def counts(spec: WorkflowSpec) -> dict[str, int]:
     }
 
 
-def live_specs(stages: Sequence[Stage]) -> tuple[StageSpec, ...]:
+def live_specs(stages: Sequence[MappedStage]) -> tuple[StageSpec, ...]:
     """The live stages as StageSpecs, a skipped stage's dependencies passed through to its
     dependents (empty if every stage is skipped)."""
     by_name = {s.name: s for s in stages}

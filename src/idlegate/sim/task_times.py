@@ -18,7 +18,7 @@ declared, a latency of the pool's last `LATENCIES` tasks and a stretch of its la
 the tasks still running, `TaskTimes.frozen`): the bias goes, and the interval spreads as
 the pool's tasks do. A pool that has not seen `EVIDENCE` of its tasks end knows neither
 (`TaskTimes.ready`): the operator then says so instead of forecasting
-(`api.forecast_refresh`).
+(`api.forecast_book`).
 
 Within one replay every task draws from the same pool-wide shift of these (`LiveTimes.
 begin`): what the pool's few tasks seen so far leave unknown is how its tasks run *on

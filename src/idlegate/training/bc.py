@@ -38,8 +38,8 @@ import torch
 from idlegate.policy import make_scheduler
 from idlegate.policy.actions import (
     WAIT_CHOICE,
+    ActionChoice,
     ActionConfig,
-    Choice,
     choose,
     decode,
     idle_slot,
@@ -53,8 +53,8 @@ from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, Scheduler
 from idlegate.training.rollout import PackedObservations, onnx_evaluator
 
 
-def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConfig) -> Choice:
-    """The `Choice` indices closest to a heuristic's `decision` in the policy's action space.
+def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConfig) -> ActionChoice:
+    """The `ActionChoice` indices closest to a heuristic's `decision` in the policy's action space.
 
     Idle: level g = round(d / (r·l/G)) clipped to 1..G (only with the idle head, for a
     stage that may idle; otherwise the decision counts as a launch). Launch: the first
@@ -65,15 +65,15 @@ def decision_to_choice(obs: Observation, decision: Decision, actions: ActionConf
     if decision.idle_delay > 0 and actions.idle_head and idle_slot(obs, row) >= 0:
         unit = actions.idle_ratio * decision.stage.duration / actions.idle_levels
         level = round(decision.idle_delay / unit) if unit > 0 else actions.idle_levels
-        return Choice(row, int(min(max(level, 1), actions.idle_levels)), -1)
+        return ActionChoice(row, int(min(max(level, 1), actions.idle_levels)), -1)
     job = int(obs.stage_job[row])
     legal = np.flatnonzero(obs.cap_mask[job])
     at_least = legal[obs.cap_levels[legal] >= decision.parallelism_cap]
     cap = int(at_least[0]) if at_least.size else int(legal[-1])
-    return Choice(row, 0, cap)
+    return ActionChoice(row, 0, cap)
 
 
-Actor = Callable[[Observation], Choice]
+Actor = Callable[[Observation], ActionChoice]
 """Picks the choice that is carried out in a state (DAgger: the policy being trained)."""
 
 
@@ -99,7 +99,7 @@ class Imitator:
         self.actions = actions
         self.actor = actor
         self.observations: list[Observation] = []
-        self.choices: list[Choice] = []
+        self.choices: list[ActionChoice] = []
 
     def reset(self, rng: Any) -> None:
         self.teacher.reset(rng)
@@ -116,7 +116,7 @@ class Imitator:
         action = self.teacher.decide(view)
         obs = self.featurizer(view)
         if isinstance(action, Decision):
-            label: Choice | None = decision_to_choice(obs, action, self.actions)
+            label: ActionChoice | None = decision_to_choice(obs, action, self.actions)
         elif self.actions.wait_action and obs.wait_mask[0] and obs.stage_mask.any():
             label = WAIT_CHOICE
         else:
@@ -136,7 +136,7 @@ class Demonstrations:
     """A teacher's recorded decisions (from one or more episodes)."""
 
     observations: list[Observation]
-    choices: list[Choice]
+    choices: list[ActionChoice]
     avg_jct: float
     """The teacher's average JCT over the finished jobs of the episodes."""
 
@@ -178,7 +178,7 @@ def greedy_actor(onnx_bytes: bytes) -> Actor:
     """The exported policy's greedy choice (onnxruntime, one thread)."""
     evaluate = onnx_evaluator(onnx_bytes)
 
-    def act(obs: Observation) -> Choice:
+    def act(obs: Observation) -> ActionChoice:
         return choose(obs, *evaluate(obs), greedy=True)
 
     return act
@@ -202,7 +202,7 @@ class BCReport:
 
 
 def imitation_accuracy(
-    model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
+    model: PolicyNet, observations: Sequence[Observation], choices: Sequence[ActionChoice]
 ) -> tuple[float, float]:
     """(exact, stage-only) fraction of `observations` where the greedy choice is the target."""
     if not observations:

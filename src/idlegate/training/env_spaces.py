@@ -38,7 +38,7 @@ the policy model's inputs (`policy.features.MODEL_INPUTS`), bit for bit.
 Action
 ------
 ``MultiDiscrete([S + 1, L, I])``: (stage row, or S for WAIT; cap level; idle level),
-what the policy's `Choice` means (`idlegate.policy.actions`): idle level g > 0 puts the
+what the policy's `ActionChoice` means (`idlegate.policy.actions`): idle level g > 0 puts the
 stage into an idle slot of r · l · g / G seconds (l: its task duration; the cap level is
 then ignored), g = 0 launches it with the job capped at ``cap_levels[c]`` executors
 (raised for a gang stage so all its tasks start); WAIT ignores the other two.
@@ -63,7 +63,7 @@ import numpy as np
 from gymnasium import spaces
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.actions import WAIT_CHOICE, ActionConfig, Choice
+from idlegate.policy.actions import WAIT_CHOICE, ActionChoice, ActionConfig
 from idlegate.policy.columns import num_job_features, num_stage_features
 from idlegate.policy.features import (
     MODEL_INPUTS,
@@ -145,8 +145,9 @@ class EnvSpaces:
         out["wait_mask"][0] = deciding and obs.wait_mask[0] and self.actions.wait_action
         return out, overflow
 
-    def repair(self, obs: Observation, action: np.ndarray) -> tuple[Choice, list[str]]:
-        """The nearest legal `Choice` to `action` at the decision `obs`, and what was illegal."""
+    def repair(self, obs: Observation, action: np.ndarray) -> tuple[ActionChoice, list[str]]:
+        """The nearest legal `ActionChoice` to `action` at the decision `obs`, and what was
+        illegal."""
         values = np.asarray(action).reshape(-1)
         if values.shape != (3,) or not np.issubdtype(values.dtype, np.integer):
             raise IdlegateError(
@@ -168,12 +169,12 @@ class EnvSpaces:
             problems.append(f"idle level {idle} is not allowed for row {row}")
             idle = min(max(idle, 0), idle_levels - 1) if obs.idle_mask[row] else 0
         if idle > 0:
-            return Choice(row, idle, -1), problems
+            return ActionChoice(row, idle, -1), problems
         caps = np.flatnonzero(obs.cap_mask[obs.stage_job[row]])
         if cap not in caps:
             problems.append(f"cap level {cap} is not allowed for row {row} ({caps.tolist()})")
             cap = _nearest(caps, cap)
-        return Choice(row, 0, cap), problems
+        return ActionChoice(row, 0, cap), problems
 
     def action_masks(self, padded: Mapping[str, np.ndarray]) -> np.ndarray:
         """MaskablePPO's masks of a padded observation: rows, cap levels, idle levels.
@@ -231,8 +232,8 @@ def model_inputs(obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: inputs[name] for name in MODEL_INPUTS}
 
 
-def choice_to_action(choice: Choice, max_stages: int) -> np.ndarray:
-    """The env action of a policy `Choice` (WAIT: row S; an idle choice's cap level: 0)."""
+def choice_to_action(choice: ActionChoice, max_stages: int) -> np.ndarray:
+    """The env action of a policy `ActionChoice` (WAIT: row S; an idle choice's cap level: 0)."""
     row = max_stages if choice.is_wait else choice.stage_row
     return np.array([row, max(choice.cap_index, 0), choice.idle_level], dtype=np.int64)
 

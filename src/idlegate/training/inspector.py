@@ -119,7 +119,7 @@ def group_advantages(rewards: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Episode:
+class InspectedRun:
     """One inspected run of a window: its metrics, its reward metric and its decisions."""
 
     bsld: float
@@ -232,7 +232,7 @@ class Windows:
         )
         return run_metrics(simulate(self.workload(start), rule, 0)).avg_bsld
 
-    def run(self, start: int, judge: SamplingJudge | ReplayJudge | RuleJudge) -> Episode:
+    def run(self, start: int, judge: SamplingJudge | ReplayJudge | RuleJudge) -> InspectedRun:
         """The window under the inspector with `judge`."""
         cfg = self.cfg
         scheduler = InspectorScheduler(
@@ -243,7 +243,7 @@ class Windows:
             interval=cfg.interval,
         )
         m = run_metrics(simulate(self.workload(start), scheduler, 0))
-        return Episode(
+        return InspectedRun(
             m.avg_bsld, m.avg_wait, m.utilisation, self.score(m), judge.features, judge.actions
         )
 
@@ -288,7 +288,7 @@ def warm_start(
 
 
 @dataclass
-class Batch:
+class DecisionBatch:
     """An iteration's decisions: [D, F] features, [D] actions, [D] advantages, mean R."""
 
     features: list[np.ndarray] = field(default_factory=list)
@@ -305,10 +305,10 @@ def rollout_batch(
     mlp: NumpyMlp,
     cfg: InspectorConfig,
     rng: np.random.Generator,
-) -> Batch:
+) -> DecisionBatch:
     """`cfg.rollouts` sampled runs per window; each decision gets its run's R minus the mean."""
     rewards = np.zeros((len(starts), cfg.rollouts))
-    episodes: list[list[Episode]] = []
+    episodes: list[list[InspectedRun]] = []
     for i, s in enumerate(starts):
         row = []
         for j in range(cfg.rollouts):
@@ -317,7 +317,7 @@ def rollout_batch(
             row.append(ep)
         episodes.append(row)
     adv = group_advantages(rewards) if cfg.rollouts > 1 else rewards
-    batch = Batch(reward=float(rewards.mean()))
+    batch = DecisionBatch(reward=float(rewards.mean()))
     for i, row in enumerate(episodes):
         for j, ep in enumerate(row):
             batch.features += ep.features
@@ -334,14 +334,14 @@ def probe_batch(
     mlp: NumpyMlp,
     cfg: InspectorConfig,
     rng: np.random.Generator,
-) -> Batch:
+) -> DecisionBatch:
     """Greedy run per window, then `cfg.probes` reruns each flipping one of its decisions.
 
     A flip of decision k with rerun reward R_k against the greedy run's R gives two
     samples at the same state: the flipped action with advantage R_k − R and the greedy
     one with R − R_k.
     """
-    batch = Batch()
+    batch = DecisionBatch()
     rewards = []
     for s in starts:
         base = windows.base_score(s)

@@ -27,7 +27,7 @@ from idlegate.policy.inspector import (
     log_scaled,
 )
 from idlegate.training.math import categorical, to_tensor
-from idlegate.training.ppo import Evaluation
+from idlegate.training.ppo import ActionEvaluation
 
 
 class InspectorNet(nn.Module):
@@ -153,7 +153,7 @@ class InspectorDecisions:
     def parameters(self) -> Iterator[nn.Parameter]:
         return self.net.parameters()
 
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
+    def evaluate(self, rows: np.ndarray) -> ActionEvaluation:
         at = torch.as_tensor(rows)
         log_probs = torch.log_softmax(self.net(self.x[at]), dim=-1)
-        return Evaluation(*categorical(log_probs, self.actions[at]))
+        return ActionEvaluation(*categorical(log_probs, self.actions[at]))

@@ -41,7 +41,7 @@ from torch import Tensor
 from idlegate.training import math as rl
 
 
-class Evaluation(NamedTuple):
+class ActionEvaluation(NamedTuple):
     """What an agent says about some of its stored decisions under its current weights."""
 
     log_probs: Tensor
@@ -59,7 +59,7 @@ class Agent(Protocol):
         """The weights the optimizer steps."""
         ...
 
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
+    def evaluate(self, rows: np.ndarray) -> ActionEvaluation:
         """The decisions `rows` (indices into the stored ones) under the current weights,
         with gradients unless the caller disabled them."""
         ...
@@ -251,8 +251,8 @@ def _chunks(rows: np.ndarray, size: int | None) -> Iterator[np.ndarray]:
 
 
 __all__ = [
+    "ActionEvaluation",
     "Agent",
-    "Evaluation",
     "PPOSettings",
     "UpdateStats",
     "ppo_update",

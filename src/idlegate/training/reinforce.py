@@ -45,7 +45,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from idlegate.errors import IdlegateError
-from idlegate.policy.actions import Choice
+from idlegate.policy.actions import ActionChoice
 from idlegate.policy.features import Observation
 from idlegate.policy.model import (
     PolicyNet,
@@ -62,7 +62,7 @@ from idlegate.training.adapter import adapt, freeze_base
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
 from idlegate.training.log import IterationStats, TrainLog, say
 from idlegate.training.ppo import (
-    Evaluation,
+    ActionEvaluation,
     PPOSettings,
     UpdateStats,
     ppo_update,
@@ -139,17 +139,19 @@ class PolicyDecisions:
     """The DAG policy bound to an update's decisions (an `Agent` of `training.ppo`)."""
 
     def __init__(
-        self, model: PolicyNet, observations: Sequence[Observation], choices: Sequence[Choice]
+        self, model: PolicyNet, observations: Sequence[Observation], choices: Sequence[ActionChoice]
     ) -> None:
         self.model, self.observations, self.choices = model, observations, choices
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         return self.model.parameters()
 
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
+    def evaluate(self, rows: np.ndarray) -> ActionEvaluation:
         at = rows.tolist()
         observations = [self.observations[i] for i in at]
-        return Evaluation(*evaluate_batch(self.model, observations, [self.choices[i] for i in at]))
+        return ActionEvaluation(
+            *evaluate_batch(self.model, observations, [self.choices[i] for i in at])
+        )
 
 
 def update_decisions(

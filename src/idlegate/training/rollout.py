@@ -3,7 +3,7 @@
 A rollout is one `simulate(workload, policy, seed, max_time=T)` where the policy samples
 its actions from the run's Generator and records, per decision k: the stored observation
 (`Observation.stored()`: numpy arrays only, no `Stage`/`Job` objects, so it pickles small), the
-`Choice`, the decision time t_k and the jobs-in-system integral I(t_k) (the cluster's
+`ActionChoice`, the decision time t_k and the jobs-in-system integral I(t_k) (the cluster's
 `jobs_time_integral`). The episode stops at T (memoryless termination, drawn by the
 trainer) or when every job is done; rewards stop there too (`training.math`).
 
@@ -37,7 +37,7 @@ import torch
 
 from idlegate.errors import IdlegateError
 from idlegate.parallel import LocalPool, RayPool, TaskPool
-from idlegate.policy.actions import ActionConfig, Choice, choose, decode
+from idlegate.policy.actions import ActionChoice, ActionConfig, choose, decode
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.features import ARRAYS, Featurizer, Observation
 from idlegate.policy.heuristics import make_scheduler
@@ -127,8 +127,8 @@ class Rollout:
         """Every decision's stored observation (views into the packed arrays)."""
         return self.packed.unpack()
 
-    def choice_list(self) -> list[Choice]:
-        return [Choice(int(a), int(b), int(c)) for a, b, c in self.choices.tolist()]
+    def choice_list(self) -> list[ActionChoice]:
+        return [ActionChoice(int(a), int(b), int(c)) for a, b, c in self.choices.tolist()]
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class RecordingPolicy:
         self.name = name
         self._rng: np.random.Generator | None = None
         self.observations: list[Observation] = []
-        self.choices: list[Choice] = []
+        self.choices: list[ActionChoice] = []
         self.times: list[float] = []
         self.integrals: list[float] = []
 

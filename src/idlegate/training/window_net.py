@@ -25,7 +25,7 @@ from idlegate.policy.window import (
     legal_actions,
 )
 from idlegate.training.math import categorical, to_tensor
-from idlegate.training.ppo import Evaluation
+from idlegate.training.ppo import ActionEvaluation
 
 FORWARD_PRIOR = 2.0
 """The forward logit's initial bias is −FORWARD_PRIOR (see `WindowNet`)."""
@@ -126,7 +126,7 @@ class WindowDecisions:
     def parameters(self) -> Iterator[nn.Parameter]:
         return self.model.parameters()
 
-    def evaluate(self, rows: np.ndarray) -> Evaluation:
+    def evaluate(self, rows: np.ndarray) -> ActionEvaluation:
         at = torch.as_tensor(rows)
         log_probs, values = self.model(self.slots[at], self.cluster[at])
-        return Evaluation(*categorical(log_probs, self.actions[at]), values)
+        return ActionEvaluation(*categorical(log_probs, self.actions[at]), values)

@@ -132,9 +132,6 @@ class Core(Lifecycle):
         ``--scheduler``'s, an ExecutorPool's policy), which a finished workflow's status
         and history record name, so a replay rebuilds what ran; None for a scheduler object
         (tests, embedding), whose spec is unknown."""
-        self.forecasts: dict[str, Any] = {}
-        """Owner uid -> its last forecast (the edge's refresh keeps it; the visibility API
-        reads it: `api.visibility.forecast_of`)."""
         self.times = TaskTimes()
         """Its tasks' latency and stretch, as they end (its forecasts draw from them)."""
         self.intents = Outbox()

@@ -42,7 +42,7 @@ class ExternalJob(PodPairing, JobKind):
     controller's state) and its controller deletes its pods."""
 
     forecast_made: Forecast | None = None
-    """Its job's first forecast made while it waited (`api.forecast_refresh`, as a
+    """Its job's first forecast made while it waited (`api.forecast_book`, as a
     DagWorkflow's): an Argo Workflow's history record keeps it, so that a restarted pool's
     calibration scores it as the live pool did."""
     forecast_replayed: tuple[Span, Span] | None = None

@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from idlegate.api.forecast_refresh import ForecastRefresh
-from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
@@ -51,6 +49,8 @@ from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
+from idlegate.operator.forecasting.process import ReplayProcess
+from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.operator.metrics import Metrics
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
@@ -122,7 +122,7 @@ class Bridge:
         operator closes it."""
         self.use_worker()
         self.forecasts = forecasts(self) if settings.forecast_interval > 0 else None
-        """The pool's forecasts (`api.forecast_refresh`), refreshed off the decisions."""
+        """The pool's forecasts (`operator.forecasting.refresh`), refreshed off the decisions."""
 
     @property
     def reporter(self) -> Owner | None:
@@ -375,7 +375,6 @@ def forecasts(bridge: Bridge) -> ForecastRefresh:
     sink = bridge.history.sink
     if sink is not None:  # (a restart resumes the pool's calibration: its resolved forecasts)
         refresh.resume_from(sink.recent(bridge.history.pool, WINDOW))
-    core.forecasts = refresh.shown
     return refresh
 
 

@@ -44,10 +44,10 @@ from idlegate.api.cron_runs import (
 )
 from idlegate.api.cron_spec import (
     ConcurrencyPolicy,
+    CronSchedule,
     CronWorkflowSpec,
     CronWorkflowStatus,
     Due,
-    Schedule,
     check_cron_name,
     due,
     parse_cron_spec,
@@ -138,7 +138,7 @@ class CronController:
             spec = parse_cron_spec(body.get("spec"), f"DagCronWorkflow {ns}/{name}")
             check_templates(spec.workflow_spec, "spec.workflowSpec", policy)
             check_run_size(body, spec.workflow_spec, self.history_samples)
-            schedule = Schedule.parse(spec.schedule, spec.time_zone)
+            schedule = CronSchedule.parse(spec.schedule, spec.time_zone)
         except SpecError as exc:
             conditions.set("Valid", False, "Invalid", str(exc), generation, now)
             self.timers.cancel(_timer_key(ns, name))

@@ -260,7 +260,7 @@ class Pools:
         wf = bridge.workflows.get(key)
         return wf if wf is not None and wf.owner.uid == owner.uid else None
 
-    # -- what the job kinds' features use of the pools (`features.external.Pools`) -----------------
+    # -- what the job kinds' features use of the pools (`features.external.FeaturePools`) --------
 
     def carry(self, outputs: Iterable[Any]) -> None:
         """Carry out writes and timers of no pool's workflow (an Event, a gate lifted for a

@@ -61,7 +61,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import gate_pods
 
 if TYPE_CHECKING:
-    from idlegate.operator.features.external import Host, Pools
+    from idlegate.operator.features.external import FeaturePools, Host
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class AirflowSide:
         active.set_function(lambda: len(self.owners))
 
     @property
-    def pools(self) -> Pools:
+    def pools(self) -> FeaturePools:
         return self.operator.pools
 
     def _from_wall(self, t: float) -> float:

@@ -38,7 +38,7 @@ import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
 from idlegate.api.external_jobs import too_large
-from idlegate.api.forecast_refresh import history_forecast
+from idlegate.api.forecast_book import history_forecast
 from idlegate.api.notices import pool_of
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
@@ -47,12 +47,12 @@ from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, pause_after, unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.external import Host, Pool, Pools, gate_pods
+from idlegate.operator.features.external import FeaturePool, FeaturePools, Host, gate_pods
 from idlegate.sim.argo import (
     GROUP,
     ArgoJob,
     ArgoRefusal,
-    RefusalReason,
+    ArgoRefusalReason,
     map_workflow,
     template_index,
 )
@@ -75,7 +75,7 @@ KIND = ARGO_KIND
 DONE = ("Succeeded", "Failed", "Error")
 """Phases of a finished Argo Workflow."""
 TEMPLATE_PLURALS = ("workflowtemplates", "clusterworkflowtemplates")
-MISSING = (RefusalReason.MISSING_TEMPLATE, RefusalReason.MISSING_WORKFLOW_TEMPLATE)
+MISSING = (ArgoRefusalReason.MISSING_TEMPLATE, ArgoRefusalReason.MISSING_WORKFLOW_TEMPLATE)
 """Refusals that a template seen later may lift."""
 RETRY = 5.0
 """Seconds (operator clock) before a workflow that could not be admitted is tried again."""
@@ -114,7 +114,7 @@ class ArgoSide:
         self.active = operator.metrics.active_by_kind
 
     @property
-    def pools(self) -> Pools:
+    def pools(self) -> FeaturePools:
         return self.operator.pools
 
     @property
@@ -379,7 +379,7 @@ class ArgoSide:
     # -- history ------------------------------------------------------------------------------
 
     async def _record(
-        self, body: Mapping[str, Any], wf: ExternalJob | None, pool: Pool | None = None
+        self, body: Mapping[str, Any], wf: ExternalJob | None, pool: FeaturePool | None = None
     ) -> None:
         """A finished Workflow: learned from, and if it finished while the operator ran (`wf`, its
         job then, in `pool`) into the history sink (one that finished before would be again).

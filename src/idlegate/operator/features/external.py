@@ -1,9 +1,9 @@
 """What the features of the kinds whose pods another controller creates (Argo's
 :mod:`.argo`, Airflow's :mod:`.airflow`) share: what they use of the operator (`Host`) and
-of its pools (`Pools`, `Pool`), and the mutating webhook that gates those pods at their
-creation, one kopf handler per kind, each told which pods are its kind's and how to gate
-them (``api.external_pods.with_our_gate`` behind each kind's own test). The server they
-share is deploy/components/webhook's.
+of its pools (`FeaturePools`, `FeaturePool`), and the mutating webhook that gates those
+pods at their creation, one kopf handler per kind, each told which pods are its kind's and
+how to gate them (``api.external_pods.with_our_gate`` behind each kind's own test). The
+server they share is deploy/components/webhook's.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from idlegate.operator.metrics import Metrics
 
 
-class Pool(Protocol):
+class FeaturePool(Protocol):
     """What the features use of the pool a workflow enters or is in (the edge's ``Bridge``,
-    which `Pools.join` gives): its entry (`handle`), its clock, settings and history."""
+    which `FeaturePools.join` gives): its entry (`handle`), its clock, settings and history."""
 
     @property
     def settings(self) -> Settings: ...
@@ -34,11 +34,11 @@ class Pool(Protocol):
     def history(self) -> HistoryRecorder: ...
 
 
-class Timers(Protocol):
+class FeatureTimers(Protocol):
     def arm(self, key: str, at: float, fire: Callable[[], Awaitable[None]]) -> None: ...
 
 
-class Pools(Pool, Protocol):
+class FeaturePools(FeaturePool, Protocol):
     """What the features use of the operator's pools (the edge's ``Pools``): `join`, the
     one door of a new workflow into the pool it is placed in (NoPlaceError,
     AdmitLaterError, DemandTooLargeError); `holder`, the pool holding one; `handle`, each
@@ -46,7 +46,7 @@ class Pools(Pool, Protocol):
     the clock, the timers, the API's reads and the history sink."""
 
     @property
-    def timers(self) -> Timers: ...
+    def timers(self) -> FeatureTimers: ...
     @property
     def workflows(self) -> Mapping[Any, Any]: ...
     def join(
@@ -58,8 +58,8 @@ class Pools(Pool, Protocol):
         arrival: float,
         pods: Sequence[Any] = (),
         seen: Sequence[Any] = (),
-    ) -> Pool: ...
-    def holder(self, key: tuple[str, str], kind: str) -> Pool | None: ...
+    ) -> FeaturePool: ...
+    def holder(self, key: tuple[str, str], kind: str) -> FeaturePool | None: ...
     def carry(self, outputs: Iterable[Any]) -> None: ...
     def held(self, kind: str) -> Mapping[tuple[str, str], Any]: ...
     def ended(self, uid: str) -> bool: ...
@@ -79,7 +79,7 @@ class Host(Protocol):
     lag: Lag
 
     @property
-    def pools(self) -> Pools: ...
+    def pools(self) -> FeaturePools: ...
     @property
     def ready(self) -> bool: ...
     async def ready_pools(self) -> object: ...

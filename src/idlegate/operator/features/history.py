@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from idlegate.api.forecast_refresh import history_forecast
+from idlegate.api.forecast_book import history_forecast
 from idlegate.api.history import history_workflow, object_history
 from idlegate.api.history_sink import HistorySink
 from idlegate.api.task_pods import Owner

@@ -37,12 +37,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from idlegate.api import notices
-from idlegate.api.forecast_replay import ReplayProcess
 from idlegate.api.notices import Notice
 from idlegate.api.status import Phase
 from idlegate.operator.core.events import Fact, Finished, RoundEnded, RuleSwitched, Schedule
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.history import HistoryRecorder, replay_arrival
+from idlegate.operator.forecasting.process import ReplayProcess
 from idlegate.policy.apart import budget_check, plan_apart, play_apart
 from idlegate.policy.portfolio.replay import ReplayRequest, RoundCut
 from idlegate.sim.protocol import Scheduler

@@ -102,7 +102,7 @@ from idlegate.policy.portfolio.state import (
     CHANGE_MIN,
     Arrivals,
     Credit,
-    Pace,
+    RoundPace,
     Standings,
     Start,
     Trust,
@@ -188,7 +188,7 @@ class PortfolioScheduler:
             history_due=bool(self._history),
         )
         self._trust = Trust()
-        self._pace = Pace()
+        self._pace = RoundPace()
         self._standings = Standings()
         self._credit = Credit(cfg.hourly, (cfg.hourly or 0.0) / 4)
         self._queues: tuple[QueueSpec, ...] = ()

@@ -7,7 +7,7 @@
   round, a first round due on a history;
 * `Trust`: what protects the candidate followed against a challenger's lead, and what
   the shipped prior named;
-* `Pace`: when the next round on finished workflows comes, and a choice waiting for its
+* `RoundPace`: when the next round on finished workflows comes, and a choice waiting for its
   replay's delay;
 * `Standings`: each candidate's excess over the rounds' best, remembered across rounds
   (what leaves the trailing out and confirms a switch on a short window).
@@ -44,7 +44,7 @@ from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Job
 
-__all__ = ["CHANGE_MIN", "Arrivals", "Pace", "Standings", "Start", "Trust", "Window"]
+__all__ = ["CHANGE_MIN", "Arrivals", "RoundPace", "Standings", "Start", "Trust", "Window"]
 
 CHANGE_MIN: Final = 10
 """Finished workflows on each side of a comparison that can find a change of workload."""
@@ -227,7 +227,7 @@ class Trust:
 
 
 @dataclass
-class Pace:
+class RoundPace:
     """When the next round on finished workflows comes."""
 
     stretch: int = 1

@@ -36,29 +36,29 @@ from idlegate.sim.airflow.mapping import (
     run_instances,
 )
 from idlegate.sim.airflow.model import (
+    AirflowCondition,
     AirflowJob,
     AirflowRefusal,
+    AirflowRefusalReason,
     AirflowSpec,
     AirflowStage,
-    Condition,
     LeftReason,
     LeftTask,
-    RefusalReason,
 )
 from idlegate.sim.airflow.runs import AirflowRun, AirflowRuns, airflow_runs, run_arrival
 
 __all__ = [
     "NO_POD_CLASSES",
+    "AirflowCondition",
     "AirflowJob",
     "AirflowRefusal",
+    "AirflowRefusalReason",
     "AirflowRun",
     "AirflowRuns",
     "AirflowSpec",
     "AirflowStage",
-    "Condition",
     "LeftReason",
     "LeftTask",
-    "RefusalReason",
     "airflow_runs",
     "dag_id",
     "is_airflow",

@@ -28,13 +28,13 @@ import networkx as nx
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow.model import (
+    AirflowCondition,
     AirflowJob,
     AirflowRefusal,
+    AirflowRefusalReason,
     AirflowStage,
-    Condition,
     LeftReason,
     LeftTask,
-    RefusalReason,
 )
 from idlegate.sim.airflow.requests import UnreadableConfig, instance_demand
 from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, DurationSource
@@ -72,7 +72,7 @@ def dag_id(obj: Mapping[str, Any]) -> str:
     """The DAG id of an export; AirflowRefusal (not-a-dag) for anything else."""
     if not is_airflow(obj):
         raise AirflowRefusal(
-            RefusalReason.NOT_A_DAG,
+            AirflowRefusalReason.NOT_A_DAG,
             "not an Airflow DAG export: expected a mapping with 'dag' (GET /dags/{dag_id}/"
             "details, naming its dag_id) and 'tasks' (GET /dags/{dag_id}/tasks' tasks); "
             "`idlegate history airflow --raw` writes one",
@@ -80,7 +80,8 @@ def dag_id(obj: Mapping[str, Any]) -> str:
     value = obj["dag"]["dag_id"]
     if not isinstance(value, str) or not value:
         raise AirflowRefusal(
-            RefusalReason.INVALID, f"the DAG export's dag.dag_id must be a text, got {value!r}"
+            AirflowRefusalReason.INVALID,
+            f"the DAG export's dag.dag_id must be a text, got {value!r}",
         )
     return value
 
@@ -121,7 +122,7 @@ def map_dag(
     left = {t: _left(task, seen.get(t, ())) for t, task in tasks.items()}
     if len(tasks) - sum(v is not None for v in left.values()) > MAX_STAGES:
         raise AirflowRefusal(
-            RefusalReason.TOO_MANY_STAGES,
+            AirflowRefusalReason.TOO_MANY_STAGES,
             f"{where} has more than {MAX_STAGES:,} tasks to schedule, more than idlegate "
             "holds in memory for one workflow",
         )
@@ -132,7 +133,7 @@ def map_dag(
     stages = walker.stages()
     if not stages:
         raise AirflowRefusal(
-            RefusalReason.NO_TASKS,
+            AirflowRefusalReason.NO_TASKS,
             f"{where} has no task idlegate schedules (every one is left to Airflow: "
             f"{_left_summary(left)}), so there is nothing to schedule",
         )
@@ -160,7 +161,8 @@ def _tasks(raw: Any, where: str) -> dict[str, Mapping[str, Any]]:
     """The tasks by id, in the API's order; INVALID unless each has the shape it gives."""
     if not isinstance(raw, list):
         raise AirflowRefusal(
-            RefusalReason.INVALID, f"{where}: tasks must be the list GET /dags/{{id}}/tasks gives"
+            AirflowRefusalReason.INVALID,
+            f"{where}: tasks must be the list GET /dags/{{id}}/tasks gives",
         )
     out: dict[str, Mapping[str, Any]] = {}
     for i, task in enumerate(raw):
@@ -168,15 +170,17 @@ def _tasks(raw: Any, where: str) -> dict[str, Mapping[str, Any]]:
         down = task.get("downstream_task_ids", []) if isinstance(task, Mapping) else None
         if not isinstance(tid, str) or not tid:
             raise AirflowRefusal(
-                RefusalReason.INVALID, f"{where}: tasks[{i}] has no task_id (a text)"
+                AirflowRefusalReason.INVALID, f"{where}: tasks[{i}] has no task_id (a text)"
             )
         if not isinstance(down, list) or not all(isinstance(d, str) for d in down):
             raise AirflowRefusal(
-                RefusalReason.INVALID,
+                AirflowRefusalReason.INVALID,
                 f"{where}: task {tid!r}: downstream_task_ids must be a list of task ids",
             )
         if tid in out:
-            raise AirflowRefusal(RefusalReason.INVALID, f"{where}: task {tid!r} is listed twice")
+            raise AirflowRefusal(
+                AirflowRefusalReason.INVALID, f"{where}: task {tid!r} is listed twice"
+            )
         out[tid] = task
     return out
 
@@ -188,7 +192,7 @@ def _graph(tasks: Mapping[str, Mapping[str, Any]], where: str) -> nx.DiGraph:
         for down in task.get("downstream_task_ids") or []:
             if down not in tasks:
                 raise AirflowRefusal(
-                    RefusalReason.BAD_DAG,
+                    AirflowRefusalReason.BAD_DAG,
                     f"{where}: task {tid!r} has downstream task {down!r}, which is no task "
                     "of the DAG; export its tasks again (GET /dags/{dag_id}/tasks)",
                 )
@@ -196,7 +200,8 @@ def _graph(tasks: Mapping[str, Mapping[str, Any]], where: str) -> nx.DiGraph:
     cycle = cycle_path(graph)
     if cycle is not None:
         raise AirflowRefusal(
-            RefusalReason.BAD_DAG, f"{where}: its tasks depend on each other in a cycle: {cycle}"
+            AirflowRefusalReason.BAD_DAG,
+            f"{where}: its tasks depend on each other in a cycle: {cycle}",
         )
     return graph
 
@@ -222,7 +227,7 @@ def _check_fits(
     if missing:
         said.append(f"has no instance of {', '.join(map(repr, missing[:5]))}")
     raise AirflowRefusal(
-        RefusalReason.CHANGED,
+        AirflowRefusalReason.CHANGED,
         f"{where} {' and '.join(said)}: the DAG changed since this run, so it does not "
         "replay on the DAG's tasks as they are now",
     )
@@ -343,7 +348,7 @@ class _Walker:
             out.append(stage)
             if stage.tasks > MAX_TASKS_PER_STAGE:
                 raise AirflowRefusal(
-                    RefusalReason.TOO_MANY_STAGES,
+                    AirflowRefusalReason.TOO_MANY_STAGES,
                     f"{self.where}: mapped task {tid!r} has {stage.tasks} instances, more than "
                     f"a stage may have ({MAX_TASKS_PER_STAGE})",
                 )
@@ -366,9 +371,9 @@ class _Walker:
         rule = str(task.get("trigger_rule") or "all_success")
         condition = None
         if rule not in ALWAYS_RUN_RULES:
-            condition = Condition.TRIGGER_RULE
+            condition = AirflowCondition.TRIGGER_RULE
         elif tid in branched:
-            condition = Condition.BRANCH
+            condition = AirflowCondition.BRANCH
         ran = [_number(ti.get("priority_weight"), math.nan) for ti in seen]
         priority = max((p for p in ran if math.isfinite(p)), default=self.priority[tid])
         custom = str(task.get("weight_rule") or "downstream") not in WEIGHT_RULES
@@ -408,7 +413,7 @@ class _Walker:
                 )
                 continue
             except IdlegateError as exc:
-                raise AirflowRefusal(RefusalReason.INVALID, str(exc)) from None
+                raise AirflowRefusal(AirflowRefusalReason.INVALID, str(exc)) from None
             if found:
                 return found
         return EMPTY

@@ -24,7 +24,7 @@ from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
 
-class RefusalReason(StrEnum):
+class AirflowRefusalReason(StrEnum):
     """Why a DAG does not map to a job (`AirflowRefusal.reason`)."""
 
     NOT_A_DAG = "not-a-dag"
@@ -41,7 +41,7 @@ class RefusalReason(StrEnum):
     """A run's task instances do not fit the DAG's tasks: the DAG changed since."""
 
 
-LEFT_TO_AIRFLOW = frozenset({RefusalReason.NO_TASKS, RefusalReason.TOO_MANY_STAGES})
+LEFT_TO_AIRFLOW = frozenset({AirflowRefusalReason.NO_TASKS, AirflowRefusalReason.TOO_MANY_STAGES})
 """Refusals of a DAG that is valid for Airflow and simply left to it (lint's note, a
 history file's DAG skipped with a warning), not of a broken export (an error)."""
 
@@ -50,7 +50,9 @@ class AirflowRefusal(SpecError):
     """A DAG (or run) that does not map to a job; `reason` says which rule refused it and
     the message says why in a sentence, after `where` the DAG is (a file's item) if given."""
 
-    def __init__(self, reason: RefusalReason, message: str, *, where: str | None = None) -> None:
+    def __init__(
+        self, reason: AirflowRefusalReason, message: str, *, where: str | None = None
+    ) -> None:
         super().__init__(f"{where}: {message}" if where else message)
         self.reason, self.why, self.where = reason, message, where
 
@@ -79,7 +81,7 @@ class LeftReason(StrEnum):
     """Airflow marks it done without running it (an EmptyOperator)."""
 
 
-class Condition(StrEnum):
+class AirflowCondition(StrEnum):
     """Why a stage may not run at all (`AirflowStage.condition`)."""
 
     BRANCH = "branch"
@@ -127,7 +129,7 @@ class AirflowStage:
     """The task's `retries` (capped at 100)."""
     demand: ResourceVector = EMPTY
     """What one of its task instances' pods requests (empty: nothing known)."""
-    condition: Condition | None = None
+    condition: AirflowCondition | None = None
     """Why the stage may be skipped, if it may."""
     skipped: bool = False
     """The run shows it skipped (or removed): it will not run."""
@@ -207,7 +209,7 @@ class AirflowJob:
         live = self.live_stages
         if not live:
             raise AirflowRefusal(
-                RefusalReason.NO_TASKS,
+                AirflowRefusalReason.NO_TASKS,
                 f"DAG {self.dag_id}: every task was skipped or left to Airflow, so no task "
                 "is left to schedule",
             )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from idlegate.sim.airflow.mapping import dag_id, map_dag, run_instances
-from idlegate.sim.airflow.model import AirflowJob, AirflowRefusal, RefusalReason
+from idlegate.sim.airflow.model import AirflowJob, AirflowRefusal, AirflowRefusalReason
 from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory
 from idlegate.sim.spec import MAX_TASK_SECONDS
 from idlegate.sim.timestamps import parse_time
@@ -83,7 +83,7 @@ def airflow_runs(obj: Mapping[str, Any], *, prior: float = DEFAULT_PRIOR) -> Air
         try:
             job = map_dag(obj, run=run, durations=out.history, prior=prior)
         except AirflowRefusal as exc:
-            if exc.reason is not RefusalReason.CHANGED:
+            if exc.reason is not AirflowRefusalReason.CHANGED:
                 raise
             out.left_out.append(f"{exc}; {LEAVE_OUT}")
             continue

@@ -45,28 +45,28 @@ from idlegate.sim.argo.mapping import (
     workflow_name,
 )
 from idlegate.sim.argo.model import (
+    ArgoCondition,
     ArgoJob,
     ArgoRefusal,
+    ArgoRefusalReason,
     ArgoSpec,
     ArgoStage,
-    Condition,
-    RefusalReason,
 )
-from idlegate.sim.argo.status import Observed, PodNode, canonical_path, node_id
+from idlegate.sim.argo.status import ObservedNodes, PodNode, canonical_path, node_id
 
 __all__ = [
     "DURATION_ANNOTATION",
     "GROUP",
     "TEMPLATE_KINDS",
     "WORKFLOW_KINDS",
+    "ArgoCondition",
     "ArgoJob",
     "ArgoRefusal",
+    "ArgoRefusalReason",
     "ArgoSpec",
     "ArgoStage",
-    "Condition",
-    "Observed",
+    "ObservedNodes",
     "PodNode",
-    "RefusalReason",
     "TemplateLookup",
     "canonical_path",
     "is_argo",

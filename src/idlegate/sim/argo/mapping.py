@@ -28,9 +28,15 @@ from typing import Any, NoReturn
 import networkx as nx
 
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.argo.model import ArgoJob, ArgoRefusal, ArgoStage, Condition, RefusalReason
+from idlegate.sim.argo.model import (
+    ArgoCondition,
+    ArgoJob,
+    ArgoRefusal,
+    ArgoRefusalReason,
+    ArgoStage,
+)
 from idlegate.sim.argo.requests import UnknownRequest, template_demand
-from idlegate.sim.argo.status import Observed
+from idlegate.sim.argo.status import ObservedNodes
 from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, DurationSource
 from idlegate.sim.graphs import cycle_path
 from idlegate.sim.resources import EMPTY, ResourceVector
@@ -104,7 +110,7 @@ def map_workflow(
     kind = obj.get("kind")
     if not is_argo(obj) or kind not in WORKFLOW_KINDS:
         raise ArgoRefusal(
-            RefusalReason.NOT_A_WORKFLOW,
+            ArgoRefusalReason.NOT_A_WORKFLOW,
             f"{kind or 'a document with no kind'} is not one of Argo's {', '.join(WORKFLOW_KINDS)}",
         )
     name = workflow_name(obj)
@@ -113,7 +119,7 @@ def map_workflow(
     if kind == "CronWorkflow" and isinstance(spec, Mapping):
         spec = spec.get("workflowSpec")
     if not isinstance(spec, Mapping):
-        raise ArgoRefusal(RefusalReason.INVALID, f"{where}: spec is missing or not a mapping")
+        raise ArgoRefusal(ArgoRefusalReason.INVALID, f"{where}: spec is missing or not a mapping")
     lookup = templates or {}
     spec, template_key = _with_workflow_template(spec, obj, lookup, where)
     if nodes is None:
@@ -128,13 +134,13 @@ def map_workflow(
         template_key=template_key,
         durations=durations,
         prior=prior,
-        observed=Observed.from_nodes(nodes, name),
+        observed=ObservedNodes.from_nodes(nodes, name),
         workflow_params=_params(spec.get("arguments"), {}),
     )
     walker.run(spec)
     if not walker.stages:
         raise ArgoRefusal(
-            RefusalReason.NO_PODS,
+            ArgoRefusalReason.NO_PODS,
             f"{where} runs no pod (only suspend, http or plugin templates), so there is "
             "nothing to schedule",
         )
@@ -165,7 +171,7 @@ def _with_workflow_template(
     base = lookup.get((kind, ref_name))
     if base is None:
         raise ArgoRefusal(
-            RefusalReason.MISSING_WORKFLOW_TEMPLATE,
+            ArgoRefusalReason.MISSING_WORKFLOW_TEMPLATE,
             f"{where} runs {kind} {ref_name!r}, which is not given; pass it along "
             "(in the same file, or the templates lookup)",
         )
@@ -215,7 +221,7 @@ class _Call:
     path: str
     deps: tuple[str, ...]
     params: dict[str, str]
-    condition: Condition | None
+    condition: ArgoCondition | None
     stack: tuple[tuple[str, str], ...]
     """(scope, template) of the calls it is nested in: a repeat is recursion."""
 
@@ -227,7 +233,7 @@ class _Walker:
     template_key: str
     durations: DurationLookup | None
     prior: float
-    observed: Observed
+    observed: ObservedNodes
     workflow_params: dict[str, str]
     stages: list[ArgoStage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -240,7 +246,7 @@ class _Walker:
         entry = spec.get("entrypoint")
         if not isinstance(entry, str) or not entry:
             raise ArgoRefusal(
-                RefusalReason.NO_ENTRYPOINT,
+                ArgoRefusalReason.NO_ENTRYPOINT,
                 f"{self.where} has no entrypoint, so nothing runs on its own (a library of "
                 "templates for templateRef); set spec.entrypoint to map it as a workflow",
             )
@@ -255,7 +261,7 @@ class _Walker:
             )
         for hook, body in (spec.get("hooks") or {}).items():
             if hook != "exit" and isinstance(body, Mapping):
-                call = _Call(f".hooks.{hook}", (), start.params, Condition.HOOK, ())
+                call = _Call(f".hooks.{hook}", (), start.params, ArgoCondition.HOOK, ())
                 self.invoke(body, scope, call)
 
     # -- calls -------------------------------------------------------------------------
@@ -268,18 +274,18 @@ class _Walker:
         key = (inner.label, str(template.get("name")))
         if key in call.stack:
             raise ArgoRefusal(
-                RefusalReason.RECURSION,
+                ArgoRefusalReason.RECURSION,
                 f"{self.where}: template {key[1]!r} calls itself (at {call.path or 'the entrypoint'}), "
                 "so how many stages it has is known only as it runs",
             )
         if template.get("daemon") or task.get("daemon"):
             raise ArgoRefusal(
-                RefusalReason.DAEMON,
+                ArgoRefusalReason.DAEMON,
                 f"{self.where}: {call.path or 'the entrypoint'} runs template {key[1]!r} as a "
                 "daemon, which keeps running beside its dependents; a job's tasks finish "
                 "before their dependents start",
             )
-        condition = call.condition or (Condition.WHEN if task.get("when") else None)
+        condition = call.condition or (ArgoCondition.WHEN if task.get("when") else None)
         sub = _Call(call.path, call.deps, params, condition, (*call.stack, key))
         kind = _kind(template)
         if kind in POD_KINDS:
@@ -294,7 +300,7 @@ class _Walker:
             exits = self.nested(template, inner, sub, kind, count)
         else:
             raise ArgoRefusal(
-                RefusalReason.INVALID,
+                ArgoRefusalReason.INVALID,
                 f"{self.where}: template {key[1]!r} has no container, script, resource, "
                 "data, containerSet, dag, steps, suspend, http or plugin",
             )
@@ -324,7 +330,7 @@ class _Walker:
                         f"{call.path}.hooks.{hook}",
                         call.deps,
                         call.params,
-                        Condition.HOOK,
+                        ArgoCondition.HOOK,
                         call.stack,
                     )
                     self.invoke(body, where, sub)
@@ -342,7 +348,7 @@ class _Walker:
             obj = self.lookup.get((kind, str(ref.get("name"))))
             if obj is None:
                 raise ArgoRefusal(
-                    RefusalReason.MISSING_WORKFLOW_TEMPLATE,
+                    ArgoRefusalReason.MISSING_WORKFLOW_TEMPLATE,
                     f"{self.where}: {path or 'the entrypoint'} uses {kind} "
                     f"{ref.get('name')!r}, which is not given; pass it along",
                 )
@@ -357,7 +363,7 @@ class _Walker:
         template = scope.templates.get(name)
         if template is None:
             raise ArgoRefusal(
-                RefusalReason.MISSING_TEMPLATE,
+                ArgoRefusalReason.MISSING_TEMPLATE,
                 f"{self.where}: {path or 'the entrypoint'} calls template {name!r}, which "
                 f"{scope.label} does not define; {_defined(name, scope.templates)}",
             )
@@ -394,7 +400,7 @@ class _Walker:
         skipped = self.observed.skipped_items(call.path)
         if tasks > MAX_TASKS_PER_STAGE:
             raise ArgoRefusal(
-                RefusalReason.TOO_MANY_STAGES,
+                ArgoRefusalReason.TOO_MANY_STAGES,
                 f"{self.where}: {call.path} fans out to {tasks} pods, more than a stage may "
                 f"have ({MAX_TASKS_PER_STAGE})",
             )
@@ -417,7 +423,7 @@ class _Walker:
         self.stages.append(stage)
         if len(self.stages) > MAX_STAGES:
             raise ArgoRefusal(
-                RefusalReason.TOO_MANY_STAGES,
+                ArgoRefusalReason.TOO_MANY_STAGES,
                 f"{self.where} has more than {MAX_STAGES:,} stages once flattened, more than "
                 "idlegate holds in memory for one workflow",
             )
@@ -504,7 +510,7 @@ class _Walker:
     def malformed(self, template: Mapping[str, Any], key: str, expected: str, got: Any) -> NoReturn:
         """Refuse a template whose `key` does not have the shape Argo expects."""
         raise ArgoRefusal(
-            RefusalReason.INVALID,
+            ArgoRefusalReason.INVALID,
             f"{self.where}: template {template.get('name')!r}: {key} must be {expected}, "
             f"not {_shape(got)}",
         )
@@ -519,7 +525,7 @@ class _Walker:
             for dep in deps:
                 if dep not in tasks:
                     raise ArgoRefusal(
-                        RefusalReason.BAD_DAG,
+                        ArgoRefusalReason.BAD_DAG,
                         f"{self.where}: task {name!r} of template {template.get('name')!r} "
                         f"depends on {dep!r}, which is no task of it",
                     )
@@ -527,7 +533,7 @@ class _Walker:
         cycle = cycle_path(graph)
         if cycle is not None:
             raise ArgoRefusal(
-                RefusalReason.BAD_DAG,
+                ArgoRefusalReason.BAD_DAG,
                 f"{self.where}: the tasks of template {template.get('name')!r} depend on each "
                 f"other in a cycle: {cycle}; break it by removing one of these dependencies",
             )
@@ -545,7 +551,7 @@ class _Walker:
             if isinstance(task.get("depends"), str) and _CONDITIONAL_DEPENDS.search(
                 task["depends"]
             ):
-                condition = condition or Condition.DEPENDS
+                condition = condition or ArgoCondition.DEPENDS
             sub = _Call(f"{call.path}.{name}", deps, call.params, condition, call.stack)
             exits_of[name] = self.invoke(task, scope, sub)
         chosen = wanted if wanted is not None else set(tasks)
@@ -573,7 +579,7 @@ class _Walker:
             )
             return EMPTY
         except IdlegateError as exc:
-            raise ArgoRefusal(RefusalReason.INVALID, str(exc)) from None
+            raise ArgoRefusal(ArgoRefusalReason.INVALID, str(exc)) from None
 
     def stage_name(self, path: str) -> str:
         """A DNS label from the node path (step groups left out); a hash of the path is
@@ -612,7 +618,7 @@ def _by_name(templates: Any, owner: str) -> dict[str, Mapping[str, Any]]:
     """`owner`'s `spec.templates` by name; INVALID unless it is a list (or absent)."""
     if templates is not None and not isinstance(templates, list):
         raise ArgoRefusal(
-            RefusalReason.INVALID,
+            ArgoRefusalReason.INVALID,
             f"{owner}: spec.templates must be a list of templates "
             f"(templates: [{{name: main, container: ...}}]), not {_shape(templates)}",
         )

@@ -23,7 +23,7 @@ from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import WorkflowSpec
 
 
-class RefusalReason(StrEnum):
+class ArgoRefusalReason(StrEnum):
     """Why a manifest does not map to a job (`ArgoRefusal.reason`)."""
 
     NOT_A_WORKFLOW = "not-a-workflow"
@@ -42,12 +42,12 @@ class ArgoRefusal(SpecError):
     """A manifest that does not map to a job; `reason` says which rule refused it and the
     message says why in a sentence."""
 
-    def __init__(self, reason: RefusalReason, message: str) -> None:
+    def __init__(self, reason: ArgoRefusalReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
 
-class Condition(StrEnum):
+class ArgoCondition(StrEnum):
     """Why a stage may not run at all (`ArgoStage.condition`)."""
 
     WHEN = "when"
@@ -84,7 +84,7 @@ class ArgoStage:
     """The template's `retryStrategy.limit` (capped at 100), 0 without one."""
     demand: ResourceVector = EMPTY
     """What one of its pods requests (`idlegate.sim.argo.requests`; empty: nothing)."""
-    condition: Condition | None = None
+    condition: ArgoCondition | None = None
     """Why the stage may be skipped, if it may."""
     skipped: bool = False
     """`status.nodes` shows it skipped or omitted: it will not run."""
@@ -157,7 +157,7 @@ class ArgoJob:
         stages = staged.live_specs(self.stages)
         if not stages:
             raise ArgoRefusal(
-                RefusalReason.NO_PODS,
+                ArgoRefusalReason.NO_PODS,
                 f"{self.kind} {self.name}: every stage is skipped, so no pod is left to schedule",
             )
         return ArgoSpec(stages=stages, parallelism=self.parallelism)

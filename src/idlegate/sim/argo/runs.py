@@ -34,7 +34,7 @@ from idlegate.sim.argo.mapping import (
     workflow_name,
 )
 from idlegate.sim.argo.model import ArgoJob
-from idlegate.sim.argo.status import Observed
+from idlegate.sim.argo.status import ObservedNodes
 from idlegate.sim.external import DEFAULT_PRIOR, DurationHistory, DurationLookup
 from idlegate.sim.timestamps import parse_time
 
@@ -84,7 +84,7 @@ def argo_run(
     job = map_workflow(obj, templates=template_index(objects), durations=durations, prior=prior)
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     name = workflow_name(obj)
-    observed = Observed.from_nodes(status.get("nodes"), name)
+    observed = ObservedNodes.from_nodes(status.get("nodes"), name)
     measured = tuple(observed.measured(s.path, ran) or None for s in job.live_stages)
     meta = obj.get("metadata") or {}
     start, end = parse_time(status.get("startedAt")), parse_time(status.get("finishedAt"))

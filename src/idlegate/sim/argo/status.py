@@ -7,7 +7,7 @@ of type ``Retry``. Its id is ``<workflow>-<fnv32a(name)>`` (`node_id`).
 
 The mapping names stages by the same scheme, relative to the workflow and with items
 reduced to their index (`canonical_path`): ``.A``, ``[0].hello1``, ``.B(1).C``. So a node
-of ``status.nodes`` is found in the job by its name alone, and `Observed` collects, from
+of ``status.nodes`` is found in the job by its name alone, and `ObservedNodes` collects, from
 one snapshot of the nodes, what the mapping could not know before the workflow ran:
 
 * how many items a fan-out has (`fanout`): the distinct indices of the nodes under it,
@@ -71,7 +71,7 @@ class PodNode:
 
 
 @dataclass
-class Observed:
+class ObservedNodes:
     """What one snapshot of ``status.nodes`` shows (see the module docstring)."""
 
     root: str = ""
@@ -83,7 +83,7 @@ class Observed:
     """Per stage path (items folded into their stage): its pod nodes."""
 
     @classmethod
-    def from_nodes(cls, nodes: Mapping[str, Any] | None, workflow: str) -> Observed:
+    def from_nodes(cls, nodes: Mapping[str, Any] | None, workflow: str) -> ObservedNodes:
         """Read `nodes` (``status.nodes``) of the workflow named `workflow`."""
         out = cls(root=workflow)
         if not nodes:

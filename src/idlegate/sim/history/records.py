@@ -4,7 +4,7 @@
 what happened to it); `parse_record` reads one from a plain workflow document or a
 `DagWorkflow` with the history keys (the format `idlegate.sim.history` describes), and
 `history_record` writes one back, so that the two read each other's output equal.
-`MeasuredDurations` is the simulator's duration model of a recorded workflow's jobs.
+`RecordedDurations` is the simulator's duration model of a recorded workflow's jobs.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ RECORD_KEYS = (
 
 
 @dataclass(frozen=True)
-class MeasuredDurations:
+class RecordedDurations:
     """A job's real task durations: drawn from each stage's measurements, else its estimate.
 
     `measured[i]` is stage i's list of measured durations (None: none were measured, the
@@ -76,7 +76,7 @@ FORECAST_KEYS = (
 and finish it forecast, when it really started (its finish: arrival + jctSeconds), and the
 replays' 80 % interval around the start and the finish before the pool's calibration
 widened it (what a restarted operator's calibration is rebuilt from:
-`api.forecast_refresh.resumed_calibration`), in the operator clock's epoch seconds (all
+`api.forecast_book.resumed_calibration`), in the operator clock's epoch seconds (all
 but the first three may be absent: records of operators before them)."""
 OPTIONAL_FORECAST_KEYS = frozenset(FORECAST_KEYS[3:])
 
@@ -114,12 +114,12 @@ class HistoryWorkflow:
     forecast: tuple[tuple[str, float], ...] | None = None
     """Its first forecast and its real start (`FORECAST_KEYS`, as pairs; None: none)."""
 
-    def durations(self) -> MeasuredDurations | None:
+    def durations(self) -> RecordedDurations | None:
         """The simulator's duration model for this workflow's jobs (None if nothing measured)."""
         if all(m is None for m in self.measured):
             return None
         estimates = tuple(float(s.task_duration_seconds) for s in self.spec.stages)
-        return MeasuredDurations(self.measured, estimates)
+        return RecordedDurations(self.measured, estimates)
 
 
 def parse_record(

@@ -38,7 +38,7 @@ Workloads:
   session of 3–4 short jobs, plus a share of uncorrelated Poisson jobs: arrivals that
   tell what comes next.
 * `push` — one trigger starts one long and several short workflows a few seconds apart.
-* `recurring` — named pipelines on cron-like schedules (`Schedule`: period, phase,
+* `recurring` — named pipelines on cron-like schedules (`PeriodicStarts`: period, phase,
   jitter), the same DAG and similar work every run, plus ad-hoc jobs.
 * `shift` — a regime shift: one generated workload, then another on the same cluster
   (TPC-H-like DAGs, then minute-scale pods by default).
@@ -68,7 +68,7 @@ The package, by concern (everything public is re-exported here, so
 * `airflow_shapes` — the `airflow-shapes` workload (Airflow example DAGs as exports).
 * `triggered` — what `follow` and `push` share (triggers releasing long and short jobs,
   `job_class`); `follow` and `push` — their configs and generators.
-* `schedule` — `Schedule`, a recurring start time (reused by cron-like resources).
+* `schedule` — `PeriodicStarts`, a recurring start time (reused by cron-like resources).
 * `recurring` — the `recurring` workload (`RecurringPipeline`, `RecurringConfig`).
 * `shift` — the `shift` workload (two generated phases on one cluster, `ShiftConfig`).
 * `file` — the `file` workload (workflow files and replayed histories).
@@ -148,7 +148,7 @@ from idlegate.sim.workloads.recurring import (
     recurring_workload,
 )
 from idlegate.sim.workloads.registry import CATALOGUE
-from idlegate.sim.workloads.schedule import Schedule
+from idlegate.sim.workloads.schedule import PeriodicStarts
 from idlegate.sim.workloads.shift import (
     PHASE_WORKLOADS,
     ShiftConfig,
@@ -217,10 +217,10 @@ __all__ = [
     "LagDistribution",
     "MixSource",
     "MixedConfig",
+    "PeriodicStarts",
     "PushConfig",
     "RecurringConfig",
     "RecurringPipeline",
-    "Schedule",
     "SeedLike",
     "ShiftConfig",
     "SizeDistribution",

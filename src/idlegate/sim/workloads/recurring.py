@@ -1,7 +1,7 @@
 """The `recurring` workload: named pipelines on cron-like schedules, plus ad-hoc jobs.
 
 A nightly job is followed by its consumers at fixed times; a dashboard refreshes every
-few minutes. Each `RecurringPipeline` has a name, a `Schedule` (period, phase, jitter)
+few minutes. Each `RecurringPipeline` has a name, a `PeriodicStarts` (period, phase, jitter)
 and a job it runs every time: the same DAG (one stage of `tasks` tasks, or a small
 TPC-H-like plan drawn once per pipeline with `job_shape: dag`) with a similar amount of
 work (its `work` times a log-normal factor of mean 1 and spread `spread` per run). A
@@ -45,7 +45,7 @@ from idlegate.sim.workloads.base import (
     as_rng,
     split_streams,
 )
-from idlegate.sim.workloads.schedule import Schedule
+from idlegate.sim.workloads.schedule import PeriodicStarts
 from idlegate.sim.workloads.sources import (
     MAX_TASK_SECONDS,
     JobShape,
@@ -65,7 +65,7 @@ class RecurringPipeline(Config):
 
     name: str
     """Lower-case letters, digits and '-' (a Kubernetes name), not starting with 'adhoc'."""
-    schedule: Schedule
+    schedule: PeriodicStarts
     """When it runs (period, phase, jitter in seconds)."""
     work: float = Field(gt=0, allow_inf_nan=False)
     """Mean work of a run (executor-seconds)."""
@@ -88,7 +88,7 @@ class RecurringPipeline(Config):
 def _pipeline(
     name: str, work: float, period: float, phase: float, jitter: float
 ) -> RecurringPipeline:
-    schedule = Schedule(period=period, phase=phase, jitter=jitter)
+    schedule = PeriodicStarts(period=period, phase=phase, jitter=jitter)
     return RecurringPipeline(name=name, schedule=schedule, work=work)
 
 

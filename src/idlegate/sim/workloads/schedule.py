@@ -1,6 +1,6 @@
 """A recurring schedule: every `period` seconds from `phase`, each start late by a jitter.
 
-`Schedule` is the one notion of "when does a recurring workflow start" in idlegate: the
+`PeriodicStarts` is the one notion of "when does a recurring workflow start" in idlegate: the
 `recurring` workload draws its runs from it, and a CronWorkflow-like resource of the
 operator can hold one and ask `next_after(now)` for its next nominal start. It is small
 on purpose: a period, a phase (the first nominal start) and a jitter (a run starts
@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from idlegate.config import Config
 
 
-class Schedule(Config):
+class PeriodicStarts(Config):
     """Nominal starts phase, phase + period, phase + 2·period, …; each run late by U[0, jitter)."""
 
     period: float = Field(gt=0, allow_inf_nan=False)
@@ -29,7 +29,7 @@ class Schedule(Config):
     """A run starts uniformly within this many seconds after its nominal time (< period)."""
 
     @model_validator(mode="after")
-    def _jitter_below_period(self) -> Schedule:
+    def _jitter_below_period(self) -> PeriodicStarts:
         if self.jitter >= self.period:
             raise ValueError(
                 f"jitter ({self.jitter:g} s) must be shorter than the period "
@@ -53,8 +53,8 @@ class Schedule(Config):
         late = rng.random(count) * self.jitter
         return self.nominal(np.arange(count)) + late
 
-    def scaled(self, factor: float) -> Schedule:
+    def scaled(self, factor: float) -> PeriodicStarts:
         """The same schedule with every time (period, phase, jitter) times `factor`."""
-        return Schedule(
+        return PeriodicStarts(
             period=self.period * factor, phase=self.phase * factor, jitter=self.jitter * factor
         )

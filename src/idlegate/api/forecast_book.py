@@ -1,27 +1,31 @@
-"""The operator's forecasts: one pool's refresh, kept forecasts and their errors.
+"""The operator's forecasts: one pool's forecasts, kept forecasts and their errors.
 
-A pool's :class:`ForecastRefresh` runs `idlegate.sim.forecast.forecast` off the decision's
-path (docs/research/forecasts.md, "In the operator"):
+A pool's forecasts run `idlegate.sim.forecast.forecast` off the decision's path
+(docs/research/forecasts.md, "In the operator"). Their state and pure steps are here
+(:class:`ForecastBook`: the request, the result taken back, the scores); their runtime,
+when a refresh runs, where its replays run and the apply step that writes status, metrics
+and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefresh`):
 
 * **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
-  the pool's set of workflows changed (one arrived or ended: :meth:`changed`, after each
-  event); at most one refresh runs at a time, a change during one asks for the next, and
-  refreshes take at most `DUTY` of the time (a refresh that took T seconds of CPU is
-  followed by none for T·(1/DUTY − 1)). Its CPU, not its wall time: the wall time of the
-  first includes the replay process's start (half a minute on a busy node), and a duty
-  charged with that starved a burst of forecasts for minutes; the process starts with the
-  operator (:meth:`ForecastRefresh.warm`), not with the first refresh.
+  the pool's set of workflows changed (one arrived or ended:
+  `ForecastRefresh.changed`, after each event); at most one refresh runs at a time, a
+  change during one asks for the next, and refreshes take at most `DUTY` of the time (a
+  refresh that took T seconds of CPU is followed by none for T·(1/DUTY − 1):
+  `after_duty`). Its CPU, not its wall time: the wall time of the first includes the
+  replay process's start (half a minute on a busy node), and a duty charged with that starved a burst of forecasts for minutes; the process starts with the
+  operator (`ForecastRefresh.warm`), not with the first refresh.
 * **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
   state (`sim.rollout.planning_fork`, at the loop's time) and says which scheduler to
-  replay (never the deciding one: each replay resets it); :func:`compute` replays them
+  replay (never the deciding one: each replay resets it), frozen in a `ForecastRequest`;
+  `api.forecast_request.compute` replays them
   away from the decisions; back in the loop :meth:`take` turns the result into each
   workflow's `api.forecast_status` forecast. The forecast's seconds are the cluster's,
   which are the operator clock's (the status's timestamps): no conversion is needed.
 * **Where.** With ``--forecast-workers process`` (the default) in the operator's one
-  `api.forecast_replay.ReplayProcess`, shared by its pools: the fork is plain data,
+  `operator.forecasting.process.ReplayProcess`, shared by its pools: the fork is plain data,
   pickled to it; the scheduler goes as its spec and is built there once per spec (a
-  model file is not pickled). So the replays' objects are not the operator's heap (whose cyclic collections
-  run in whichever thread allocates, often the deciding one) and the replays hold no lock
+  model file is not pickled). So the replays' objects are not the operator's heap (whose
+  cyclic collections run in whichever thread allocates, often the deciding one) and the replays hold no lock
   the decisions need. With ``thread`` a worker thread of the pool runs them in the
   operator's process, sharing its interpreter; a pool driven without an event loop
   (tests) refreshes in place. The same state and seed give the same forecast in each.
@@ -32,7 +36,7 @@ path (docs/research/forecasts.md, "In the operator"):
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
   forecast evaluate` measures (an ExecutorPool without queues that inherits ``queues``
   invents ``poisson``, and says so: `api.pool_spec.pool_arrivals`). Their templates are
-  the pool's last `TEMPLATES` arrivals (:attr:`ForecastRefresh.recent`, kept as they
+  the pool's last `TEMPLATES` arrivals (:attr:`ForecastBook.recent`, kept as they
   arrive, finished ones included: the cluster keeps no finished workflow's DAG), frozen in
   the loop (`Recent`); the worker draws the futures from a generator seeded by the
   refresh's seed, so the same state and seed give the same forecast.
@@ -49,14 +53,14 @@ path (docs/research/forecasts.md, "In the operator"):
   (:attr:`kept`) until it starts and ends; its absolute errors then go to
   ``idlegate_forecast_error_seconds`` (per pool, queue, start|finish), to the pool's
   interval calibration (`sim.forecast_calibration`), to whether its interval held it
-  (:meth:`ForecastRefresh.coverage`, what a what-if says of how sure it is), and, for a
+  (:meth:`ForecastBook.coverage`, what a what-if says of how sure it is), and, for a
   DagWorkflow or an Argo
   Workflow, to its history record (its payload's ``forecast_made``, with the replays'
   interval before the calibration widened it: `history_forecast`).
 * **After a restart.** The calibration is not kept apart: it is a function of the
   resolved forecasts, which the history records hold. With a history sink
   (``--history-file``), a restarted pool rebuilds it from its last `WINDOW` records there
-  (:meth:`ForecastRefresh.resume_from`, `resumed_calibration`), each finished DagWorkflow
+  (:meth:`ForecastBook.resume_from`, `resumed_calibration`), each finished DagWorkflow
   or Argo Workflow giving back its start and finish scores, and goes on from there. The
   same records lead its recent arrivals, merged by arrival with the workflows it rebuilt,
   and the log the invented arrivals' rate is estimated from (`resume_recent`: the
@@ -74,36 +78,29 @@ path (docs/research/forecasts.md, "In the operator"):
 A forecast that cannot be computed (a stage with no estimate, a scheduler that raised) is an
 `Unavailable` with why, never a number. A refresh that fails as a whole is logged as a
 Warning and counted (``idlegate_forecast_refresh_errors_total``); decisions never wait on
-it. Pure but for the thread or process the replays run in; no kopf, no API.
+it. Pure: no thread, no process, no clock of its own, no kopf, no API.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import functools
+import dataclasses
 import logging
 import math
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.forecast_replay import (
-    ReplayProcess,
-    Snapshot,
-    compute,
-    replayed_spec,
-    scheduler_copy,
-)
+from idlegate.api.forecast_request import ForecastRequest, replayed_spec, scheduler_copy
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
+from idlegate.sim.forecast import PoolForecast
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
@@ -133,6 +130,12 @@ seconds of CPU (the fork and the result in the event loop, the replays where the
 the next waits until T·(1/DUTY − 1) has passed, so a pool whose workflows change all the
 time is not replayed back to back (the replays hold the interpreter's lock that the
 decisions need, or a core). CPU, not wall: module docstring, "When"."""
+
+
+def after_duty(now: float, charged: float) -> float:
+    """When the next refresh may start, the last one having ended at `now` and taken
+    `charged` seconds of CPU: refreshes take at most `DUTY` of the time."""
+    return now + charged * (1 / DUTY - 1)
 
 
 Shown = Forecast | Unavailable
@@ -188,7 +191,7 @@ def _finite(*values: float) -> bool:
 def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Shown:
     """A `sim.forecast` entry made at `made` as a status's forecast, its intervals widened
     by `calibration` (start, finish)."""
-    if isinstance(entry, sim_forecast.Unavailable):
+    if isinstance(entry, sim_forecast.WorkflowUnavailable):
         return Unavailable(made, entry.reason)
     start = calibration["start"].widen(entry.start, made, earliest=made)
     # (a waiting workflow's finish is as far off as its start: widened by the start's
@@ -212,12 +215,13 @@ def queue_name(cluster: Cluster, job: Job) -> str:
     return admission.queues[job.queue].name if admission is not None else ""
 
 
-class ForecastRefresh:
-    """One pool's forecasts (module docstring). `cluster`, `scheduler` (a callable: the
-    pool's deciding policy now), `spec` and `learns` say what to fork and replay; `later`
-    arms a timer on the operator's clock (`Bridge.later`); `write` takes the DagWorkflows
-    whose status must be written again; `metrics` the pool's (`operator.metrics.Metrics`);
-    `process` the operator's replay process (None: a worker thread of the pool's own)."""
+class ForecastBook:
+    """One pool's forecasts, as state and pure steps (module docstring): `request` freezes
+    what a refresh replays, `take` turns what came back into each workflow's forecast,
+    `score` resolves the kept ones. `cluster`, `scheduler` (a callable: the pool's deciding
+    policy now, its spec and what a portfolio learns) say what to fork and replay; `now`
+    is the operator's clock. When it runs, where, and what is written of it:
+    `operator.forecasting.refresh.ForecastRefresh`."""
 
     def __init__(
         self,
@@ -225,17 +229,10 @@ class ForecastRefresh:
         scheduler: Callable[[], tuple[Scheduler, str | None, Any]],
         *,
         now: Callable[[], float],
-        later: Callable[[str, float, Callable[[], Any]], None],
-        write: Callable[[list[Any]], None],
-        metrics: Any = None,
-        interval: float = INTERVAL,
-        debounce: float = DEBOUNCE,
         replays: int = REPLAYS,
         budget: int = sim_forecast.BUDGET,
         seconds: float | None = sim_forecast.SECONDS,
         arrivals: str = "none",
-        key: str = "forecast",
-        process: ReplayProcess | None = None,
         times: TaskTimes | None = None,
     ) -> None:
         if arrivals not in ARRIVALS:
@@ -253,12 +250,10 @@ class ForecastRefresh:
         self.resumed_log: list[tuple[float, float]] = []
         """(arrival, work) of the last arrivals the history sink's records gave back
         (`resume_from`): the pool's own log (the cluster's) starts at the restart, so the
-        invented arrivals' rate is estimated from these and it (`Snapshot.rate_log`)."""
+        invented arrivals' rate is estimated from these and it (`ForecastRequest.rate_log`)."""
         self._last_id = -1
-        self.scheduler = scheduler
-        self.now, self.later, self.write, self.metrics = now, later, write, metrics
-        self.interval, self.debounce = interval, debounce
-        self.replays, self.budget, self.seconds, self.key = replays, budget, seconds, key
+        self.scheduler, self.now = scheduler, now
+        self.replays, self.budget, self.seconds = replays, budget, seconds
         self.shown: dict[str, Shown] = {}
         """Owner uid → its last forecast (what the visibility API and the page show)."""
         self.kept: dict[int, Kept] = {}
@@ -273,9 +268,6 @@ class ForecastRefresh:
         held its actual inside the interval shown (`coverage`)."""
         self.resuming: Future[Tail] | None = None
         """The pool's records in the history sink, being read (`resume_from`)."""
-        self.running: asyncio.Future[Any] | None = None
-        self.again = False
-        """A change came while a refresh ran: refresh again when it ends."""
         self.refreshes = 0
         self.taken = 0
         """Refreshes whose result was taken back (last: after every workflow's forecast)."""
@@ -283,45 +275,11 @@ class ForecastRefresh:
         """CPU seconds of each refresh's forecast (the benchmark reads them)."""
         self._schedulers: dict[str, Scheduler] = {}
         """The replays' schedulers by spec (used by one refresh at a time)."""
-        self.not_before = -math.inf
-        """No refresh starts before this (operator clock; `DUTY`)."""
-        self.cpu_clock = time.thread_time
-        """The event loop's CPU clock, which charges the fork and the result to `DUTY`."""
-        self._charged = 0.0
-        """CPU seconds of the running refresh so far (its fork, in the event loop)."""
-        self._seen: tuple[int, int, bool] = (0, -1, True)
-        self._armed_change = self._ticking = False
-        self._tick_at = -math.inf
-        """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
-        self.process = process
-        self._executor = (
-            ThreadPoolExecutor(1, thread_name_prefix="idlegate-forecast")
-            if process is None
-            else None
-        )
-        self._closed = False
-
-    # -- when ------------------------------------------------------------------------------
-
-    def changed(self) -> None:
-        """Event loop, after each event of the pool (cheap: two reads): if its workflows
-        changed (one arrived or ended), refresh `debounce` seconds from now, once for all
-        the changes meanwhile. The first call also arms the scheduled refresh."""
-        jobs = self.cluster.jobs
-        # (ids grow: an arrival moves the last; the pool's task times becoming ready too)
-        seen = (len(jobs), jobs[-1].id if jobs else -1, self.unknown() is None)
-        if seen == self._seen or self._closed:
-            return
-        self._seen = seen
-        self.note_arrivals()
-        now = self.now()
-        if not self._ticking or now > self._tick_at + self.interval:  # (none, or lost)
-            self._ticking = True
-            self._tick_at = now + self.interval
-            self._arm(self.key, self._tick_at, self._tick)
-        if not self._armed_change:
-            self._armed_change = True
-            self._arm(f"{self.key}-change", self.now() + self.debounce, self._on_change)
+        self.ships = False
+        """Whether its requests cross to a replay process (the scheduler goes as its spec)."""
+        self.asked: dict[int, dict[int, tuple[Job, Any]]] = {}
+        """The last request's seed → its workflows' jobs and owners by job id: the
+        operator's objects, which stay behind while the request's replays run."""
 
     def note_arrivals(self) -> None:
         """Event loop: the workflows that arrived since the last call join `recent` (the
@@ -347,121 +305,6 @@ class ForecastRefresh:
                 made = payload.forecast_made
                 told = job.first_start is not None
                 self.kept[job.id] = Kept(job, queue, made, start, finish, start_told=told)
-
-    def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
-        async def fired() -> None:
-            fire()
-
-        try:
-            self.later(key, at, fired)
-        except RuntimeError:  # (timers not started: a pool driven by hand refreshes by `poke`)
-            self._armed_change = self._ticking = False
-
-    def _tick(self) -> None:
-        if self._closed:
-            return
-        self._tick_at = self.now() + self.interval
-        self.poke()
-        self._arm(self.key, self._tick_at, self._tick)
-
-    def _on_change(self) -> None:
-        self._armed_change = False
-        self.poke()
-
-    def poke(self) -> None:
-        """Event loop: start a refresh now, unless one runs (then one follows it)."""
-        if self._closed:
-            return
-        if self.running is not None:
-            self.again = True
-            return
-        now = self.now()
-        if now < self.not_before:  # (the duty cap: once, when it allows)
-            if not self._armed_change:
-                self._armed_change = True
-                self._arm(f"{self.key}-change", self.not_before, self._on_change)
-            return
-        began = self.cpu_clock()
-        unknown = self.unknown()
-        if unknown is not None:  # (nothing to replay: said at once, in the loop)
-            snapshot = self.request()
-            self._charged = self.cpu_clock() - began
-            self.take(snapshot, sim_forecast.unavailable(snapshot.fork, unknown), 0.0)
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # (a pool driven without a loop: refresh in place)
-            snapshot = self.request()
-            self._charged = self.cpu_clock() - began
-            self.take(snapshot, *compute(snapshot, self.replays, self.budget, self.seconds))
-            return
-        try:
-            snapshot = self.request()
-            self._charged = self.cpu_clock() - began
-            if self.process is not None:
-                work = self.process.submit(snapshot, self.replays, self.budget, self.seconds)
-                self.running = asyncio.wrap_future(work, loop=loop)
-            else:
-                call = functools.partial(compute, snapshot, self.replays, self.budget, self.seconds)
-                self.running = loop.run_in_executor(self._executor, call)
-        except Exception as exc:  # a refresh never stops the pool
-            self._failed(exc)
-            return
-        self.running.add_done_callback(functools.partial(self._ended, snapshot))
-
-    def _ended(self, snapshot: Snapshot, running: asyncio.Future[Any]) -> None:
-        self.running = None
-        if self._closed or running.cancelled():
-            return
-        try:
-            self.take(snapshot, *running.result())
-        except Exception as exc:
-            self._failed(exc)
-        if self.again:
-            self.again = False
-            self.poke()
-
-    def _failed(self, exc: Exception) -> None:
-        log.warning(
-            "A forecast refresh failed (%s: %s); the pool decides on.", type(exc).__name__, exc
-        )
-        if self.metrics is not None:
-            self.metrics.forecast_refresh_errors.inc()
-
-    async def idle(self) -> None:
-        """Until no refresh runs (tests)."""
-        while self.running is not None:
-            await asyncio.wait([self.running])
-            await asyncio.sleep(0)
-
-    def warm(self) -> None:
-        """Start the replay process now (the operator's start), not with the first refresh:
-        a replay of an empty pool there builds the scheduler the refreshes replay and
-        imports what they need, so the first refresh comes as soon as the later ones do.
-        A warm-up that fails is logged; the first refresh then starts the process again."""
-        if self.process is None or self._closed:
-            return
-        _, spec, learns = self.scheduler()
-        wanted = replayed_spec(spec, learns) or "fifo"  # (an object given: the interpreter)
-        snap = Snapshot(Cluster(1), None, 0, spec=wanted)
-        try:
-            warming = self.process.submit(snap, 1, 1, None)
-        except Exception as exc:
-            log.info(
-                "The forecasts' replay process did not start (%s); its first refresh will.", exc
-            )
-            return
-        warming.add_done_callback(_warmed)
-
-    def close(self) -> None:
-        self._closed = True
-        if self.running is not None:
-            self.running.cancel()
-            self.running = None
-        if self._executor is not None:  # (a replay process is the operator's to close)
-            self._executor.shutdown(wait=False, cancel_futures=True)
-
-    # -- the work --------------------------------------------------------------------------
 
     def resume_from(self, records: Future[Tail]) -> None:
         """Resume from the pool's last records in the history sink (module docstring, "After
@@ -497,14 +340,13 @@ class ForecastRefresh:
         )
 
     def _not_resumed(self, what: str, exc: Exception) -> None:
+        """A resume that failed: logged (and counted, by the runtime)."""
         log.warning(
             "%s not resumed from the history sink (%s: %s); its intervals start cold.",
             what,
             type(exc).__name__,
             exc,
         )
-        if self.metrics is not None:
-            self.metrics.forecast_calibration_errors.inc()
 
     def resume_recent(self, records: Iterable[HistoryWorkflow]) -> None:
         """Event loop: the finished workflows of `records` (the pool's in its history sink,
@@ -549,10 +391,10 @@ class ForecastRefresh:
             "stretch) is not known yet; its forecast follows once they have"
         )
 
-    def request(self) -> Snapshot:
-        """Event loop: a fork of the pool at the loop's time, and a scheduler copy. Kept
-        forecasts whose workflow started or ended since are scored first (after the
-        calibration resumed, if its records were read)."""
+    def request(self) -> ForecastRequest:
+        """Event loop: a fork of the pool at the loop's time, and a scheduler copy (its
+        spec, if the request `ships`). Kept forecasts whose workflow started or ended since
+        are scored first (after the calibration resumed, if its records were read)."""
         now = self.now()
         self.note_arrivals()  # (a rebuilt workflow's first forecast kept before it is scored)
         self._resume()
@@ -564,16 +406,14 @@ class ForecastRefresh:
         policy, spec, learns = self.scheduler()
         self.refreshes += 1
         wanted = replayed_spec(spec, learns)
-        if self.process is not None and wanted is not None:  # (built there: `compute`)
-            snap = Snapshot(fork, None, self.refreshes, spec=wanted)
+        arrivals = self.with_arrivals(fork)
+        if self.ships and wanted is not None:  # (built there: `compute`)
+            request = ForecastRequest(fork, None, self.refreshes, *arrivals, spec=wanted)
         else:
             copied = scheduler_copy(policy, spec, learns, self._schedulers)
-            snap = Snapshot(fork, copied, self.refreshes)
-        self.with_arrivals(snap)
-        for job in self.cluster.jobs:
-            snap.owners[job.id] = job.payload
-            snap.jobs[job.id] = job
-        return snap
+            request = ForecastRequest(fork, copied, self.refreshes, *arrivals)
+        self.asked = {request.seed: {j.id: (j, j.payload) for j in self.cluster.jobs}}
+        return request
 
     def live(self, fork: Cluster) -> None:
         """Event loop: the jobs of `fork` (the pool's, forked now) draw the tasks of a stage
@@ -594,46 +434,49 @@ class ForecastRefresh:
             if isinstance(job.payload, MeasuredDurations):
                 job.payload = job.payload.frozen(times)
 
-    def with_arrivals(self, snap: Snapshot) -> None:
-        """Event loop: `snap`'s replays invent the pool's `arrivals`, copies of its `recent`
-        frozen now (a refresh's, and a what-if's on the pool)."""
-        snap.arrivals = self.arrivals
+    def with_arrivals(
+        self, fork: Cluster
+    ) -> tuple[str, tuple[Recent, ...], list[tuple[float, float]] | None]:
+        """Event loop: what the replays of `fork` (the pool's, forked now) invent: the
+        pool's `arrivals`, copies of its `recent` frozen now, and the log of their rate
+        (`ForecastRequest`'s; a refresh's, and a what-if's on the pool)."""
         # (a pool's arrivals may change at run time: its start prior follows them)
         self.calibration["start"].prior = start_prior(
             self.arrivals != "none", self.times is not None
         )
-        if self.arrivals != "none":
-            self.note_arrivals()
-            snap.recent = templates(self.recent)
-            if self.resumed_log:  # (the pool's own log starts at its restart)
-                own = snap.fork.arrival_log[-RATE_WINDOW:]
-                snap.rate_log = sorted([*self.resumed_log, *own])
+        if self.arrivals == "none":
+            return self.arrivals, (), None
+        self.note_arrivals()
+        rate_log = None
+        if self.resumed_log:  # (the pool's own log starts at its restart)
+            own = fork.arrival_log[-RATE_WINDOW:]
+            rate_log = sorted([*self.resumed_log, *own])
+        return self.arrivals, templates(self.recent), rate_log
 
-    def for_what_if(self, snap: Snapshot) -> dict[str, Calibration]:
-        """Event loop: a what-if's `snap` set up as the pool's refresh sets up its own
-        (`with_arrivals`), and a copy of the calibration to widen its interval (the loop
-        records scores while the worker thread reads it); its replays draw from the pool's
-        own task times as the refresh's do (`live`). The history sink's records are
-        taken first if read (`_resume`): a what-if asked after a restart, before the pool's
-        first refresh, has the resumed calibration and arrivals, not cold ones."""
+    def for_what_if(
+        self, request: ForecastRequest
+    ) -> tuple[ForecastRequest, dict[str, Calibration]]:
+        """Event loop: a what-if's `request` as the pool's refresh asks its own (its
+        arrivals: `with_arrivals`), and a copy of the calibration to widen its interval
+        (the loop records scores while the worker thread reads it); its replays draw from
+        the pool's own task times as the refresh's do (`live`). The history sink's records
+        are taken first if read (`_resume`): a what-if asked after a restart, before the
+        pool's first refresh, has the resumed calibration and arrivals, not cold ones."""
         self._resume()
-        self.live(snap.fork)
-        self.with_arrivals(snap)
-        return copy.deepcopy(self.calibration)
+        self.live(request.fork)
+        arrivals, recent, rate_log = self.with_arrivals(request.fork)
+        asked = dataclasses.replace(request, arrivals=arrivals, recent=recent, rate_log=rate_log)
+        return asked, copy.deepcopy(self.calibration)
 
-    def take(self, snap: Snapshot, result: sim_forecast.Forecast, cpu: float) -> None:
-        """Event loop: the refresh's `result` (of `snap`, taking `cpu` seconds) becomes
-        each workflow's forecast; the DagWorkflows whose forecast moved are written. The
-        refresh's CPU (its fork, `cpu`, and this) is charged to `DUTY`."""
-        began = self.cpu_clock()
+    def take(self, request: ForecastRequest, result: PoolForecast, cpu: float) -> list[Any]:
+        """Event loop: the refresh's `result` (of `request`, taking `cpu` seconds) becomes
+        each workflow's forecast (`shown`, its first one `kept`); returns the DagWorkflows
+        whose forecast moved, to be written."""
         self.cpu.append(cpu)
-        now = self.now()
-        if self.metrics is not None:
-            self.metrics.forecast_refresh_seconds.observe(cpu)
         made, dirty = result.now, []
+        owned = self.asked.pop(request.seed, {})
         for entry in result.workflows:
-            job = snap.jobs.get(entry.job_id)
-            payload: Any = snap.owners.get(entry.job_id)
+            job, payload = owned.get(entry.job_id, (None, None))
             owner = getattr(payload, "owner", None)
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
@@ -655,11 +498,8 @@ class ForecastRefresh:
         live = {o.uid for j in self.cluster.jobs if (o := getattr(j.payload, "owner", None))}
         for uid in [u for u in self.shown if u not in live]:
             del self.shown[uid]
-        if dirty:
-            self.write(dirty)
         self.taken += 1
-        charged = self._charged + cpu + max(0.0, self.cpu_clock() - began)
-        self.not_before = now + charged * (1 / DUTY - 1)
+        return dirty
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
@@ -682,9 +522,6 @@ class ForecastRefresh:
                 self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
                 self._held("finish", f.finish_interval, job.finish)
                 del self.kept[job_id]
-        if self.metrics is not None:
-            for queue, which, error in out:
-                self.metrics.forecast_error.labels(queue, which).observe(error)
         return out
 
     def _held(self, which: str, interval: tuple[float, float], actual: float) -> None:
@@ -696,14 +533,6 @@ class ForecastRefresh:
         operator started), how many held their actual inside the interval shown, and of how
         many (a what-if's answer says it: `api.forecast_whatif.sureness`)."""
         return {which: (sum(held), len(held)) for which, held in self.held.items()}
-
-
-def _warmed(warming: Future[Any]) -> None:
-    if not warming.cancelled() and (exc := warming.exception()) is not None:
-        log.info("The forecasts' replay process did not warm up (%s); its first refresh will.", exc)
-
-
-# -- in the history, and advise's line --------------------------------------------------------
 
 
 def history_forecast(
@@ -730,7 +559,7 @@ def history_forecast(
 def resumed_calibration(records: Iterable[HistoryWorkflow]) -> dict[str, Calibration]:
     """The calibration (start, finish) that `records` (a pool's, oldest first) give: each
     record's first forecast, with the replays' interval it stored, scored against its real
-    start and finish as `ForecastRefresh.score` scored it (the last `WINDOW` of each kind).
+    start and finish as `ForecastBook.score` scored it (the last `WINDOW` of each kind).
     A record without the interval (an older operator's) gives none. SpecError (a
     sentence) if a stored interval does not hold its forecast (low ≤ forecast ≤ high):
     the stored calibration is corrupt, and the caller starts cold."""

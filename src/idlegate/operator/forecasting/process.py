@@ -1,0 +1,88 @@
+"""The operator's replay process: where its pools' forecast replays and portfolio rounds run.
+
+One ``spawn``ed interpreter for all the pools (`ReplayProcess`), which builds each
+scheduler from its spec once per spec (`api.forecast_request.compute`), so that the
+replays' objects are not in the deciding interpreter's heap and hold none of its lock.
+What crosses is plain data: a frozen `ForecastRequest` there, a pure result back. A process
+that dies or raises fails that refresh (`ForecastRefresh` counts it); the next starts a
+new one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from idlegate.api.forecast_request import ForecastRequest, compute
+from idlegate.sim.forecast import PoolForecast
+
+T = TypeVar("T")
+
+
+NICENESS = 10
+"""How much lower the replay process's CPU priority is than the operator's (`os.nice`):
+where the two share a core (a pod's CPU limit, a small node), a decision waits behind
+the replays less (docs/research/forecasts.md, "In pairs, off and on in turn")."""
+
+
+def behind() -> None:
+    """In the replay process as it starts: `NICENESS` below the operator's priority. A
+    platform without `os.nice` runs the replays at the operator's."""
+    nice = getattr(os, "nice", None)
+    if nice is not None:
+        nice(NICENESS)
+
+
+def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
+    """The replay process's executor: one process, started as `context` says, `behind`."""
+    return ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context(context), initializer=behind
+    )
+
+
+class ReplayProcess:
+    """The operator's replay process (`api.forecast_book`'s docstring, "Where"): one for
+    all its pools, for their forecasts' replays and their portfolios' rounds,
+    started by the first refresh and again by the next one after it died, stopped by
+    `close`. Its pools run at most one refresh each, queued to it in turn. `context` is
+    how it starts (``spawn``: a fresh interpreter, never a fork of the operator, whose
+    threads may hold locks a forked child would inherit held)."""
+
+    def __init__(self, context: str = "spawn") -> None:
+        self.context = context
+        self._executor: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    def submit(
+        self, request: ForecastRequest, replays: int, budget: int, seconds: float | None
+    ) -> Future[tuple[PoolForecast, float]]:
+        """`compute` of `request` in the process (a new one if the last died). RuntimeError:
+        closed."""
+        return self.call(compute, request, replays, budget, seconds)
+
+    def call(self, work: Callable[..., T], *args: Any) -> Future[T]:
+        """`work(*args)` in the process, after the work queued before it (a new process if
+        the last died): a forecast's replays (`submit`) or a portfolio's round
+        (`policy.portfolio.apart.play_apart`). `work` and `args` cross by pickling.
+        RuntimeError: closed."""
+        if self._closed:
+            raise RuntimeError("the replay process is closed")
+        if self._executor is None:
+            self._executor = replay_executor(self.context)
+        try:
+            return self._executor.submit(work, *args)
+        except BrokenProcessPool:  # (it died since the last call, which failed: a new one)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            return self.call(work, *args)
+
+    def close(self) -> None:
+        """Stop the process (a refresh it runs is dropped); no refresh starts after."""
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
