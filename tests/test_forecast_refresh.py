@@ -221,6 +221,18 @@ def test_a_burst_that_goes_on_arriving_is_forecast_once_it_is_quiet(
         assert refresh.refreshes == 1
         await refresh.idle()
         assert len(refresh.shown) == 3  # (the whole burst, in one refresh)
+        # the scheduled refresh, due 1 s into a burst, leaves it to the change's
+        at, tick = timers.pop("forecast")
+        arrive(cluster, at - 1.0, 90)
+        refresh.changed()
+        cluster.advance(at)
+        await tick()
+        assert refresh.refreshes == 1 and "forecast" in timers  # (and the next is armed)
+        at, fire = timers.pop("forecast-change")
+        cluster.advance(at)
+        await fire()
+        assert refresh.refreshes == 2
+        await refresh.idle()
         # a stream that never pauses is forecast `interval` after its change all the same
         began = cluster.now
         fired = []
@@ -232,7 +244,7 @@ def test_a_burst_that_goes_on_arriving_is_forecast_once_it_is_quiet(
                 await fire()
                 fired.append((at, refresh.refreshes))
         # it refreshed `interval` after the stream's first arrival, not before
-        assert (began + 1.0 + 30.0, 2) in fired and fired[0][1] == 1
+        assert (began + 1.0 + 30.0, 3) in fired and fired[0][1] == 2
         await refresh.idle()
         refresh.close()
 

@@ -365,10 +365,15 @@ class ForecastRefresh:
             self._armed_change = self._ticking = False
 
     def _tick(self) -> None:
+        """The scheduled refresh; within a burst (a workflow arrived less than `debounce`
+        ago, the change's refresh armed) it leaves the refresh to the change's, which
+        comes once the burst is over (`_on_change`)."""
         if self._closed:
             return
-        self._tick_at = self.now() + self.interval
-        self.poke()
+        now = self.now()
+        self._tick_at = now + self.interval
+        if not (self._armed_change and now < self._last_change + self.debounce):
+            self.poke()
         self._arm(self.key, self._tick_at, self._tick)
 
     def _on_change(self) -> None:
