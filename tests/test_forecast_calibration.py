@@ -9,6 +9,7 @@ from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import (
     COVERAGE,
     FINISH_PRIOR,
+    LIVE_COLD,
     LIVE_MIN_SCORES,
     MIN_SCORES,
     START_PRIOR,
@@ -121,25 +122,40 @@ def test_a_calibration_without_an_earlier_one_ignores_the_start():
     assert cal.widen(ends, 0.0, start=Span(100.0, 100.0, 100.0)) == cal.widen(ends, 0.0)
 
 
-def test_a_live_pool_has_no_prior_and_takes_its_own_scores_as_soon_as_they_say_anything() -> None:
+def test_a_live_pool_has_no_fitted_prior_and_takes_its_own_scores_as_soon_as_they_say_anything() -> (
+    None
+):
     """A pool that learns its own task times (issue 80) is widened by its own forecasts'
     scores, not by a prior fitted on the simulator's runs, from the fourth: the fewest whose
-    conformal quantile, ⌈(n + 1) · 0.8⌉-th, exists (with four, their largest)."""
+    conformal quantile, ⌈(n + 1) · 0.8⌉-th, exists (with four, their largest). Before them
+    its start widens by the stated cold default, a quarter of the lead a side, and a
+    waiting workflow's finish by that over its wait (before: the replays' bare interval,
+    which held 7-55 % of a cold pool's starts live)."""
     fresh = calibrations(live=True)
-    assert fresh["start"].prior is None and fresh["finish"].prior is None
+    assert fresh["start"].prior == LIVE_COLD == 0.25 and fresh["finish"].prior is None
     assert fresh["start"].least == fresh["finish"].least == LIVE_MIN_SCORES == 4
-    assert calibrations(invented=True, live=True)["start"].prior is None
+    assert calibrations(invented=True, live=True)["start"].prior == LIVE_COLD
     start = fresh["start"]
+    # cold: a start 100 s ahead, [90, 100, 120] made at 0, widens by 25 s a side
+    assert start.widen(Span(90.0, 100.0, 120.0), 0.0, earliest=0.0) == Span(65.0, 100.0, 145.0)
+    # its finish (its start 100 s ahead, the run 50 s more) by 25 s, the run's part 0
+    assert fresh["finish"].widen(
+        Span(140.0, 150.0, 170.0), 0.0, start=Span(90.0, 100.0, 120.0)
+    ) == Span(115.0, 150.0, 195.0)
     for actual in (40.0, 30.0, 50.0):  # (10, 0 and 20 s past its top, 20 s ahead)
         start.record(Span(10.0, 20.0, 30.0), 0.0, actual)
-    assert start.margin() is None
-    assert fresh["finish"].widen(Span(10.0, 20.0, 30.0), 0.0) == Span(10.0, 20.0, 30.0)
+    assert start.margin() == LIVE_COLD
     start.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)
     assert start.margin() == 1.0  # (20 / 20: the largest of the four)
     # a waiting workflow's finish follows its start's margin over its wait
     assert fresh["finish"].widen(Span(90.0, 100.0, 110.0), 0.0, start=Span(40.0, 50.0, 60.0)) == (
         Span(40.0, 100.0, 160.0)
     )
+    # four scores well inside narrow it below the cold default
+    inside = calibrations(live=True)["start"]
+    for _ in range(4):
+        inside.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)  # (−10 / 20 = −0.5)
+    assert inside.margin() == -0.5
 
 
 def start_scores(workload: str, arrivals: str, seeds: range) -> np.ndarray:

@@ -186,6 +186,74 @@ def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time(
     run_in_loop_time(scenario())
 
 
+def test_a_burst_that_goes_on_arriving_is_forecast_once_it_is_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A burst the operator admits over seconds (issue 80: up to 5 s on the live benchmark)
+    is forecast whole: the change's refresh waits until no workflow arrived for `debounce`
+    seconds, and no longer than `interval` after the change while they keep coming (before:
+    2 s after the first, which forecast a part that the rest then overtook)."""
+    from idlegate.api import forecast_book
+
+    monkeypatch.setattr(forecast_book, "DUTY", 1.0)
+
+    def arrive(cluster: Cluster, at: float, i: int) -> None:
+        cluster.advance(at)
+        owner = Owner("t", f"b{i}", f"uid-b{i}", "DagWorkflow")
+        cluster.add_job(chain(100.0), at, f"b{i}", Held(owner, MeasuredDurations([100.0])))
+
+    async def scenario() -> None:
+        cluster = busy_pool(1)
+        refresh, _ = refresh_of(cluster, debounce=2.0, interval=30.0)
+        timers = refresh.timers  # type: ignore[attr-defined]
+        refresh.changed()
+        # the burst's rest, 1.5 s apart: each time the change's timer fires, one came
+        # less than 2 s before, so it waits until 2 s after the last
+        for i, (arrives, due) in enumerate(((T0 + 1.5, T0 + 2.0), (T0 + 3.0, T0 + 3.5))):
+            arrive(cluster, arrives, i)
+            refresh.changed()
+            at, fire = timers.pop("forecast-change")
+            assert at == due
+            cluster.advance(at)
+            await fire()
+            assert refresh.refreshes == 0
+        at, fire = timers.pop("forecast-change")
+        assert at == T0 + 5.0  # (the last arrival + 2 s)
+        cluster.advance(at)
+        await fire()
+        assert refresh.refreshes == 1
+        await refresh.idle()
+        assert len(refresh.shown) == 3  # (the whole burst, in one refresh)
+        # the scheduled refresh, due 1 s into a burst, leaves it to the change's
+        at, tick = timers.pop("forecast")
+        arrive(cluster, at - 1.0, 90)
+        refresh.changed()
+        cluster.advance(at)
+        await tick()
+        assert refresh.refreshes == 1 and "forecast" in timers  # (and the next is armed)
+        at, fire = timers.pop("forecast-change")
+        cluster.advance(at)
+        await fire()
+        assert refresh.refreshes == 2
+        await refresh.idle()
+        # a stream that never pauses is forecast `interval` after its change all the same
+        began = cluster.now
+        fired = []
+        for i in range(2, 40):  # (one a second, for 38 s)
+            arrive(cluster, began + i - 1.0, i)
+            refresh.changed()
+            if "forecast-change" in timers and timers["forecast-change"][0] <= cluster.now:
+                at, fire = timers.pop("forecast-change")
+                await fire()
+                fired.append((at, refresh.refreshes))
+        # it refreshed `interval` after the stream's first arrival, not before
+        assert (began + 1.0 + 30.0, 3) in fired and fired[0][1] == 2
+        await refresh.idle()
+        refresh.close()
+
+    run_in_loop_time(scenario())
+
+
 def test_moved_means_seconds_position_or_kind():
     f = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
     later = Forecast(T0 + 9, T0 + 64, (T0 + 30, T0 + 120), T0 + 604, (T0 + 400, T0 + 900), 2)

@@ -8,7 +8,8 @@ and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefres
 
 * **When.** Every `interval` seconds of the operator's clock, and `debounce` seconds after
   the pool's set of workflows changed (one arrived or ended:
-  `ForecastRefresh.changed`, after each event); at most one refresh runs at a time, a
+  `ForecastRefresh.changed`, after each event; a burst that goes on arriving, once it has
+  been quiet that long, within `interval`); at most one refresh runs at a time, a
   change during one asks for the next, and refreshes take at most `DUTY` of the time (a
   refresh that took T seconds of CPU is followed by none for T·(1/DUTY − 1):
   `after_duty`). Its CPU, not its wall time: the wall time of the first includes the

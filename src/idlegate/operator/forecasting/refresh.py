@@ -73,6 +73,9 @@ class ForecastRefresh(ForecastBook):
         """CPU seconds of the running refresh so far (its fork, in the event loop)."""
         self._seen: tuple[int, int, bool] = (0, -1, True)
         self._armed_change = self._ticking = False
+        self._first_change = self._last_change = self._change_at = -math.inf
+        """When the armed change began, the latest workflow arrived, and the change's
+        timer is due (`_on_change`)."""
         self._tick_at = -math.inf
         """When the scheduled refresh is due (one long overdue was lost: a timers restart)."""
         self.process = process
@@ -88,23 +91,26 @@ class ForecastRefresh(ForecastBook):
 
     def changed(self) -> None:
         """Event loop, after each event of the pool (cheap: two reads): if its workflows
-        changed (one arrived or ended), refresh `debounce` seconds from now, once for all
-        the changes meanwhile. The first call also arms the scheduled refresh."""
+        changed (one arrived or ended), refresh once for all the changes meanwhile, when
+        no workflow has arrived for `debounce` seconds (`_on_change`). The first call also
+        arms the scheduled refresh."""
         jobs = self.cluster.jobs
         # (ids grow: an arrival moves the last; the pool's task times becoming ready too)
         seen = (len(jobs), jobs[-1].id if jobs else -1, self.unknown() is None)
         if seen == self._seen or self._closed:
             return
+        now = self.now()
+        if seen[1] != self._seen[1]:  # (one arrived: a burst may not be over yet)
+            self._last_change = now
         self._seen = seen
         self.note_arrivals()
-        now = self.now()
         if not self._ticking or now > self._tick_at + self.interval:  # (none, or lost)
             self._ticking = True
             self._tick_at = now + self.interval
             self._arm(self.key, self._tick_at, self._tick)
         if not self._armed_change:
-            self._armed_change = True
-            self._arm(f"{self.key}-change", self.now() + self.debounce, self._on_change)
+            self._first_change = now
+            self._arm_change(now + self.debounce)
 
     def _arm(self, key: str, at: float, fire: Callable[[], None]) -> None:
         async def fired() -> None:
@@ -116,15 +122,33 @@ class ForecastRefresh(ForecastBook):
             self._armed_change = self._ticking = False
 
     def _tick(self) -> None:
+        """The scheduled refresh; within a burst (a workflow arrived less than `debounce`
+        ago, the change's refresh armed) it leaves the refresh to the change's, which
+        comes once the burst is over (`_on_change`)."""
         if self._closed:
             return
-        self._tick_at = self.now() + self.interval
-        self.poke()
+        now = self.now()
+        self._tick_at = now + self.interval
+        if not (self._armed_change and now < self._last_change + self.debounce):
+            self.poke()
         self._arm(self.key, self._tick_at, self._tick)
 
     def _on_change(self) -> None:
+        """The change's refresh, once no workflow has arrived for `debounce` seconds (at
+        most `interval` after the change): a burst that the operator admits over
+        seconds is forecast whole, not its first part, which the rest then overtakes
+        (issue 80: the warm pool's first forecasts, made 1 s into a burst, 85 s early)."""
         self._armed_change = False
+        due = min(self._last_change + self.debounce, self._first_change + self.interval)
+        if due > self._change_at:  # (one arrived since this timer was armed)
+            self._arm_change(due)
+            return
         self.poke()
+
+    def _arm_change(self, at: float) -> None:
+        self._armed_change = True
+        self._change_at = at
+        self._arm(f"{self.key}-change", at, self._on_change)
 
     def poke(self) -> None:
         """Event loop: start a refresh now, unless one runs (then one follows it)."""
@@ -136,8 +160,7 @@ class ForecastRefresh(ForecastBook):
         now = self.now()
         if now < self.not_before:  # (the duty cap: once, when it allows)
             if not self._armed_change:
-                self._armed_change = True
-                self._arm(f"{self.key}-change", self.not_before, self._on_change)
+                self._arm_change(self.not_before)
             return
         began = self.cpu_clock()
         unknown = self.unknown()
