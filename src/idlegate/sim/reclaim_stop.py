@@ -57,6 +57,7 @@ class Stopping:
     """The cluster's stop (the module docstring): a part of `Cluster`, as `PoolResources`."""
 
     num_executors: int
+    now: float
     _exec_stage: list[Stage | None]
     _task_start: list[float]
     task_failed: Callable[[int, float], None]
@@ -76,6 +77,26 @@ class Stopping:
             for e, stage in enumerate(self._exec_stage)
             if stage is not None
         ]
+
+    def running_of(self, queues: set[int]) -> list[tuple[float, int, Stage]]:
+        """(start, executor, stage) of the tasks running for the jobs of `queues` that
+        started before now (a reclaim's candidates: `idlegate.sim.reclaim_plan`; one that
+        started at this instant has run nothing, and stopping it would undo a start of
+        the same round)."""
+        now = self.now
+        return [
+            (start, e, stage)
+            for e, (stage, start) in enumerate(zip(self._exec_stage, self._task_start, strict=True))
+            if stage is not None and start < now and stage.job.queue in queues
+        ]
+
+    def stage_on(self, executor: int) -> Stage | None:
+        """The stage whose task `executor` runs (None: it runs none)."""
+        return self._exec_stage[executor]
+
+    def runs(self, executor: int, start: float) -> bool:
+        """Whether `executor` still runs the task that started at `start`."""
+        return self._exec_stage[executor] is not None and self._task_start[executor] == start
 
     def stop(
         self, executors: Iterable[int], now: float, started: Sequence[float] | None = None
