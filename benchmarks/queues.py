@@ -6,8 +6,8 @@ admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
 
 Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DAGs at load
 0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
-as many at t = 0), ``flood100`` (it submits 100 at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
-its mean work), with a wait bound of `--bound` seconds on every queue but a flooding
+as many at t = 0), ``flood100`` (it submits 100 at t = 0), ``large`` (the first team's
+stream carries one workflow of 30 times its mean work) and ``steady`` (none does), with a wait bound of `--bound` seconds on every queue but a flooding
 team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
 
 * ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
@@ -48,7 +48,7 @@ from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_a
 from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.workloads import build_workload
 
-SCENARIOS = ("flood", "large", "flood100")
+SCENARIOS = ("flood", "large", "flood100", "steady")
 FLOOD = 100
 """Workflows the flooding team submits at once in ``flood100``."""
 GRACE = Calm().grace
