@@ -145,14 +145,36 @@ def test_a_stop_asked_and_not_carried_out_frees_its_room_for_a_while_only():
     assert handed == [(100.0, (3,)), (450.0, (2,))]
 
 
-def test_a_stop_run_again_is_no_candidate_in_its_cooldown_but_its_stages_others_are():
-    reclaimer = reclaim_plan.Reclaimer(two_queues(), ("pods",))
-    job = Cluster(4).add_job(dag(("s", 4, 100.0, [])), 0.0)
+def test_a_stop_run_again_is_no_candidate_in_its_cooldown():
+    # Z's task stopped at 100 s runs again from 105 s (B's ended); at 200 s C claims: Z's
+    # rerun (95 s run) would lose least, but it is in its stop's cooldown: Y's goes
+    jobs = [
+        JobArrival(0.0, "X", chain(1000.0, tasks=2), queue="a"),
+        JobArrival(10.0, "Y", chain(1000.0), queue="a"),
+        JobArrival(20.0, "Z", chain(1000.0), queue="a"),
+        JobArrival(100.0, "B", chain(5.0), queue="b"),
+        JobArrival(200.0, "C", chain(5.0), queue="b"),
+    ]
+    engine = engine_of(*jobs, executors=4, queues=two_queues())
+    engine.run(300.0)
+    assert [(t, j) for t, _k, j, _s, _i in events(engine, "preempted")] == [(100.0, 2), (200.0, 1)]
+    assert (105.0, "launch", 2, 0, (1, 1)) in events(engine, "launch")
+    (z,) = [e for e, stage, _start in engine.cluster.running_tasks() if stage.job.id == 2]
+    assert engine.cluster.rerun_of(z) == 100.0  # (the stage's next launch after its stop)
+
+
+def test_a_stages_next_launch_after_a_stop_is_the_stopped_task_run_again():
+    cluster = Cluster(4)
+    job = cluster.add_job(dag(("s", 5, 100.0, [])), 0.0)
     (s,) = job.stages
-    reclaimer.restarts[(job.id, 0)] = [50.0]
-    rows = [(0.0, 0, s), (10.0, 1, s), (60.0, 2, s), (70.0, 3, s)]
-    assert reclaimer._cooling(rows, 100.0) == {2}  # (the first started after the stop)
-    assert reclaimer._cooling(rows, 50.0 + reclaimer.ledger.calm.cooldown) == set()
+    cluster.apply(Decision(s, 4), 0.0)
+    assert [e for _t, e, _s, _k in cluster.running_newest({0}, 1.0)] == [3, 2, 1, 0]
+    cluster.stop([1], 10.0)
+    cluster.apply(Decision(s, 4), 20.0)  # (one executor free: the stopped task again)
+    assert [cluster.rerun_of(e) for e in range(4)] == [None, 10.0, None, None]
+    assert [e for _t, e, _s, _k in cluster.running_newest({0}, 21.0)] == [1, 3, 2, 0]
+    cluster.task_finished(1, 30.0)  # (it goes on with the stage's last task: no stop's)
+    assert cluster.rerun_of(1) is None
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -402,18 +402,14 @@ class Admission(Usage, Entries, Views):
         their highest priority, in phase 5's order, as the plan; False: none."""
         assert self.reclaimer is not None
         self._update_claims()
-        claims = {}
+        claims = []
         for q in self.reclaimer.claiming:
             groups = self.snapshot.groups[q]
-            if not self._waiting[q] or not groups:
-                continue
-            key = max(groups, key=lambda k: k.priority)
-            stage = next(iter(groups[key]))
-            if not self._never(stage):
-                need = need_of(stage)
-                claims[q] = (stage, need, self.entitled_for(q, key.amounts)[1] >= need)
-        order = sorted(claims, key=lambda q: (-self.priority[q], self.share(q), q))
-        got = claims and self.reclaimer.plan(pool, now, self.used, self.nominal, order, claims)
+            if self._waiting[q] and groups:
+                stage = next(iter(groups[max(groups, key=lambda k: k.priority)]))
+                if not self._never(stage):
+                    claims.append((q, stage, need_of(stage)))
+        got = claims and self.reclaimer.plan(pool, now, self, claims)
         if got:
             self.plan = AdmissionPlan(stop=got.executors, reclaim=got)
         self._open = bool(got)

@@ -7,7 +7,7 @@ under TYPE_CHECKING too).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from idlegate.sim.protocol import Job, Stage
@@ -43,7 +43,11 @@ class PoolState(Protocol):
 
     def running_tasks(self) -> list[tuple[int, Stage, float]]: ...
 
-    def running_of(self, queues: set[int]) -> list[tuple[float, int, Stage]]: ...
+    def running_newest(
+        self, queues: set[int], now: float
+    ) -> Iterator[tuple[float, int, Stage, bool]]: ...
+
+    def rerun_of(self, executor: int) -> float | None: ...
 
     def stage_on(self, executor: int) -> Stage | None: ...
 

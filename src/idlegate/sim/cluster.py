@@ -235,6 +235,8 @@ class Cluster(PoolResources, Beyond, Stopping):
             job.unlaunched -= 1
             self.touch(job)
             self._task_start[executor] = now
+            if self._busy is not None:
+                self._busy_started((executor,), stage)
             if stage.launched == stage.available:
                 self._out_of_tasks(stage)
             return stage
@@ -264,6 +266,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         if self.admission is not None:
             self.admission.use(stage, -1, now)
         self._exec_stage[executor] = None
+        if self._busy is not None:
+            self._busy_freed(executor)
         stage.executors -= 1
         job.held -= 1
         self.touch(job)
@@ -299,6 +303,8 @@ class Cluster(PoolResources, Beyond, Stopping):
                 self._give_back(stage.need, 1, (e,))
                 self._held_for(stage.need, now - self._busy_since[e])
             self._exec_stage[e] = None
+            if self._busy is not None:
+                self._busy_freed(e)
             self._busy_done += now - self._busy_since[e]
             self.free_executors += 1
         self._free.setdefault(job, []).extend(running)
@@ -527,7 +533,7 @@ class Cluster(PoolResources, Beyond, Stopping):
         if not self.can_schedule():
             return None
         admission = self.admission
-        if admission is not None and (reclaim := admission.plan.reclaim) is not None:
+        while admission is not None and (reclaim := admission.plan.reclaim) is not None:
             # the plan's stops first (its phase 0), then the question again
             carried = self.stopper is None
             admission.reclaimer.stopped(reclaim, self, now, carried)  # type: ignore[union-attr]
@@ -677,6 +683,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         stage.executors += len(executors)
         job.held += len(executors)
         self.touch(job)
+        if self._busy is not None:
+            self._busy_started(executors, stage)
         if self.admission is not None:
             self.admission.use(stage, len(executors), now)
         if stage.need is not None:

@@ -22,12 +22,10 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   or with ``victims="kueue"`` the Kueue-like baseline's
   (`idlegate.sim.reclaim_baselines.kueue_victims`, under the same cooldown and budget).
   None found: the next claimant is tried; none at all, nothing is stopped.
-* *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped and run
-  again is not told from its stage's other tasks. Each stop of a stage within the
-  ledger's cooldown is taken to be run again by the first of the stage's tasks that
-  started after it and is not another stop's: those tasks are no candidates until the
-  stop's cooldown ends (the ledger's cooldown, per stop rather than per name). The
-  ledger counts the stops for its budget.
+* *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
+  again as the next task its stage launches (`Cluster.rerun_of`, kept by
+  `idlegate.sim.reclaim_stop`): that task is no candidate until the ledger's cooldown
+  from its stop has passed. The ledger counts the stops for its budget.
 * *Pending.* The simulator stops the victims at once; the operator evicts them, which
   takes their grace period, so a stop asked is *pending* until its task no longer runs
   (stopped, or ended) or `PENDING_FOR` seconds passed (an eviction refused for good):
@@ -36,26 +34,27 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
 * On a pool whose nodes the driver tells (the operator's ``nodeSelector`` pools) nothing
   is stopped: where each task runs is the API's, not the state machine's (not built).
 
-Cost: the choice is exact over the candidates (`choose_victims`), but it reads them
-newest first and stops reading once no older one could be in a better choice: a task
-started at s loses at least (now − s) executor-seconds, so once the best choice among
-the newer ones loses less than that (and spares the young lent tasks the grace spares,
-or none is left), every choice with an older one loses more. Checkpointed tasks, which
-lose nothing, are read first. A question with no claimant, or no queue borrowing for a
-``reclaim`` claimant, costs a pass over the queues.
+Cost: the choice is exact over the candidates (`choose_victims`), but it reads them as
+the cluster keeps them, checkpointed first and then newest first (`running_newest`:
+the busy executors in the order of their starts, kept as tasks start and end once a
+reclaim first asks), and stops reading once no older one could be in a better choice:
+a task started at s loses at least (now − s) executor-seconds, so once the best choice
+among the newer ones loses less than that (and spares the young lent tasks the grace
+spares), every choice with an older one loses more. So a question reads the newest
+candidates, not every running task; one with no claimant, or no queue borrowing for a
+``reclaim`` claimant, reads none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
 from idlegate.sim.reclaim_rules import BORROWING, RECLAIM, Claimant, Eligible, eligible
-from idlegate.sim.reclaim_stop import checkpointed
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
@@ -67,7 +66,7 @@ VICTIMS = ("least", "kueue")
 PENDING_FOR = 300.0
 """Seconds a stop asked and not carried out counts as freeing its room (the module
 docstring's *pending*)."""
-FIRST = 16
+FIRST = 4
 """Candidates read before the first choice (then twice as many each time)."""
 
 
@@ -83,6 +82,20 @@ class Reclaim(NamedTuple):
     reason: str
     lost: float
     spare: tuple[int, ...] = ()
+
+
+class Queues(Protocol):
+    """What the reclaim reads of the admission (`idlegate.sim.admission.Admission`): each
+    queue's usage and nominal quota (in `dims` order), priority and weighted dominant
+    share, and how many tasks of a demand it may start in all, borrowing included."""
+
+    used: list[list[float]]
+    nominal: list[list[float]]
+    priority: list[int]
+
+    def share(self, q: int) -> float: ...
+
+    def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]: ...
 
 
 class Reclaimer:
@@ -102,9 +115,6 @@ class Reclaimer:
         self.pending: dict[int, tuple[float, float, Stage]] = {}
         """Stops asked and not carried out: executor → (its task's start, when asked, its
         stage)."""
-        self.restarts: dict[tuple[int, int], list[float]] = {}
-        """Per stage (workflow id, index), when its tasks were stopped, within the
-        cooldown (the module docstring's *cooldown*)."""
         self._demands: dict[Stage, dict[str, int]] = {}
         """Each running stage's demand by name, made once."""
         self.claiming = [q for q, spec in enumerate(queues) if not spec.preemption.never]
@@ -116,22 +126,15 @@ class Reclaimer:
         twin.__dict__.update(self.__dict__)
         twin.ledger = self.ledger.copy()
         twin.pending = dict(self.pending)
-        twin.restarts = {k: list(v) for k, v in self.restarts.items()}
         return twin
 
     def plan(
-        self,
-        pool: PoolState,
-        now: float,
-        used: Sequence[Sequence[float]],
-        nominal: Sequence[Sequence[float]],
-        order: Sequence[int],
-        claims: Mapping[int, tuple[Stage, int, bool]],
+        self, pool: PoolState, now: float, queues: Queues, claims: Sequence[tuple[int, Stage, int]]
     ) -> Reclaim | None:
-        """The stops of the question at `now` (None: none): `used` and `nominal` are each
-        queue's, in `dims` order; `order` the claiming queues in the admission's order;
-        `claims` each one's ready task of its highest priority (its stage, the tasks it
-        starts at once, and whether the cohort lends what it needs beyond its quota)."""
+        """The stops of the question at `now` (None: none): `claims` are the claiming
+        queues' ready tasks of their highest priority (queue, stage, the tasks it starts
+        at once), tried in the admission's order (`queues`: priority, then weighted
+        dominant share); only a claimant that does not fit is read further."""
         if pool.follows_nodes:
             return None
         self._settle(pool, now)
@@ -150,16 +153,27 @@ class Reclaimer:
                 free[x] = free.get(x, 0) + int(a)
                 if nodes is not None and (n := where.get(executor)) is not None:
                     nodes[n][x] = nodes[n].get(x, 0) + int(a)
+        unfit = []
+        used, nominal = queues.used, queues.nominal
+        for q, stage, tasks in claims:
+            one = _demand(stage, len(dims))
+            settings = self.queues[q].preemption
+            only = settings.within_queue == "Never" and settings.borrow_below is None
+            if only and any(  # (only `reclaim`: beyond its nominal quota it stops none)
+                u + a * tasks > n for u, a, n in zip(used[q], one, nominal[q], strict=True)
+            ):
+                continue
+            need = {x: int(a) * tasks for x, a in zip(dims, one, strict=True) if a > 0}
+            room = [free] if nodes is None else nodes
+            if not any(fits(need, r, ()) for r in room):
+                unfit.append((q, stage, tasks, need))
+        if not unfit:
+            return None
+        if len(unfit) > 1:
+            unfit.sort(key=lambda u: (-queues.priority[u[0]], queues.share(u[0]), u[0]))
         usage = [{x: int(u) for x, u in zip(dims, row, strict=True)} for row in used]
         borrowing = {r for r, (u, n) in enumerate(zip(used, nominal, strict=True)) if _above(u, n)}
-        for q in order:
-            stage, tasks, lends = claims[q]
-            one = _demand(stage, len(dims))
-            need = {x: int(a) * tasks for x, a in zip(dims, one, strict=True) if a > 0}
-            if nodes is None and fits(need, free, ()):
-                continue
-            if nodes is not None and any(fits(need, n, ()) for n in nodes):
-                continue
+        for q, stage, tasks, need in unfit:
             claimant = Claimant(q, stage.job.priority, need)
             settings = self.queues[q].preemption
             wanted = set(borrowing) - {q}
@@ -167,7 +181,9 @@ class Reclaimer:
                 wanted.add(q)
             if not wanted:
                 continue
-            got = self._choose(pool, now, claimant, usage, wanted, lends, free, nodes, where)
+            key = None if stage.need is None else stage.need.amounts
+            lent = queues.entitled_for(q, key)[1] >= tasks
+            got = self._choose(pool, now, claimant, usage, wanted, lent, free, nodes, where)
             if got is not None:
                 return got
         return None
@@ -185,35 +201,33 @@ class Reclaimer:
         where: Mapping[int, int],
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues."""
-        rows = pool.running_of(wanted)
-        pending = self.pending
-        cooling = self._cooling(rows, now)
-        if pending or cooling:
-            rows = [r for r in rows if r[1] not in pending and r[1] not in cooling]
-        # checkpointed first (they lose nothing), then the newest first
-        rows.sort(key=lambda r: (not checkpointed(r[2]), -r[0], r[1]))
+        cool, pending = self.ledger.calm.cooldown, self.pending
+        rows = (
+            r
+            for r in pool.running_newest(wanted, now)
+            if r[1] not in pending and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+        )
         ledger, dims = self.ledger, self.dims
-        made: list[Running] = []
         if self.victims == "kueue":
             made = [self._running(r, now, dims, where) for r in rows]
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             return self._kueue(claimant, rules, now, free)
-        read = 0
+        made = []
         size = FIRST
+        ahead = next(rows, None)  # (the next row unread: its start bounds the rest's loss)
         while True:
-            upto = min(len(rows), size)
-            made += [self._running(r, now, dims, where) for r in rows[read:upto]]
-            read = upto
+            while ahead is not None and len(made) < size:
+                made.append(self._running(ahead, now, dims, where))
+                ahead = next(rows, None)
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             if nodes is None:
                 got = calm_victims(ledger, claimant, rules, now, free=free)
             else:
                 got = calm_victims(ledger, claimant, rules, now, nodes=nodes)
-            if read == len(rows):
+            if ahead is None:
                 break
-            start, _e, stage = rows[read]
-            if got is not None and not checkpointed(stage):
-                floor = max(0, round((now - start) * LOSS_UNIT))
+            if got is not None and not ahead[3]:
+                floor = max(0, round((now - ahead[0]) * LOSS_UNIT))
                 spared = not any(ledger.young(t, claimant, now) for t in got.tasks)
                 if got.lost < floor and spared:
                     break
@@ -256,7 +270,7 @@ class Reclaimer:
         chosen = {id(t) for t in got.tasks}
         spare = sorted(
             (t for t in rules.candidates if id(t) not in chosen),
-            key=lambda t: (t.loss(now), t.priority, -t.start),
+            key=lambda t: (t.loss(now), t.priority, -t.start, _executor(t)),
         )
         reason = rules.reason(got.tasks[0])
         return Reclaim(
@@ -268,43 +282,15 @@ class Reclaimer:
             spare=tuple(_executor(t) for t in spare),
         )
 
-    def _cooling(self, rows: Sequence[tuple[float, int, Stage]], now: float) -> set[int]:
-        """The executors of `rows` whose tasks are stops run again, in their cooldown (the
-        module docstring's *cooldown*)."""
-        restarts, cool = self.restarts, self.ledger.calm.cooldown
-        for key, times in list(restarts.items()):
-            times[:] = [t for t in times if now < t + cool]
-            if not times:
-                del restarts[key]
-        out: set[int] = set()
-        if not restarts:
-            return out
-        by: dict[tuple[int, int], list[tuple[float, int]]] = {}
-        for start, e, stage in rows:
-            key = (stage.job.id, stage.index)
-            if key in restarts:
-                by.setdefault(key, []).append((start, e))
-        for key, tasks in by.items():
-            tasks.sort()
-            i = 0
-            for t in sorted(restarts[key]):  # (each stop: the first task started after it)
-                while i < len(tasks) and tasks[i][0] < t:
-                    i += 1
-                if i == len(tasks):
-                    break
-                out.add(tasks[i][1])
-                i += 1
-        return out
-
     def _running(
         self,
-        row: tuple[float, int, Stage],
+        row: tuple[float, int, Stage, bool],
         now: float,
         dims: Sequence[str],
         where: Mapping[int, int],
     ) -> Running:
         """A running task as a candidate (its ledger name: the module docstring)."""
-        start, executor, stage = row
+        start, executor, stage, kept = row
         job = stage.job
         demand = self._demands.get(stage)
         if demand is None:  # (one mapping per stage: `choose_victims` groups a stage's by it)
@@ -319,7 +305,7 @@ class Reclaimer:
             priority=job.priority,
             start=start,
             demand=demand,
-            checkpointed=checkpointed(stage),
+            checkpointed=kept,
             node=where.get(executor),
             workflow=job.id,
             admitted=job.first_start,
@@ -334,7 +320,6 @@ class Reclaimer:
             if stage is None:
                 continue
             names.append((stage.job.id, stage.index, executor, start))
-            self.restarts.setdefault((stage.job.id, stage.index), []).append(now)
             if not carried:
                 self.pending[executor] = (start, now, stage)
         self.ledger.stopped(names, now)

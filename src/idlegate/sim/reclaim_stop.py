@@ -30,7 +30,7 @@ Semantics:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from idlegate.errors import IllegalDecisionError
@@ -78,17 +78,79 @@ class Stopping:
             if stage is not None
         ]
 
-    def running_of(self, queues: set[int]) -> list[tuple[float, int, Stage]]:
-        """(start, executor, stage) of the tasks running for the jobs of `queues` that
-        started before now (a reclaim's candidates: `idlegate.sim.reclaim_plan`; one that
-        started at this instant has run nothing, and stopping it would undo a start of
-        the same round)."""
-        now = self.now
-        return [
-            (start, e, stage)
-            for e, (stage, start) in enumerate(zip(self._exec_stage, self._task_start, strict=True))
-            if stage is not None and start < now and stage.job.queue in queues
-        ]
+    _busy: dict[int, None] | None = None
+    """The busy executors, oldest task first (the order of their starts, which only grow),
+    kept once a reclaim first reads them (`running_newest`; None: not yet)."""
+    _kept: set[int] | None = None
+    """Of `_busy`, those whose stage is checkpointed (their tasks lose nothing)."""
+    _owed: dict[Stage, list[float]] | None = None
+    """Per stage, when each of its tasks stopped and not yet run again was stopped."""
+    _rerun: dict[int, float] | None = None
+    """The busy executors whose task is a stopped one run again, with when it was
+    stopped (a stage's next launch after a stop is its stopped task run again: its
+    tasks are alike in the state machine)."""
+
+    def running_newest(
+        self, queues: set[int], now: float
+    ) -> Iterator[tuple[float, int, Stage, bool]]:
+        """(start, executor, stage, checkpointed) of the tasks running for the jobs of
+        `queues` that started before `now`: the checkpointed ones, then the others
+        newest first (a reclaim's candidates, `idlegate.sim.reclaim_plan`, read as far
+        as its choice needs; one that started at this instant has run nothing, and
+        stopping it would undo a start of the same round)."""
+        if self._busy is None:
+            self._track()
+        busy, kept = self._busy, self._kept
+        assert busy is not None and kept is not None
+        stages, starts = self._exec_stage, self._task_start
+        for e in sorted(kept, key=lambda e: -starts[e]):
+            stage = stages[e]
+            if stage is not None and starts[e] < now and stage.job.queue in queues:
+                yield starts[e], e, stage, True
+        for e in reversed(busy):
+            if e in kept:
+                continue
+            stage, start = stages[e], starts[e]
+            if stage is not None and start < now and stage.job.queue in queues:
+                yield start, e, stage, False
+
+    def rerun_of(self, executor: int) -> float | None:
+        """When the task `executor` runs was stopped, if it is a stopped one run again."""
+        return None if self._rerun is None else self._rerun.get(executor)
+
+    def _track(self) -> None:
+        """Start keeping `_busy`, `_kept` and `_rerun` (read from the executors once)."""
+        stages, starts = self._exec_stage, self._task_start
+        running = sorted((starts[e], e) for e, s in enumerate(stages) if s is not None)
+        self._busy = {e: None for _, e in running}
+        self._kept = {e for _, e in running if checkpointed(stages[e])}  # type: ignore[arg-type]
+        self._rerun = {}
+        if self._owed is None:
+            self._owed = {}
+
+    def _busy_started(self, executors: Sequence[int], stage: Stage) -> None:
+        """`executors` started a task of `stage` now (kept once `_busy` is)."""
+        busy, kept, rerun, owed = self._busy, self._kept, self._rerun, self._owed
+        assert busy is not None and kept is not None and rerun is not None and owed is not None
+        mark = checkpointed(stage)
+        for e in executors:
+            busy.pop(e, None)
+            busy[e] = None
+            rerun.pop(e, None)
+            if mark:
+                kept.add(e)
+            times = owed.get(stage)
+            if times:
+                rerun[e] = times.pop(0)
+                if not times:
+                    del owed[stage]
+
+    def _busy_freed(self, executor: int) -> None:
+        """`executor`'s task ended, failed or stopped (kept once `_busy` is)."""
+        assert self._busy is not None and self._kept is not None and self._rerun is not None
+        self._busy.pop(executor, None)
+        self._kept.discard(executor)
+        self._rerun.pop(executor, None)
 
     def stage_on(self, executor: int) -> Stage | None:
         """The stage whose task `executor` runs (None: it runs none)."""
@@ -114,6 +176,9 @@ class Stopping:
             # the machine's step is a failed task's (not launched any more, its executor
             # free); what a failure adds, a retry counted, is its driver's, and none here
             self.task_failed(executor, now)
+            if self._owed is None:
+                self._owed = {}
+            self._owed.setdefault(stage, []).append(now)  # (its next launch runs it again)
             self.preempted += 1
             self.preempted_seconds += lost
             done.append(Stopped(executor, stage, start, lost))
