@@ -94,7 +94,6 @@ from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_result import AdmissionResult
-    from idlegate.sim.reclaim_plan import Reclaim
     from idlegate.sim.runs import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
@@ -111,9 +110,6 @@ class Cluster(PoolResources, Beyond, Stopping):
     """Without queues: its one, read for its entries alone (`admission_result`)."""
     order_key: str | None = None
     """The order the policy last asked says it starts workflows in (its ``order_key``)."""
-    stopper: Callable[[Reclaim], object] | None = None
-    """Who carries out a plan's stops (the operator's evictions: `Core.stop_tasks`, the
-    machine told as each is taken); None: `decide_once` stops them itself (the simulator)."""
 
     def __init__(
         self,
@@ -523,8 +519,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         another way without losing what earlier steps launched.
 
         With queues the admission answers the question first with its plan
-        (`idlegate.sim.admission_plan`): its stops are carried out first (`stopper`, else
-        `stop`) and the question asked again; its forced decision is applied without the
+        (`idlegate.sim.admission_plan`): its stops are carried out first (`stopped_first`)
+        and the question asked again; its forced decision is applied without the
         policy; else the policy is asked of each of its views in turn until it answers,
         and its answer is applied within the plan (`_within`).
         """
@@ -533,17 +529,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         if not self.can_schedule():
             return None
         admission = self.admission
-        while admission is not None and (reclaim := admission.plan.reclaim) is not None:
-            # the plan's stops first (its phase 0), then the question again
-            carried = self.stopper is None
-            admission.reclaimer.stopped(reclaim, self, now, carried)  # type: ignore[union-attr]
-            if carried:
-                self.stop(reclaim.executors, now, reclaim.starts)
-            else:
-                self.stopper(reclaim)  # type: ignore[misc]
-            admission.reopen()
-            if not self.can_schedule():
-                return None
+        if admission is not None and admission.plan.reclaim and not self.stopped_first(now):
+            return None
         self.order_key = getattr(scheduler, "order_key", None)
         if admission is None:
             return self._answer(scheduler, self, now, None)

@@ -31,10 +31,14 @@ Semantics:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from idlegate.errors import IllegalDecisionError
 from idlegate.sim.protocol import Stage
+
+if TYPE_CHECKING:
+    from idlegate.sim.admission import Admission
+    from idlegate.sim.reclaim_plan import Reclaim
 
 
 class Stopped(NamedTuple):
@@ -89,6 +93,30 @@ class Stopping:
     """The busy executors whose task is a stopped one run again, with when it was
     stopped (a stage's next launch after a stop is its stopped task run again: its
     tasks are alike in the state machine)."""
+
+    stopper: Callable[[Reclaim], object] | None = None
+    """Who carries out a plan's stops (the operator's evictions: `Core.stop_tasks`, the
+    machine told as each is taken); None: the cluster stops them itself (the simulator)."""
+    admission: Admission | None
+    can_schedule: Callable[[], bool]
+
+    def stopped_first(self, now: float) -> bool:
+        """`Cluster.decide_once`'s first step when the admission's plan stops tasks: the
+        stops carried out (`stop`) or handed to `stopper`, told to the reclaim, and the
+        question asked again, until its plan stops none; whether a stage may start."""
+        admission = self.admission
+        assert admission is not None and admission.reclaimer is not None
+        while (reclaim := admission.plan.reclaim) is not None:
+            carried = self.stopper is None
+            admission.reclaimer.stopped(reclaim, self, now, carried)  # type: ignore[arg-type]
+            if self.stopper is None:
+                self.stop(reclaim.executors, now, reclaim.starts)
+            else:
+                self.stopper(reclaim)
+            admission.reopen()
+            if not self.can_schedule():
+                return False
+        return True
 
     def running_newest(
         self, queues: set[int], now: float
