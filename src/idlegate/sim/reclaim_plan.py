@@ -30,7 +30,8 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   takes their grace period, so a stop asked is *pending* until its task no longer runs
   (stopped, or ended) or `PENDING_FOR` seconds passed (an eviction refused for good):
   meanwhile its room counts as free for the claimants, so the same room is not asked
-  for twice.
+  for twice. The ledger counts a stop when it is asked (the budget, the cooldown of
+  the task asked for).
 * On a pool whose nodes the driver tells (the operator's ``nodeSelector`` pools) nothing
   is stopped: where each task runs is the API's, not the state machine's (not built).
 
@@ -135,8 +136,8 @@ class Reclaimer:
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
         at once), tried in the admission's order (`queues`: priority, then weighted
         dominant share); only a claimant that does not fit is read further."""
-        if pool.follows_nodes:
-            return None
+        if pool.follows_nodes or not self.ledger.left(now):
+            return None  # (nodes the API places on; or the budget spent: no choice fits)
         self._settle(pool, now)
         dims = self.dims
         free = dict(pool.free_resources)
