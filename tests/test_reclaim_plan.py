@@ -19,6 +19,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim import reclaim_plan
 from idlegate.sim.admission import Admission
+from idlegate.sim.admission_result import Reason
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
@@ -223,10 +224,14 @@ def test_the_operator_evicts_a_plans_victims_and_the_owners_task_starts_once_tak
     said(core, Admit(workflow("y", stage("b")), [], NamespacePolicy(), queue=1), T0 + 100)
     (evict,) = of(taken(core), EvictPod)
     assert evict.name.startswith("x-a-") and core.cluster.busy == 4
+    # meanwhile the owner's workflow waits for it, and says so (the visibility API's)
+    y = core.workflows[("default", "y")]
+    (hold,) = core.cluster.admission_result().of(y.job).holds.values()
+    assert hold.reason is Reason.RECLAIMING
+    assert hold.message.startswith("1 task(s) of queues above their quota are being stopped")
     index = int(evict.name.rsplit("-", 1)[1])
     body = pod("x", lender, index, "Running", executor=evict.executor)
     said(core, Confirmed(evict, marked(body, evict)), T0 + 101)
     intents = taken(core)
     assert "Preempted" in reasons(intents) and core.cluster.preempted == 1
-    y = core.workflows[("default", "y")]
     assert y.job.stages[0].launched == 1  # (the owner's task released on the freed pod)

@@ -113,9 +113,9 @@ class Reclaimer:
         self.dims = tuple(dims)
         self.victims = victims
         self.ledger = StopLedger(calm)
-        self.pending: dict[int, tuple[float, float, Stage]] = {}
+        self.pending: dict[int, tuple[float, float, Stage, str]] = {}
         """Stops asked and not carried out: executor → (its task's start, when asked, its
-        stage)."""
+        stage, the queue they are for)."""
         self._demands: dict[Stage, dict[str, int]] = {}
         """Each running stage's demand by name, made once."""
         self.claiming = [q for q, spec in enumerate(queues) if not spec.preemption.never]
@@ -148,7 +148,7 @@ class Reclaimer:
             rows, where = placed
             names = dims[1:]
             nodes = [{**dict(zip(names, row, strict=False)), "pods": row[-1]} for row in rows]
-        for executor, (_start, _at, stage) in self.pending.items():
+        for executor, (_start, _at, stage, _for) in self.pending.items():
             amounts = _demand(stage, len(dims))
             for x, a in zip(dims, amounts, strict=True):
                 free[x] = free.get(x, 0) + int(a)
@@ -322,13 +322,18 @@ class Reclaimer:
                 continue
             names.append((stage.job.id, stage.index, executor, start))
             if not carried:
-                self.pending[executor] = (start, now, stage)
+                self.pending[executor] = (start, now, stage, plan.queue)
         self.ledger.stopped(names, now)
+
+    def stopping_for(self, queue: str) -> int:
+        """How many stops asked for `queue` are not carried out yet (its ready task waits
+        for them: `idlegate.sim.admission_entries`, the `Reclaiming` reason)."""
+        return sum(1 for p in self.pending.values() if p[3] == queue)
 
     def _settle(self, pool: PoolState, now: float) -> None:
         """Forget the pending stops whose task no longer runs, or asked too long ago."""
         pending = self.pending
-        for executor, (start, at, _stage) in list(pending.items()):
+        for executor, (start, at, _stage, _for) in list(pending.items()):
             if not pool.runs(executor, start) or now - at >= PENDING_FOR:
                 del pending[executor]
 
