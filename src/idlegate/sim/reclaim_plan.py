@@ -12,11 +12,13 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   in the admission's order (priority, then lowest weighted dominant share), the first
   whose ready task of its highest priority (one of its stages of that shape: all of one
   shape are alike here) does not fit the free room now, the stops asked and not carried
-  out counted as done. A queue whose task fits needs no stop this question.
+  out counted as done. A queue whose task fits needs no stop this question; one whose
+  only setting is ``reclaim`` and whose task would take it beyond its nominal quota is
+  no claimant (no rule lets it stop a task).
 * *The candidates* are the running tasks of the queues the rules name
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
-  claimant's is never read.
+  claimant's is never read, nor one that started at this instant (it has run nothing).
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -55,7 +57,7 @@ from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
-from idlegate.sim.reclaim_rules import BORROWING, RECLAIM, Claimant, Eligible, eligible
+from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
@@ -354,4 +356,4 @@ def _above(used: Sequence[float], nominal: Sequence[float]) -> bool:
     return any(u > n for u, n in zip(used, nominal, strict=True))
 
 
-__all__ = ["BORROWING", "PENDING_FOR", "RECLAIM", "VICTIMS", "Reclaim", "Reclaimer"]
+__all__ = ["PENDING_FOR", "VICTIMS", "Queues", "Reclaim", "Reclaimer"]
