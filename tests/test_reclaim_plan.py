@@ -108,6 +108,19 @@ def test_a_young_lent_task_is_spared_where_an_older_one_would_do():
     assert events(engine, "preempted") == [(70.0, "preempted", 1, 0, (2, 60.0))]
 
 
+def test_a_gangs_tasks_are_no_candidates():
+    # G (a gang of two, from 10 s) borrows b's quota; at 100 s B claims: G's tasks would
+    # lose least, but a gang runs as one: one of X's is stopped
+    jobs = [
+        JobArrival(0.0, "X", chain(1000.0, tasks=2), queue="a"),
+        JobArrival(10.0, "G", dag(("g", 2, 1000.0, [], True)), queue="a"),
+        JobArrival(100.0, "B", chain(5.0), queue="b"),
+    ]
+    engine = engine_of(*jobs, executors=4, queues=two_queues())
+    engine.run(200.0)
+    assert [(t, j) for t, _k, j, _s, _i in events(engine, "preempted")] == [(100.0, 0)]
+
+
 def test_handed_to_a_driver_the_stops_are_asked_once_and_carried_out_by_it():
     # the operator's case: `stopper` takes the plan's stops; the machine stops nothing
     # until the driver says (the eviction taken), and the same room is not asked again

@@ -97,6 +97,9 @@ class Stopping:
     stopper: Callable[[Reclaim], object] | None = None
     """Who carries out a plan's stops (the operator's evictions: `Core.stop_tasks`, the
     machine told as each is taken); None: the cluster stops them itself (the simulator)."""
+    stoppable: Callable[[Stage], bool] | None = None
+    """Which running tasks a reclaim may stop besides the state machine's own rule (the
+    operator's: a DagWorkflow's, whose pods it evicts; None: any but a gang's)."""
     admission: Admission | None
     can_schedule: Callable[[], bool]
 
@@ -125,22 +128,29 @@ class Stopping:
         `queues` that started before `now`: the checkpointed ones, then the others
         newest first (a reclaim's candidates, `idlegate.sim.reclaim_plan`, read as far
         as its choice needs; one that started at this instant has run nothing, and
-        stopping it would undo a start of the same round)."""
+        stopping it would undo a start of the same round). A gang's tasks are none (a
+        gang runs as one, stopped whole or not at all), nor those `stoppable` refuses."""
         if self._busy is None:
             self._track()
         busy, kept = self._busy, self._kept
         assert busy is not None and kept is not None
-        stages, starts = self._exec_stage, self._task_start
+        stages, starts, may = self._exec_stage, self._task_start, self.stoppable
+
+        def candidate(stage: Stage | None, start: float) -> bool:
+            return (
+                stage is not None
+                and start < now
+                and stage.job.queue in queues
+                and not stage.gang
+                and (may is None or may(stage))
+            )
+
         for e in sorted(kept, key=lambda e: -starts[e]):
-            stage = stages[e]
-            if stage is not None and starts[e] < now and stage.job.queue in queues:
-                yield starts[e], e, stage, True
+            if candidate(stages[e], starts[e]):
+                yield starts[e], e, stages[e], True  # type: ignore[misc]
         for e in reversed(busy):
-            if e in kept:
-                continue
-            stage, start = stages[e], starts[e]
-            if stage is not None and start < now and stage.job.queue in queues:
-                yield start, e, stage, False
+            if e not in kept and candidate(stages[e], starts[e]):
+                yield starts[e], e, stages[e], False  # type: ignore[misc]
 
     def rerun_of(self, executor: int) -> float | None:
         """When the task `executor` runs was stopped, if it is a stopped one run again."""

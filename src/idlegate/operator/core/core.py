@@ -159,6 +159,7 @@ class Core(Lifecycle):
             cluster.stopper = lambda r: self.stop_tasks(
                 (*r.executors, *r.spare), len(r.executors), r.reason, r.queue
             )
+            cluster.stoppable = lambda s: not isinstance(s.job.payload, ExternalJob)
         self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
         """The nodes' allocatable and rules last told (`Capacity`): which stages no node
         holds."""
