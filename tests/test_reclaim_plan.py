@@ -248,3 +248,17 @@ def test_the_operator_evicts_a_plans_victims_and_the_owners_task_starts_once_tak
     intents = taken(core)
     assert "Preempted" in reasons(intents) and core.cluster.preempted == 1
     assert y.job.stages[0].launched == 1  # (the owner's task released on the freed pod)
+
+
+def test_a_forks_stops_are_its_own_not_the_live_pools():
+    # a planner's fork replays a reclaim: its ledger and its pending stops are copies
+    engine = lent(JobArrival(100.0, "B", chain(5.0), queue="b"))
+    handed: list = []
+    engine.cluster.stopper = handed.append
+    engine.run(150.0)
+    live = engine.cluster.admission.reclaimer
+    twin = engine.cluster.fork().admission.reclaimer
+    assert twin.pending == live.pending and len(live.pending) == 1
+    twin.ledger.stopped([("x",)] * 5, 150.0)
+    twin.pending.clear()
+    assert live.ledger.left(150.0) == twin.ledger.left(150.0) + 5 and len(live.pending) == 1

@@ -81,10 +81,6 @@ class StopLedger:
             self._last[task] = now
             self._recent.append(now)
 
-    def last(self, task: Hashable) -> float | None:
-        """When `task` was last stopped, while the ledger keeps it (None: not known)."""
-        return self._last.get(task)
-
     def copy(self) -> StopLedger:
         """An independent copy (a forked pool's: its stops are not the live pool's)."""
         twin = StopLedger(self.calm)
