@@ -235,7 +235,7 @@ class Reclaimer:
                 if got.lost < floor and spared:
                     break
             size *= 2
-        return None if got is None else self._reclaim(got, rules, claimant, made, now)
+        return None if got is None else self._reclaim(got, rules, claimant, now)
 
     def _kueue(
         self, claimant: Claimant, rules: Eligible, now: float, free: Mapping[str, int]
@@ -257,14 +257,13 @@ class Reclaimer:
         )
         if got is None or not got.tasks or len(got.tasks) > left:
             return None
-        return self._reclaim(got, rules, claimant, ready, now)
+        return self._reclaim(got, rules, claimant, now)
 
     def _reclaim(
         self,
         got: Victims,
         rules: Eligible,
         claimant: Claimant,
-        read: Sequence[Running],
         now: float,
     ) -> Reclaim | None:
         """The plan's stops of a choice (None: an empty one, the task fits already)."""
