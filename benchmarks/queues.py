@@ -6,8 +6,8 @@ admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
 
 Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DAGs at load
 0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
-as many at t = 0), ``flood100`` (it submits 100 at t = 0) and ``large`` (the first team's stream carries one workflow of 30 times
-its mean work), with a wait bound of `--bound` seconds on every queue but a flooding
+as many at t = 0), ``flood100`` (it submits 100 at t = 0), ``large`` (the first team's
+stream carries one workflow of 30 times its mean work) and ``steady`` (none does), with a wait bound of `--bound` seconds on every queue but a flooding
 team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
 
 * ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
@@ -15,12 +15,20 @@ team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows
   over every workflow (the admission before its policy was scoped to the queue);
 * ``one-queue:POLICY``: the same policy on today's single queue (``admission?mode=none``);
 * ``kueue:fifo``: whole workflows admitted against quota, BestEffortFIFO, pods in order;
-* ``drf:POLICY``: plain dominant-resource fairness across queues.
+* ``drf:POLICY``: plain dominant-resource fairness across queues;
+* ``reclaim:POLICY``: ``queues:POLICY`` with every queue's ``preemption.reclaim: Any``
+  (a team under its quota stops the least work of the teams above theirs: issue 82);
+* ``reclaim-kueue:POLICY``: the same, its victims chosen as Kueue does (whole workflows,
+  lowest priority, newest admitted first).
 
 Per row: the mean JCT over all teams (and paired against ``queues:POLICY``), each steady
 team's mean ρ (its mean JCT over its mean JCT alone on its quota under the row's policy),
 Jain's index over contended time, the tasks started past the bound plus its allowed
-overshoot, the worst and p99.9 wait, and each team's mean JCT.
+overshoot, the worst and p99.9 wait, and each team's mean JCT. With reclaim rows, a
+second table: each row's tasks stopped, its work lost (% of all executor-seconds run,
+over the seeds), each steady team's ρ beside, the starts later than the bound plus the
+reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
+`--from-json FILE` prints the tables of a `--json` file again, without running.
 """
 
 from __future__ import annotations
@@ -38,11 +46,14 @@ from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload, simulate
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
+from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.workloads import build_workload
 
-SCENARIOS = ("flood", "large", "flood100")
+SCENARIOS = ("flood", "large", "flood100", "steady")
 FLOOD = 100
 """Workflows the flooding team submits at once in ``flood100``."""
+GRACE = Calm().grace
+"""Seconds a lent task is spared by the reclaim (`idlegate.sim.reclaim_ledger.Calm`)."""
 
 
 def rows(policy: str) -> dict[str, str]:
@@ -53,7 +64,14 @@ def rows(policy: str) -> dict[str, str]:
         f"one-queue:{policy}": f"admission?mode=none:{policy}",
         "kueue:fifo": "admission?mode=kueue:fifo",
         f"drf:{policy}": f"admission?mode=drf:{policy}",
+        f"reclaim:{policy}": policy,
+        f"reclaim-kueue:{policy}": f"admission?victims=kueue:{policy}",
     }
+
+
+def reclaims(label: str) -> str:
+    """A row's queues' ``preemption.reclaim`` (the ``reclaim`` rows: ``Any``)."""
+    return "Any" if label.startswith("reclaim") else "Never"
 
 
 def inner(spec: str) -> str:
@@ -64,6 +82,7 @@ def inner(spec: str) -> str:
 def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
     """One row on one seed: the run's figures and each queue's."""
     result = simulate(workload, make_scheduler(spec), seed, record_tasks=True)
+    overdue = [] if result.queues is None else result.queues.overdue
     alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
     figures = queue_figures(workload, result, alone_runs)
     return {
@@ -80,6 +99,10 @@ def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
         "overdue": sum(f.overdue for f in figures),
         "worst_wait": max((f.worst_wait for f in figures), default=None),
         "p999_wait": max((f.p999_wait for f in figures), default=None),
+        "preempted": result.preempted,
+        "lost_seconds": result.preempted_seconds,
+        "busy_seconds": result.busy_seconds,
+        "over_grace": sum(1 for _q, due, start in overdue if start - due > GRACE + 1e-6),
     }
 
 
@@ -96,9 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=60, help="workflows a steady team sends")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
+    parser.add_argument("--from-json", help="only print the tables of a --json file written")
     args = parser.parse_args(argv)
     if args.cost:
         return cost(args.first_seed, args.policy)
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as f:
+            for scenario, table in json.load(f).items():
+                report(scenario, table, args.policy)
+        return 0
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out: dict[str, Any] = {}
     scenarios = args.scenarios.split(",")
@@ -121,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                         seed,
                         wait_bound=args.bound,
                         num_jobs=args.jobs,
+                        reclaim=reclaims(label),
                         **scenes(scenario, args.jobs),
                     )
                     per_seed.append(run_row(workload, spec, seed))
@@ -172,6 +202,29 @@ def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -
             f"{_mean(jains):.3f} | {beyond} of {overdue} overdue | "
             + (f"{max(waits):,.0f} / {max(p999):,.0f} |" if waits else "— |")
             + f" {team_jcts(runs)} |"
+        )
+    if any(label.startswith("reclaim") for label in table):
+        report_reclaim(table)
+
+
+def report_reclaim(table: dict[str, list[dict[str, Any]]]) -> None:
+    """The reclaim's table: tasks stopped, work lost, the steady teams' ρ (mean, worst
+    seed) and the starts later than the bound plus `GRACE`, per row."""
+    print(
+        "\n| row | tasks stopped | work lost (% of executor-seconds) | steady teams' mean ρ "
+        f"(worst seed) | starts past bound + {GRACE:.0f} s | steady teams' worst start "
+        "past bound (s) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, runs in table.items():
+        lost = sum(r["lost_seconds"] for r in runs) / sum(r["busy_seconds"] for r in runs)
+        steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
+        worst = max((max(s) for s in steady if s), default=float("nan"))
+        print(
+            f"| {label} | {sum(r['preempted'] for r in runs)} | {lost:.2%} | "
+            f"{_mean([_mean(s) for s in steady]):.2f} ({worst:.2f}) | "
+            f"{sum(r['over_grace'] for r in runs)} of {sum(r['overdue'] for r in runs)} | "
+            f"{max(q['worst_overshoot'] for r in runs for q in r['queues'][1:]):,.0f} |"
         )
 
 

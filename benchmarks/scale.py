@@ -98,6 +98,8 @@ from benchmarks.operator_burst import (
     operator,
     process,
 )
+from benchmarks.scale_queues import NODES_FULL, queues_report
+from benchmarks.scale_queues import REQUESTS as TASK_REQUESTS
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.forecast_request import WORKERS
 from idlegate.policy import make_scheduler
@@ -121,11 +123,11 @@ POOLS: dict[str, Callable[[int], tuple[str, ...]]] = {
 }
 """The default pool: following every node, or of their allocatable as a fixed capacity
 (with every pod of one size, two to a node, the same room)."""
-NODES_FULL, WORKFLOWS_FULL, ARGO_STEPS, AIRFLOW_TASKS = 1000, 4000, 5000, 2000
-"""Full size: nodes, DagWorkflows, steps of the big Argo Workflow, tasks of the Airflow run."""
+WORKFLOWS_FULL, ARGO_STEPS, AIRFLOW_TASKS = 4000, 5000, 2000
+"""Full size (and `NODES_FULL` nodes): DagWorkflows, steps of the big Argo Workflow, tasks of the Airflow run."""
 CPU_SECONDS = "idlegate_decision_cpu_seconds"
 NODE_CPU, NODE_MEMORY = "8", "32Gi"
-REQUESTS = {"requests": {"cpu": "4", "memory": "8Gi"}}
+REQUESTS = {"requests": dict(TASK_REQUESTS)}
 """A task pod's requests: two fit a node."""
 CHAIN = (4, 6, 2)
 """Tasks of each DagWorkflow's stages, in a chain."""
@@ -532,67 +534,6 @@ def question_cost(waiting: int, questions: int = 200) -> dict[str, float]:
     return {k: round(v / questions * 1000, 3) for k, v in spent.items()}
 
 
-def queues_question_cost(waiting: int, queues: int, questions: int = 200) -> dict[str, float]:
-    """`question_cost`'s pool and workflows with `queues` queues of equal CPU quotas (the
-    workflows and the running tasks dealt to them in turn, so each queue is at its quota).
-    Before each question one running task ends: `can_schedule_ms` is `Cluster.can_schedule`
-    saying a stage may start (with queues, the admission's phases), `answer_ms` is
-    `Cluster.decide_once` then (fair's answer, of the queue served, and its launch), and
-    `nothing_fits_ms` is `can_schedule` saying nothing fits once the pool is full again.
-    `queues` 0: the same questions with no admission. Means of `questions`, as there, after
-    one unmeasured question of each queue (the first reads the queue's workflows)."""
-    from idlegate.policy import make_scheduler
-    from idlegate.sim.admission import Admission
-    from idlegate.sim.cluster import Cluster
-    from idlegate.sim.dag import Dag
-    from idlegate.sim.protocol import Decision
-    from idlegate.sim.queues import QueueSpec
-    from idlegate.sim.resources import MILLI, ResourceVector
-    from idlegate.sim.spec import parse_workflow
-
-    def job() -> Dag:
-        one = {"name": "a", "tasks": 1, "taskDurationSeconds": 1, "resources": REQUESTS["requests"]}
-        return Dag.from_spec(parse_workflow({"stages": [one]}))
-
-    total = ResourceVector.parse(f"cpu={8 * NODES_FULL},memory={32 * NODES_FULL}Gi")
-    cluster = Cluster(NODES_FULL * 110, resources=total)
-    if queues:
-        cpu = total["cpu"] // queues // (4 * MILLI) * 4 * MILLI  # (whole tasks of 4 CPU)
-        specs = [QueueSpec(f"q{i}", {"cpu": cpu}) for i in range(queues)]
-        cluster.admission = Admission(specs, cluster.capacity, cluster.resource_names)
-    running = []
-    for i in range(2 * NODES_FULL):  # (the pool's CPUs, all taken)
-        started = cluster.add_job(job(), 0.0)
-        started.queue = i % max(1, queues)
-        running += cluster.apply(Decision(started.stages[0], 1), 0.0)
-    warm = max(1, queues)  # (unmeasured: the first question of each queue reads its jobs)
-    for i in range(waiting + warm):
-        cluster.add_job(job(), 0.0).queue = i % max(1, queues)
-    fair = make_scheduler("fair")
-    spent = {"can_schedule_ms": 0.0, "answer_ms": 0.0, "nothing_fits_ms": 0.0}
-    gc.collect()
-    gc.disable()  # (a collection's pause is not the question's)
-    for i in range(questions + warm):
-        now = 1.0 + i
-        ended = running.pop(0)
-        cluster.task_finished(ended.executor, now)
-        fits = time.process_time()
-        assert cluster.can_schedule()
-        asked = time.process_time()
-        step = cluster.decide_once(fair, now)
-        answered = time.process_time()
-        assert step is not None and step[1], "the question started nothing"
-        running += step[1]
-        full = time.process_time()
-        assert not cluster.can_schedule()
-        if i >= warm:
-            spent["can_schedule_ms"] += asked - fits
-            spent["answer_ms"] += answered - asked
-            spent["nothing_fits_ms"] += time.process_time() - full
-    gc.enable()
-    return {k: round(v / questions * 1000, 3) for k, v in spent.items()}
-
-
 def argo_map_cost(steps: int, repeat: int = 3) -> float:
     """Milliseconds of CPU one map of the big Argo Workflow of `steps` steps costs (the
     operator maps it again each time Argo writes its status; the best of `repeat`)."""
@@ -606,34 +547,6 @@ def argo_map_cost(steps: int, repeat: int = 3) -> float:
         map_workflow(body)
         costs.append(time.process_time() - start)
     return min(costs) * 1000
-
-
-def queues_report(counts: list[int], queues: int, against: str | None) -> dict[str, Any]:
-    """`queues_question_cost` for each of `counts`, here and (`against`) on another
-    checkout's package in a child process, side by side."""
-    import subprocess
-
-    here = {n: queues_question_cost(n, queues) for n in counts}
-    there: dict[int, dict[str, float]] = {}
-    if against is not None:
-        code = (
-            "import json, sys; from benchmarks.scale import queues_question_cost as q; "
-            f"print(json.dumps({{n: q(n, {queues}) for n in {counts!r}}}))"
-        )
-        env = {**os.environ, "PYTHONPATH": f"{against}{os.pathsep}{Path.cwd()}"}
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-        )
-        there = {int(n): v for n, v in json.loads(out.stdout).items()}
-    keys = ("can_schedule_ms", "answer_ms", "nothing_fits_ms")
-    print(f"{queues} queues, ms of CPU | waiting | can_schedule | answer | nothing fits")
-    for n in counts:
-        was = there.get(n)
-        cells = [
-            f"{here[n][k]:.3f}" + ("" if was is None else f" (before: {was[k]:.3f})") for k in keys
-        ]
-        print(f"{n:>7} | " + " | ".join(cells))
-    return {"queues": queues, "after": here, "before": there}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -683,6 +596,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "DagWorkflows spread over them in turn",
     )
     parser.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="with --question and --queues: half the queues borrow the whole pool and the "
+        "other half reclaim it, a task stopped at each question (issue 82)",
+    )
+    parser.add_argument(
         "--against",
         metavar="SRC",
         help="with --queues: the same questions on the package at SRC too (another "
@@ -709,7 +628,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(argv)
     if args.question is not None and args.queues is not None:
-        return queues_report(args.question, args.queues, args.against)
+        return queues_report(args.question, args.queues, args.against, args.reclaim)
     if args.refresh is not None:
         cost = refresh_cost(args.refresh, args.scheduler)
         print(

@@ -2,9 +2,10 @@
 test API server, its eviction subresource and PodDisruptionBudgets, and a simulated kubelet
 that stops an evicted pod within its grace period (tests/k8s).
 
-No admission decides a reclaim yet: the stop is driven through the entry a plan's stops
-will call, the pool's `StopTasks` (`Core.stop_tasks`), handed to its bridge in the
-operator's own event loop. A workflow of two long tasks runs on a pool of 2; a budget
+The first test drives the stop through the entry a plan's stops call, the pool's
+`StopTasks` (`Core.stop_tasks`), handed to its bridge in the operator's own event loop; the
+last has the admission decide it (a queue's ``preemption.reclaim``). A workflow of two
+long tasks runs on a pool of 2; a budget
 keeps the first task's pod, so a stop of one of the two, the first named first, evicts the
 second; with the budget gone the first is stopped too. Each stopped task runs again as a
 new pod, the workflow succeeds with no failure counted, and the Events and metrics say so.
@@ -31,7 +32,7 @@ from tests.e2e import (
     workflow,
 )
 from tests.k8s.harness import ApiServer
-from tests.k8s.kubelet import SimKubelet
+from tests.k8s.kubelet import SimKubelet, duration_of
 
 # On an accelerated wall clock, not fake loop time: the real operator, the API emulator
 # and the simulated kubelet run in threads of their own; why: tests/e2e.py, at SPEED.
@@ -110,3 +111,50 @@ def test_a_stopped_task_is_evicted_runs_again_and_its_workflow_succeeds(
     # each task ran twice, a pod per attempt, none created twice
     runs = sorted(name for name, n in monitor.created.items() if name.startswith("w-a-"))
     assert runs == ["w-a-0", "w-a-0-r1", "w-a-1", "w-a-1-r1"] and not monitor.duplicates
+
+
+def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
+    api: ApiServer, ns: str, kubelet: SimKubelet
+) -> None:
+    # queue a (2 of the 4 pods) lends b's idle quota to x's four tasks; y comes to queue b
+    # (reclaim: Any): one of x's tasks is evicted within its grace period, y's starts and
+    # ends while x's others still run, and x's stopped task runs again: both succeed
+    from idlegate.api.queueing import QueueFile
+    from idlegate.sim.queues import queues_from
+
+    lent = {f"x-a-{i}" for i in range(4)}
+
+    def durations(pod: Any) -> float:  # (x's first runs long, every other pod as declared)
+        return 400.0 if pod["metadata"]["name"] in lent else duration_of(pod)
+
+    kubelet.durations = durations
+    kubelet.stop_seconds = 5.0
+    queues = QueueFile(
+        queues_from(
+            [
+                {"name": "a", "nominal": {"pods": 2}},
+                {"name": "b", "nominal": {"pods": 2}, "preemption": {"reclaim": "Any"}},
+            ]
+        )
+    )
+    monitor = PodMonitor(api, ns)
+    try:
+        with running_operator(api, ns, pool=4, queues=queues):
+            x = workflow("x", stage("a", 4, 400))
+            x["spec"]["queueName"] = "a"
+            api.create(DWF, x, namespace=ns)
+            wait(lambda: running(api, ns, *sorted(lent)), 30, "x's four tasks running")
+            y = workflow("y", stage("b", 1, 5))
+            y["spec"]["queueName"] = "b"
+            api.create(DWF, y, namespace=ns)
+            owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"))
+            still = [p for p in sorted(lent) if running(api, ns, p)]
+            lender = wait_phase(api, ns, "x", ("Succeeded", "Failed"), timeout=60)
+    finally:
+        monitor.close()
+    assert owner["phase"] == "Succeeded" and len(still) == 3  # (one stopped, three ran on)
+    assert lender["phase"] == "Succeeded" and lender["stages"][0]["failed"] == 0
+    said = [e for e in events_of(api, ns, "x") if e["reason"] == "Preempted"]
+    assert len(said) == 1 and "queue 'b' (Reclaim)" in said[0]["message"]
+    reruns = [n for n in monitor.created if n.startswith("x-a-") and n.endswith("-r1")]
+    assert len(reruns) == 1 and not monitor.duplicates

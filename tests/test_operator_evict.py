@@ -6,22 +6,18 @@ takes over mid-way finishes what the pod's mark says, and stops nothing twice.""
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
 import pytest
 
 from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
 from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP
-from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import read_task_pod
-from idlegate.operator.core.core import Core
-from idlegate.operator.core.events import Admit, PodSeen, StopTasks
+from idlegate.operator.core.events import PodSeen, StopTasks
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     EvictPod,
-    PatchStatus,
     PostEvent,
     Refused,
     RemoveGate,
@@ -30,31 +26,9 @@ from idlegate.operator.edge.kube import ApiError
 from idlegate.policy import make_scheduler
 from tests.operator_fakes import Harness, harness
 from tests.operator_fakes import stage as fake_stage
+from tests.reclaim_helpers import admitted, marked, of, reasons, status_of
 from tests.test_kube_client import Script, client, serving
-from tests.test_operator_core import T0, core_of, pod, said, stage, taken, workflow
-
-
-def admitted(core: Core, name: str, spec: dict[str, Any], pods: list | None = None) -> None:
-    said(core, Admit(workflow(name, spec), pods or [], NamespacePolicy()), T0)
-
-
-def of(intents: list[Any], kind: type) -> list[Any]:
-    return [i for i in intents if isinstance(i, kind)]
-
-
-def reasons(intents: list[Any]) -> list[str]:
-    return [i.reason for i in of(intents, PostEvent)]
-
-
-def status_of(intents: list[Any]) -> dict[str, Any]:
-    return of(intents, PatchStatus)[-1].status.workflow.status()
-
-
-def marked(body: dict[str, Any], evict: EvictPod) -> dict[str, Any]:
-    """`body` as the edge leaves it before the eviction: the stop's mark on it."""
-    out = copy.deepcopy(body)
-    out["metadata"]["annotations"][ANNOTATION_STOP] = evict.stop
-    return out
+from tests.test_operator_core import T0, core_of, pod, said, stage, taken
 
 
 def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:

@@ -6,23 +6,11 @@ from __future__ import annotations
 import pytest
 
 from idlegate.errors import IllegalDecisionError
-from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.engine import Engine
 from idlegate.sim.metrics import run_metrics
 from idlegate.sim.protocol import Decision
-from tests.helpers import chain, dag, spec_dag, workload
-
-
-def engine_of(*jobs, executors: int = 1, policy: str = "fifo") -> Engine:
-    w = workload(*jobs, executors=executors)
-    return Engine.for_workload(w, make_scheduler(policy), 0, trace=True, record_tasks=True)
-
-
-def events(engine: Engine, *kinds: str) -> list[tuple]:
-    """The trace's events of `kinds` as (time, kind, job, stage, info)."""
-    assert engine.trace is not None
-    return [e for e in engine.trace if e[1] in kinds]
+from tests.helpers import chain, dag, spec_dag
+from tests.reclaim_helpers import engine_of, events
 
 
 def test_a_stopped_task_runs_again_from_the_start_and_its_workflow_finishes() -> None:

@@ -139,12 +139,13 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
 
 
 def _admission(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
-    """``admission?mode=MODE:BASE`` (`idlegate.sim.admission_baselines.Admitted`)."""
-    reject_unknown(keywords, ["mode"], "admission")
+    """``admission?mode=MODE[&victims=V]:BASE`` (`sim.admission_baselines.Admitted`)."""
+    reject_unknown(keywords, ["mode", "victims"], "admission")
     if spec.base is None or spec.base.kind == "admission":
         raise IdlegateError(f"{spec} needs one base scheduler, e.g. admission?mode=kueue:fifo")
     mode = keywords.get("mode", "queues")  # (``mode=none`` reads as None)
-    return Admitted(make_scheduler(spec.base), "none" if mode is None else str(mode))
+    victims = str(keywords.get("victims", "least"))
+    return Admitted(make_scheduler(spec.base), "none" if mode is None else str(mode), victims)
 
 
 def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:

@@ -18,8 +18,8 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
 * A queue's *claim* on the cohort is max(U_q, min(N_q, U_q + P_q), N_q − L_q) (N:
   nominal, L: lending limit, all of N when absent; P: the demand of its ready tasks not
   started): idle quota is lent, and comes back, as far as its owner's ready tasks need
-  it, by not starting further borrowed tasks. Running tasks are never stopped (no
-  preemption).
+  it, by not starting further borrowed tasks; running tasks are stopped only where a
+  queue's ``preemption`` allows (the reclaim phase, 0 below).
 * A task of queue q with demand a may start *within its nominal quota* if U_q + a ≤ N_q,
   and *borrowing* if U_q + a ≤ N_q + B_q (B: borrowing limit) and Σ_{r≠q} claim_r + U_q + a
   fits the cohort (the pool's capacity as the cluster last told it, `set_capacity`, or
@@ -27,7 +27,9 @@ Semantics (mode ``queues``, idlegate's; the queues are `idlegate.sim.queues.Queu
   resources (and a node) stays the cluster's rule.
 
 A question's cycle (`Cluster.decide_once`; 1 to 7 are the admission's phases, `open`,
-whose names are the code's; 8 and 9 the cluster's):
+whose names are the code's; 8 and 9 the cluster's). 0, ``reclaim``, comes first where a
+queue's ``preemption`` allows a stop (`idlegate.sim.reclaim_plan`): a plan of stops alone,
+applied by the cluster, and the question is asked again (`reopen`).
 
 1. ``snapshot``: read the jobs that changed (their runnable stages by shape, the demand
    of their ready tasks, when each stage began to wait). A deliberate idle slot ends at
@@ -59,7 +61,7 @@ whose names are the code's; 8 and 9 the cluster's):
    priority among those it may start (`Reason.PRIORITY`). Phases 4 to 6 end in the
    question's `plan`: the forced decision, or the queues served and the shapes each may
    start with their tasks; the holds they wrote; the reservation; and what to stop first
-   (`AdmissionPlan.stop`, preemption's place: empty until it is built).
+   (`AdmissionPlan.stop`: the reclaim phase's alone).
 7. ``fit``: of those, what the reservation leaves (`Reason.RESERVATION`) and what the
    free executors and resources hold (`Reason.NO_NODE_FITS`, `Reason.FREE_RESOURCES`);
    read per stage (`AdmissionPlan.room`), as the phase decides per stage.
@@ -142,6 +144,7 @@ from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need
 from idlegate.sim.admission_view import PoolView, QueueView, Views
 from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
+from idlegate.sim.reclaim_plan import VICTIMS, Reclaimer
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
@@ -161,6 +164,7 @@ class Admission(Usage, Entries, Views):
         resource_names: Sequence[str],
         mode: str = "queues",
         ranked: bool = True,
+        victims: str = "least",
     ) -> None:
         if mode not in MODES:
             raise IdlegateError(f"admission mode {mode!r} is unknown; use {', '.join(MODES)}")
@@ -173,6 +177,11 @@ class Admission(Usage, Entries, Views):
         a pool without queues, read for its entries: `Admission.alone`)."""
         self.ours = mode in ("queues", "pooled")
         """idlegate's queues (``pooled``: with the policy asked of the whole pool)."""
+        if victims not in VICTIMS:
+            raise IdlegateError(f"victims {victims!r} is unknown; use {', '.join(VICTIMS)}")
+        reclaims = self.ours and any(not q.preemption.never for q in queues)
+        self.reclaimer = Reclaimer(queues, ("pods", *resource_names), victims) if reclaims else None
+        """The reclaim phase (`idlegate.sim.reclaim_plan`; None: no queue may stop a task)."""
         self.dims = ("pods", *resource_names)
         dims = self.dims
         check_counted(self.queues, dims)
@@ -368,6 +377,8 @@ class Admission(Usage, Entries, Views):
         self._observe(pool, now)
         self._reset_question()
         self._at = key
+        if self.reclaimer is not None and not pool.beyond and self._reclaim(pool, now):
+            return True
         if pool.free_executors == 0 or pool.beyond:
             return False
         if self.mode == "kueue" or self.mode == "drf":
@@ -385,6 +396,27 @@ class Admission(Usage, Entries, Views):
             self._first = len(served) if first is None else first
             self._open = plan.forced is not None or first is not None
         return self._open
+
+    def _reclaim(self, pool: PoolState, now: float) -> bool:
+        """Phase 0: the stops `reclaim_plan` chooses for the claiming queues' ready tasks of
+        their highest priority, in phase 5's order, as the plan; False: none."""
+        assert self.reclaimer is not None
+        self._update_claims()
+        claims = []
+        for q in self.reclaimer.claiming:
+            groups = self.snapshot.groups[q]
+            if self._waiting[q] and groups:
+                stage = next(iter(groups[max(groups, key=lambda k: k.priority)]))
+                if not self._never(stage):
+                    claims.append((q, stage, need_of(stage)))
+        got = claims and self.reclaimer.plan(pool, now, self, claims)
+        if got:
+            self.plan = AdmissionPlan(stop=got.executors, reclaim=got)
+        self._open = bool(got)
+        return self._open
+
+    def reopen(self) -> None:  # (a plan's stops were applied, or handed to the driver)
+        self._at = None
 
     def _question(self, pool: PoolState, now: float) -> None:
         """Phases 2 to 6 of the module docstring (7 is read per stage: `AdmissionPlan.room`):
@@ -754,6 +786,7 @@ class Admission(Usage, Entries, Views):
         twin._views = {}
         twin._pool_view = None
         twin._idle_at = None
+        twin.reclaimer = None if self.reclaimer is None else self.reclaimer.copy()
         twin._reset_question()
         return twin
 

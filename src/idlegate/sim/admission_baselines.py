@@ -128,17 +128,26 @@ def top_priority(visible: dict[Stage, int]) -> dict[Stage, int]:
 class Admitted:
     """BASE behind an admission mode (``admission?mode=kueue:fifo``): the simulator's
     engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
-    `mode` (``none``: one queue, today's pool, whatever queues the workload has)."""
+    `mode` (``none``: one queue, today's pool, whatever queues the workload has), a
+    reclaim's victims chosen by `victims` (``admission?victims=kueue:srpt``: Kueue's)."""
 
-    def __init__(self, scheduler: Scheduler, mode: str) -> None:
+    def __init__(self, scheduler: Scheduler, mode: str, victims: str = "least") -> None:
         if mode not in (*MODES, "none"):
             raise IdlegateError(
                 f"admission mode {mode!r} is unknown; use {', '.join((*MODES, 'none'))}"
             )
+        if victims not in ("least", "kueue"):
+            raise IdlegateError(
+                f"admission victims {victims!r} is unknown; use least (the least work lost, "
+                "the default) or kueue (whole workflows, Kueue's order)"
+            )
         self.scheduler = scheduler
         self.mode = mode
+        self.victims = victims
+        """How a reclaim chooses its victims (`idlegate.sim.reclaim_plan.VICTIMS`)."""
         inner = getattr(scheduler, "name", type(scheduler).__name__)
-        self.name = f"admission?mode={mode}:{inner}"
+        also = "" if victims == "least" else f"&victims={victims}"
+        self.name = f"admission?mode={mode}{also}:{inner}"
 
     def reset(self, rng: Any) -> None:
         self.scheduler.reset(rng)

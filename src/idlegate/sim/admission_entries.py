@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from idlegate.sim.admission_plan import AdmissionPlan
     from idlegate.sim.admission_types import PoolState
     from idlegate.sim.queues import QueueSpec
+    from idlegate.sim.reclaim_plan import Reclaimer
 
 NEVER = (
     "stage {} {}: it waits for a node that can hold it, and reserves no room nor holds any "
@@ -51,6 +52,10 @@ BLOCKED = "queue {}: its task of {}/{}, past the queue's wait bound, starts firs
 RESERVED = "room is kept for {}/{} of queue {}, past its wait bound"
 QUOTA = "queue {}: beyond its nominal quota, and {}"
 PRIORITY = "queue {}: its workflows of priority {} go first (this one: {})"
+RECLAIMING = (
+    "{} task(s) of queues above their quota are being stopped to give queue {} its room "
+    "back: it starts as they end"
+)
 
 
 class Entries:
@@ -62,6 +67,7 @@ class Entries:
     waits_since: list[dict[Stage, float]]
     snapshot: QueueSnapshot
     cluster_asked: PoolState | None
+    reclaimer: Reclaimer | None
     plan: AdmissionPlan
     """The open question's answer: phases 4 to 6's holds, and what may start."""
     limits: list[tuple[Verdict | None, dict[Group, Verdict]]]
@@ -129,6 +135,9 @@ class Entries:
         `why_unfit`). The Waiting Event says it as it is (`idlegate.api.notices.waiting`)."""
         if cluster is None:
             return Verdict(Reason.FREE_RESOURCES, "no executor of the pool is free")
+        name = self.queues[stage.job.queue].name
+        if self.reclaimer is not None and (n := self.reclaimer.stopping_for(name)):
+            return Verdict(Reason.RECLAIMING, RECLAIMING, (n, name))
         size, free = cluster.num_executors, cluster.free_executors
         if not live:
             if cluster.follows_nodes:

@@ -24,7 +24,9 @@ The plan says, in the phases' order (the admission's docstring numbers them):
 * ``stop``: the executors whose running tasks to stop (preemption, issue 82): the
   victims `idlegate.sim.reclaim` chooses, stopped by the driver's step
   (`Cluster.stop`, `idlegate.sim.reclaim_stop`: the engine's, or the operator's through
-  the Eviction API first). No phase fills it yet: it is empty.
+  the Eviction API first). The reclaim phase fills it (`idlegate.sim.reclaim_plan`,
+  before the others: a plan with stops says nothing else, and the question is asked
+  again once they are applied); empty where no queue's ``preemption`` allows a stop.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from idlegate.sim.admission_snapshot import Group, demand_of, group_of, need_of
 if TYPE_CHECKING:
     from idlegate.sim.admission_result import Verdict
     from idlegate.sim.protocol import Decision, Stage
+    from idlegate.sim.reclaim_plan import Reclaim
 
 NOMINAL, BORROW = "nominal", "borrow"
 """A served queue's phase: it starts within its nominal quota, or borrows."""
@@ -103,6 +106,8 @@ class AdmissionPlan(NamedTuple):
     """A baseline's stages that may start and their tasks (None: idlegate's phases)."""
     stop: tuple[int, ...] = ()
     """The executors whose tasks to stop first (preemption's; the module docstring)."""
+    reclaim: Reclaim | None = None
+    """The stops' account: for whom, why, the work lost (`idlegate.sim.reclaim_plan`)."""
 
     def room(self, stage: Stage) -> int:
         """Phase 7: how many tasks of `stage` the plan lets start (a decision's cap is cut

@@ -46,6 +46,9 @@ class Reason(Enum):
     or no node could hold it even empty (it then reserves nothing past its wait bound)."""
     FREE_RESOURCES = "WaitingForExecutors"
     """Entitled, but the pool has no free executor (or free resources) for its task now."""
+    RECLAIMING = "Reclaiming"
+    """Entitled, no room free, and tasks of queues above their quota are being stopped to
+    give its queue the room (their evictions asked: `idlegate.sim.reclaim_plan`)."""
 
 
 class Limit(NamedTuple):

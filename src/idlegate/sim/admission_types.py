@@ -7,7 +7,7 @@ under TYPE_CHECKING too).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from idlegate.sim.protocol import Job, Stage
@@ -42,6 +42,18 @@ class PoolState(Protocol):
     def follows_nodes(self) -> bool: ...
 
     def running_tasks(self) -> list[tuple[int, Stage, float]]: ...
+
+    def running_newest(
+        self, queues: set[int], now: float
+    ) -> Iterator[tuple[float, int, Stage, bool]]: ...
+
+    def rerun_of(self, executor: int) -> float | None: ...
+
+    def stage_on(self, executor: int) -> Stage | None: ...
+
+    def runs(self, executor: int, start: float) -> bool: ...
+
+    def placed_nodes(self) -> tuple[Sequence[list[int]], Mapping[int, int]] | None: ...
 
     def free_executors_from(self, job: Job | None) -> int: ...
 

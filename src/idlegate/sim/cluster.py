@@ -231,6 +231,8 @@ class Cluster(PoolResources, Beyond, Stopping):
             job.unlaunched -= 1
             self.touch(job)
             self._task_start[executor] = now
+            if self._busy is not None:
+                self._busy_started((executor,), stage)
             if stage.launched == stage.available:
                 self._out_of_tasks(stage)
             return stage
@@ -260,6 +262,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         if self.admission is not None:
             self.admission.use(stage, -1, now)
         self._exec_stage[executor] = None
+        if self._busy is not None:
+            self._busy_freed(executor)
         stage.executors -= 1
         job.held -= 1
         self.touch(job)
@@ -295,6 +299,8 @@ class Cluster(PoolResources, Beyond, Stopping):
                 self._give_back(stage.need, 1, (e,))
                 self._held_for(stage.need, now - self._busy_since[e])
             self._exec_stage[e] = None
+            if self._busy is not None:
+                self._busy_freed(e)
             self._busy_done += now - self._busy_since[e]
             self.free_executors += 1
         self._free.setdefault(job, []).extend(running)
@@ -513,7 +519,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         another way without losing what earlier steps launched.
 
         With queues the admission answers the question first with its plan
-        (`idlegate.sim.admission_plan`): its forced decision is applied without the
+        (`idlegate.sim.admission_plan`): its stops are carried out first (`stopped_first`)
+        and the question asked again; its forced decision is applied without the
         policy; else the policy is asked of each of its views in turn until it answers,
         and its answer is applied within the plan (`_within`).
         """
@@ -521,8 +528,10 @@ class Cluster(PoolResources, Beyond, Stopping):
             self.advance(now)
         if not self.can_schedule():
             return None
-        self.order_key = getattr(scheduler, "order_key", None)
         admission = self.admission
+        if admission is not None and admission.plan.reclaim and not self.stopped_first(now):
+            return None
+        self.order_key = getattr(scheduler, "order_key", None)
         if admission is None:
             return self._answer(scheduler, self, now, None)
         forced = admission.plan.forced
@@ -661,6 +670,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         stage.executors += len(executors)
         job.held += len(executors)
         self.touch(job)
+        if self._busy is not None:
+            self._busy_started(executors, stage)
         if self.admission is not None:
             self.admission.use(stage, len(executors), now)
         if stage.need is not None:

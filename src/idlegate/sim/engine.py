@@ -119,9 +119,9 @@ class Engine:
         fid = fidelity or workload.fidelity
         rng = np.random.default_rng(seed)
         scheduler_seed = rng.integers(2**63)
-        mode = "queues"
+        mode, victims = "queues", "least"
         if isinstance(scheduler, Admitted):
-            mode = scheduler.mode
+            mode, victims = scheduler.mode, scheduler.victims
             scheduler = scheduler.scheduler
         gate = scheduler if isinstance(scheduler, PodsGate) else None
         if gate is not None:  # (the engine asks the scheduler behind the gate itself)
@@ -155,7 +155,9 @@ class Engine:
         engine.trace = events
         if workload.queues and mode != "none":
             names = cluster.resource_names
-            cluster.admission = Admission(workload.queues, cluster.capacity, names, mode)
+            cluster.admission = Admission(
+                workload.queues, cluster.capacity, names, mode, victims=victims
+            )
             for j in workload.jobs:  # (a queue named that does not exist: refused now)
                 queue_of(workload.queues, j.namespace, j.queue, j.labels)
         engine.push_arrivals(workload.jobs)

@@ -81,6 +81,13 @@ class StopLedger:
             self._last[task] = now
             self._recent.append(now)
 
+    def copy(self) -> StopLedger:
+        """An independent copy (a forked pool's: its stops are not the live pool's)."""
+        twin = StopLedger(self.calm)
+        twin._last = dict(self._last)
+        twin._recent = deque(self._recent)
+        return twin
+
     def cooling(self, task: Hashable, now: float) -> bool:
         """Whether `task` was stopped less than ``cooldown`` seconds before `now`."""
         last = self._last.get(task)

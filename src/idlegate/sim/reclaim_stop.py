@@ -30,11 +30,15 @@ Semantics:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from idlegate.errors import IllegalDecisionError
 from idlegate.sim.protocol import Stage
+
+if TYPE_CHECKING:
+    from idlegate.sim.admission import Admission
+    from idlegate.sim.reclaim_plan import Reclaim
 
 
 class Stopped(NamedTuple):
@@ -57,6 +61,7 @@ class Stopping:
     """The cluster's stop (the module docstring): a part of `Cluster`, as `PoolResources`."""
 
     num_executors: int
+    now: float
     _exec_stage: list[Stage | None]
     _task_start: list[float]
     task_failed: Callable[[int, float], None]
@@ -77,6 +82,122 @@ class Stopping:
             if stage is not None
         ]
 
+    _busy: dict[int, None] | None = None
+    """The busy executors, oldest task first (the order of their starts, which only grow),
+    kept once a reclaim first reads them (`running_newest`; None: not yet)."""
+    _kept: set[int] | None = None
+    """Of `_busy`, those whose stage is checkpointed (their tasks lose nothing)."""
+    _owed: dict[Stage, list[float]] | None = None
+    """Per stage, when each of its tasks stopped and not yet run again was stopped."""
+    _rerun: dict[int, float] | None = None
+    """The busy executors whose task is a stopped one run again, with when it was
+    stopped (a stage's next launch after a stop is its stopped task run again: its
+    tasks are alike in the state machine)."""
+
+    stopper: Callable[[Reclaim], object] | None = None
+    """Who carries out a plan's stops (the operator's evictions: `Core.stop_tasks`, the
+    machine told as each is taken); None: the cluster stops them itself (the simulator)."""
+    stoppable: Callable[[Stage], bool] | None = None
+    """Which running tasks a reclaim may stop besides the state machine's own rule (the
+    operator's: a DagWorkflow's, whose pods it evicts; None: any but a gang's)."""
+    admission: Admission | None
+    can_schedule: Callable[[], bool]
+
+    def stopped_first(self, now: float) -> bool:
+        """`Cluster.decide_once`'s first step when the admission's plan stops tasks: the
+        stops carried out (`stop`) or handed to `stopper`, told to the reclaim, and the
+        question asked again, until its plan stops none; whether a stage may start."""
+        admission = self.admission
+        assert admission is not None and admission.reclaimer is not None
+        while (reclaim := admission.plan.reclaim) is not None:
+            carried = self.stopper is None
+            admission.reclaimer.stopped(reclaim, self, now, carried)  # type: ignore[arg-type]
+            if self.stopper is None:
+                self.stop(reclaim.executors, now, reclaim.starts)
+            else:
+                self.stopper(reclaim)
+            admission.reopen()
+            if not self.can_schedule():
+                return False
+        return True
+
+    def running_newest(
+        self, queues: set[int], now: float
+    ) -> Iterator[tuple[float, int, Stage, bool]]:
+        """(start, executor, stage, checkpointed) of the tasks running for the jobs of
+        `queues` that started before `now`: the checkpointed ones, then the others
+        newest first (a reclaim's candidates, `idlegate.sim.reclaim_plan`, read as far
+        as its choice needs; one that started at this instant has run nothing, and
+        stopping it would undo a start of the same round). A gang's tasks are none (a
+        gang runs as one, stopped whole or not at all), nor those `stoppable` refuses."""
+        if self._busy is None:
+            self._track()
+        busy, kept = self._busy, self._kept
+        assert busy is not None and kept is not None
+        stages, starts, may = self._exec_stage, self._task_start, self.stoppable
+
+        def candidate(stage: Stage | None, start: float) -> bool:
+            return (
+                stage is not None
+                and start < now
+                and stage.job.queue in queues
+                and not stage.gang
+                and (may is None or may(stage))
+            )
+
+        for e in sorted(kept, key=lambda e: -starts[e]):
+            if candidate(stages[e], starts[e]):
+                yield starts[e], e, stages[e], True  # type: ignore[misc]
+        for e in reversed(busy):
+            if e not in kept and candidate(stages[e], starts[e]):
+                yield starts[e], e, stages[e], False  # type: ignore[misc]
+
+    def rerun_of(self, executor: int) -> float | None:
+        """When the task `executor` runs was stopped, if it is a stopped one run again."""
+        return None if self._rerun is None else self._rerun.get(executor)
+
+    def _track(self) -> None:
+        """Start keeping `_busy`, `_kept` and `_rerun` (read from the executors once)."""
+        stages, starts = self._exec_stage, self._task_start
+        running = sorted((starts[e], e) for e, s in enumerate(stages) if s is not None)
+        self._busy = {e: None for _, e in running}
+        self._kept = {e for _, e in running if checkpointed(stages[e])}  # type: ignore[arg-type]
+        self._rerun = {}
+        if self._owed is None:
+            self._owed = {}
+
+    def _busy_started(self, executors: Sequence[int], stage: Stage) -> None:
+        """`executors` started a task of `stage` now (kept once `_busy` is)."""
+        busy, kept, rerun, owed = self._busy, self._kept, self._rerun, self._owed
+        assert busy is not None and kept is not None and rerun is not None and owed is not None
+        mark = checkpointed(stage)
+        for e in executors:
+            busy.pop(e, None)
+            busy[e] = None
+            rerun.pop(e, None)
+            if mark:
+                kept.add(e)
+            times = owed.get(stage)
+            if times:
+                rerun[e] = times.pop(0)
+                if not times:
+                    del owed[stage]
+
+    def _busy_freed(self, executor: int) -> None:
+        """`executor`'s task ended, failed or stopped (kept once `_busy` is)."""
+        assert self._busy is not None and self._kept is not None and self._rerun is not None
+        self._busy.pop(executor, None)
+        self._kept.discard(executor)
+        self._rerun.pop(executor, None)
+
+    def stage_on(self, executor: int) -> Stage | None:
+        """The stage whose task `executor` runs (None: it runs none)."""
+        return self._exec_stage[executor]
+
+    def runs(self, executor: int, start: float) -> bool:
+        """Whether `executor` still runs the task that started at `start`."""
+        return self._exec_stage[executor] is not None and self._task_start[executor] == start
+
     def stop(
         self, executors: Iterable[int], now: float, started: Sequence[float] | None = None
     ) -> list[Stopped]:
@@ -93,6 +214,9 @@ class Stopping:
             # the machine's step is a failed task's (not launched any more, its executor
             # free); what a failure adds, a retry counted, is its driver's, and none here
             self.task_failed(executor, now)
+            if self._owed is None:
+                self._owed = {}
+            self._owed.setdefault(stage, []).append(now)  # (its next launch runs it again)
             self.preempted += 1
             self.preempted_seconds += lost
             done.append(Stopped(executor, stage, start, lost))

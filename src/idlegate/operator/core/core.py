@@ -152,6 +152,11 @@ class Core(Lifecycle):
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
             metrics.watch_queues(cluster.admission, cluster)
+            # a plan's stops, by eviction (the chosen first, then the other candidates)
+            cluster.stopper = lambda r: self.stop_tasks(
+                (*r.executors, *r.spare), len(r.executors), r.reason, r.queue
+            )
+            cluster.stoppable = lambda s: not isinstance(s.job.payload, ExternalJob)
         self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
         """The nodes' allocatable and rules last told (`Capacity`): which stages no node
         holds."""

@@ -13,7 +13,8 @@ pool, `num_jobs` of them. The `scenario` changes the first team:
 
 The queues' wait bound is `wait_bound` seconds (none by default), but for a flooding
 team's: a backlog of five times its share drains on its quota only after hours, so no
-bound shorter than that could hold for it (docs/queues.md). Seeds: one stream per
+bound shorter than that could hold for it (docs/queues.md). `reclaim` is every queue's
+``preemption.reclaim`` (none by default). Seeds: one stream per
 team (`base.split_streams`), so a team's jobs do not depend on the others' options.
 """
 
@@ -28,7 +29,7 @@ from pydantic import Field
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload
-from idlegate.sim.queues import QueueSpec
+from idlegate.sim.queues import Preemption, QueueSpec
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.workloads.base import SeedLike, _Options, as_rng
 from idlegate.sim.workloads.kinds import build_workload
@@ -59,6 +60,9 @@ class TeamsConfig(_Options):
     """``large``: the large workflow's work, in the team's mean workflow work."""
     wait_bound: float | None = Field(None, gt=0)
     """Seconds a ready task may wait (every queue but a flooding team's); none: no bound."""
+    reclaim: Literal["Never", "LowerPriority", "Any"] = "Never"
+    """Every queue's ``preemption.reclaim`` (`idlegate.sim.queues.Preemption`): whether a
+    team under its quota stops the tasks of teams above theirs."""
 
 
 def team_name(i: int) -> str:
@@ -107,6 +111,7 @@ def teams_workload(config: TeamsConfig, seed: SeedLike = 0) -> Workload:
             wait_bound=inf
             if config.wait_bound is None or (i == 0 and config.scenario == "flood")
             else config.wait_bound,
+            preemption=Preemption(reclaim=config.reclaim),
         )
         for i in range(n)
     )

@@ -1,0 +1,358 @@
+"""The admission's reclaim: which running tasks a question's plan stops (issue 82, item 1),
+the `AdmissionPlan.stop` the cluster applies (`Cluster.decide_once`).
+
+Pure and clock-free, like `idlegate.sim.cluster`: it reads the pool (`PoolState`) and the
+admission's usage, and answers; what it remembers is the no-thrash ledger's
+(`idlegate.sim.reclaim_ledger`) and the stops asked and not yet carried out (`pending`).
+
+Semantics, at each question of a pool where some queue's ``preemption`` is not ``Never``
+(with every queue at ``Never`` it is never asked: today's behaviour, to the byte):
+
+* *The claimant.* Of the queues whose settings allow a stop and that have a ready task,
+  in the admission's order (priority, then lowest weighted dominant share), the first
+  whose ready task of its highest priority (one of its stages of that shape: all of one
+  shape are alike here) does not fit the free room now, the stops asked and not carried
+  out counted as done. A queue whose task fits needs no stop this question; one whose
+  only setting is ``reclaim`` and whose task would take it beyond its nominal quota is
+  no claimant (no rule lets it stop a task).
+* *The candidates* are the running tasks of the queues the rules name
+  (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
+  read only from those queues: a task of a queue that neither borrows nor is the
+  claimant's is never read, nor one that started at this instant (it has run nothing).
+* *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
+  cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
+  or with ``victims="kueue"`` the Kueue-like baseline's
+  (`idlegate.sim.reclaim_baselines.kueue_victims`, under the same cooldown and budget).
+  None found: the next claimant is tried; none at all, nothing is stopped.
+* *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
+  again as the next task its stage launches (`Cluster.rerun_of`, kept by
+  `idlegate.sim.reclaim_stop`): that task is no candidate until the ledger's cooldown
+  from its stop has passed. The ledger counts the stops for its budget.
+* *Pending.* The simulator stops the victims at once; the operator evicts them, which
+  takes their grace period, so a stop asked is *pending* until its task no longer runs
+  (stopped, or ended) or `PENDING_FOR` seconds passed (an eviction refused for good):
+  meanwhile its room counts as free for the claimants, so the same room is not asked
+  for twice. The ledger counts a stop when it is asked (the budget, the cooldown of
+  the task asked for).
+* On a pool whose nodes the driver tells (the operator's ``nodeSelector`` pools) nothing
+  is stopped: where each task runs is the API's, not the state machine's (not built).
+
+Cost: the choice is exact over the candidates (`choose_victims`), but it reads them as
+the cluster keeps them, checkpointed first and then newest first (`running_newest`:
+the busy executors in the order of their starts, kept as tasks start and end once a
+reclaim first asks), and stops reading once no older one could be in a better choice:
+a task started at s loses at least (now − s) executor-seconds, so once the best choice
+among the newer ones loses less than that (and spares the young lent tasks the grace
+spares), every choice with an older one loses more. So a question reads the newest
+candidates, not every running task; one with no claimant, or no queue borrowing for a
+``reclaim`` claimant, reads none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from idlegate.sim.reclaim import MILLI as LOSS_UNIT
+from idlegate.sim.reclaim import Running, Victims, fits
+from idlegate.sim.reclaim_baselines import kueue_victims
+from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
+from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
+
+if TYPE_CHECKING:
+    from idlegate.sim.admission_types import PoolState
+    from idlegate.sim.protocol import Stage
+    from idlegate.sim.queues import QueueSpec
+
+VICTIMS = ("least", "kueue")
+"""How victims are chosen: idlegate's least work lost, or the Kueue-like baseline."""
+PENDING_FOR = 300.0
+"""Seconds a stop asked and not carried out counts as freeing its room (the module
+docstring's *pending*)."""
+FIRST = 4
+"""Candidates read before the first choice (then twice as many each time)."""
+
+
+class Reclaim(NamedTuple):
+    """A plan's stops: the executors whose tasks to stop (`AdmissionPlan.stop`), each
+    task's start, the queue that reclaims (its name), why (`reclaim_rules`' reason), the
+    executor-seconds they lose, and the executors of the other candidates read, cheapest
+    first (the operator tries them when an eviction is refused)."""
+
+    executors: tuple[int, ...]
+    starts: tuple[float, ...]
+    queue: str
+    reason: str
+    lost: float
+    spare: tuple[int, ...] = ()
+
+
+class Queues(Protocol):
+    """What the reclaim reads of the admission (`idlegate.sim.admission.Admission`): each
+    queue's usage and nominal quota (in `dims` order), priority and weighted dominant
+    share, and how many tasks of a demand it may start in all, borrowing included."""
+
+    used: list[list[float]]
+    nominal: list[list[float]]
+    priority: list[int]
+
+    def share(self, q: int) -> float: ...
+
+    def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]: ...
+
+
+class Reclaimer:
+    """The reclaim phase of one pool's admission (the module docstring)."""
+
+    def __init__(
+        self,
+        queues: Sequence[QueueSpec],
+        dims: Sequence[str],
+        victims: str = "least",
+        calm: Calm | None = None,
+    ) -> None:
+        self.queues = tuple(queues)
+        self.dims = tuple(dims)
+        self.victims = victims
+        self.ledger = StopLedger(calm)
+        self.pending: dict[int, tuple[float, float, Stage, str]] = {}
+        """Stops asked and not carried out: executor → (its task's start, when asked, its
+        stage, the queue they are for)."""
+        self._demands: dict[Stage, dict[str, int]] = {}
+        """Each running stage's demand by name, made once."""
+        self.claiming = [q for q, spec in enumerate(queues) if not spec.preemption.never]
+        """The queues whose settings may stop a task."""
+
+    def copy(self) -> Reclaimer:
+        """An independent copy (a forked cluster's admission)."""
+        twin = object.__new__(Reclaimer)
+        twin.__dict__.update(self.__dict__)
+        twin.ledger = self.ledger.copy()
+        twin.pending = dict(self.pending)
+        return twin
+
+    def plan(
+        self, pool: PoolState, now: float, queues: Queues, claims: Sequence[tuple[int, Stage, int]]
+    ) -> Reclaim | None:
+        """The stops of the question at `now` (None: none): `claims` are the claiming
+        queues' ready tasks of their highest priority (queue, stage, the tasks it starts
+        at once), tried in the admission's order (`queues`: priority, then weighted
+        dominant share); only a claimant that does not fit is read further."""
+        if pool.follows_nodes or not self.ledger.left(now):
+            return None  # (nodes the API places on; or the budget spent: no choice fits)
+        self._settle(pool, now)
+        dims = self.dims
+        free = dict(pool.free_resources)
+        placed = pool.placed_nodes()
+        nodes: list[dict[str, int]] | None = None
+        where: Mapping[int, int] = {}
+        if placed is not None:
+            rows, where = placed
+            names = dims[1:]
+            nodes = [{**dict(zip(names, row, strict=False)), "pods": row[-1]} for row in rows]
+        for executor, (_start, _at, stage, _for) in self.pending.items():
+            amounts = _demand(stage, len(dims))
+            for x, a in zip(dims, amounts, strict=True):
+                free[x] = free.get(x, 0) + int(a)
+                if nodes is not None and (n := where.get(executor)) is not None:
+                    nodes[n][x] = nodes[n].get(x, 0) + int(a)
+        unfit = []
+        used, nominal = queues.used, queues.nominal
+        for q, stage, tasks in claims:
+            one = _demand(stage, len(dims))
+            settings = self.queues[q].preemption
+            only = settings.within_queue == "Never" and settings.borrow_below is None
+            if only and any(  # (only `reclaim`: beyond its nominal quota it stops none)
+                u + a * tasks > n for u, a, n in zip(used[q], one, nominal[q], strict=True)
+            ):
+                continue
+            need = {x: int(a) * tasks for x, a in zip(dims, one, strict=True) if a > 0}
+            room = [free] if nodes is None else nodes
+            if not any(fits(need, r, ()) for r in room):
+                unfit.append((q, stage, tasks, need))
+        if not unfit:
+            return None
+        if len(unfit) > 1:
+            unfit.sort(key=lambda u: (-queues.priority[u[0]], queues.share(u[0]), u[0]))
+        usage = [{x: int(u) for x, u in zip(dims, row, strict=True)} for row in used]
+        borrowing = {r for r, (u, n) in enumerate(zip(used, nominal, strict=True)) if _above(u, n)}
+        for q, stage, tasks, need in unfit:
+            claimant = Claimant(q, stage.job.priority, need)
+            settings = self.queues[q].preemption
+            wanted = set(borrowing) - {q}
+            if settings.within_queue == "LowerPriority":
+                wanted.add(q)
+            if not wanted:
+                continue
+            key = None if stage.need is None else stage.need.amounts
+            lent = queues.entitled_for(q, key)[1] >= tasks
+            got = self._choose(pool, now, claimant, usage, wanted, lent, free, nodes, where)
+            if got is not None:
+                return got
+        return None
+
+    def _choose(
+        self,
+        pool: PoolState,
+        now: float,
+        claimant: Claimant,
+        usage: Sequence[Mapping[str, int]],
+        wanted: set[int],
+        lends: bool,
+        free: Mapping[str, int],
+        nodes: list[dict[str, int]] | None,
+        where: Mapping[int, int],
+    ) -> Reclaim | None:
+        """The victims for `claimant` among the running tasks of the `wanted` queues."""
+        cool, pending = self.ledger.calm.cooldown, self.pending
+        rows = (
+            r
+            for r in pool.running_newest(wanted, now)
+            if r[1] not in pending and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+        )
+        ledger, dims = self.ledger, self.dims
+        if self.victims == "kueue":
+            made = [self._running(r, now, dims, where) for r in rows]
+            rules = eligible(claimant, self.queues, usage, made, lends=lends)
+            return self._kueue(claimant, rules, now, free)
+        made = []
+        size = FIRST
+        ahead = next(rows, None)  # (the next row unread: its start bounds the rest's loss)
+        while True:
+            while ahead is not None and len(made) < size:
+                made.append(self._running(ahead, now, dims, where))
+                ahead = next(rows, None)
+            rules = eligible(claimant, self.queues, usage, made, lends=lends)
+            if nodes is None:
+                got = calm_victims(ledger, claimant, rules, now, free=free)
+            else:
+                got = calm_victims(ledger, claimant, rules, now, nodes=nodes)
+            if ahead is None:
+                break
+            if got is not None and not ahead[3]:
+                floor = max(0, round((now - ahead[0]) * LOSS_UNIT))
+                spared = not any(ledger.young(t, claimant, now) for t in got.tasks)
+                if got.lost < floor and spared:
+                    break
+            size *= 2
+        return None if got is None else self._reclaim(got, rules, claimant, now)
+
+    def _kueue(
+        self, claimant: Claimant, rules: Eligible, now: float, free: Mapping[str, int]
+    ) -> Reclaim | None:
+        """The Kueue-like baseline's choice, under the ledger's cooldown and budget."""
+        ledger = self.ledger
+        left = ledger.left(now)
+        if not left:
+            return None
+        ready = [t for t in rules.candidates if not ledger.cooling(t.task, now)]
+        got = kueue_victims(
+            claimant.need,
+            ready,
+            now,
+            claimant.queue,
+            free=free,
+            limits=rules.limits,
+            borrowed=rules.borrowed,
+        )
+        if got is None or not got.tasks or len(got.tasks) > left:
+            return None
+        return self._reclaim(got, rules, claimant, now)
+
+    def _reclaim(
+        self,
+        got: Victims,
+        rules: Eligible,
+        claimant: Claimant,
+        now: float,
+    ) -> Reclaim | None:
+        """The plan's stops of a choice (None: an empty one, the task fits already)."""
+        if not got.tasks:
+            return None
+        chosen = {id(t) for t in got.tasks}
+        spare = sorted(
+            (t for t in rules.candidates if id(t) not in chosen),
+            key=lambda t: (t.loss(now), t.priority, -t.start, _executor(t)),
+        )
+        reason = rules.reason(got.tasks[0])
+        return Reclaim(
+            executors=tuple(_executor(t) for t in got.tasks),
+            starts=tuple(t.start for t in got.tasks),
+            queue=self.queues[claimant.queue].name,
+            reason=reason,
+            lost=got.seconds,
+            spare=tuple(_executor(t) for t in spare),
+        )
+
+    def _running(
+        self,
+        row: tuple[float, int, Stage, bool],
+        now: float,
+        dims: Sequence[str],
+        where: Mapping[int, int],
+    ) -> Running:
+        """A running task as a candidate (its ledger name: the module docstring)."""
+        start, executor, stage, kept = row
+        job = stage.job
+        demand = self._demands.get(stage)
+        if demand is None:  # (one mapping per stage: `choose_victims` groups a stage's by it)
+            if len(self._demands) > 4096:
+                self._demands.clear()
+            amounts = _demand(stage, len(dims))
+            demand = {x: int(a) for x, a in zip(dims, amounts, strict=True) if a > 0}
+            self._demands[stage] = demand
+        return Running(
+            task=(job.id, stage.index, executor, start),
+            queue=job.queue,
+            priority=job.priority,
+            start=start,
+            demand=demand,
+            checkpointed=kept,
+            node=where.get(executor),
+            workflow=job.id,
+            admitted=job.first_start,
+        )
+
+    def stopped(self, plan: Reclaim, pool: PoolState, now: float, carried: bool) -> None:
+        """The driver stopped `plan`'s victims (`carried`), or asked for their stops (the
+        operator's evictions): the ledger records them, and those asked are pending."""
+        names = []
+        for executor, start in zip(plan.executors, plan.starts, strict=True):
+            stage = pool.stage_on(executor)
+            if stage is None:
+                continue
+            names.append((stage.job.id, stage.index, executor, start))
+            if not carried:
+                self.pending[executor] = (start, now, stage, plan.queue)
+        self.ledger.stopped(names, now)
+
+    def stopping_for(self, queue: str) -> int:
+        """How many stops asked for `queue` are not carried out yet (its ready task waits
+        for them: `idlegate.sim.admission_entries`, the `Reclaiming` reason)."""
+        return sum(1 for p in self.pending.values() if p[3] == queue)
+
+    def _settle(self, pool: PoolState, now: float) -> None:
+        """Forget the pending stops whose task no longer runs, or asked too long ago."""
+        pending = self.pending
+        for executor, (start, at, _stage, _for) in list(pending.items()):
+            if not pool.runs(executor, start) or now - at >= PENDING_FOR:
+                del pending[executor]
+
+
+def _executor(task: Running) -> int:
+    """The executor of a candidate `_running` made (its name: workflow, stage, executor,
+    start)."""
+    return int(task.task[2])  # type: ignore[index]
+
+
+def _demand(stage: Stage, dims: int) -> list[float]:
+    """One task's demand in the admission's order (a pod, then the pool's resources)."""
+    need = stage.need
+    return [LOSS_UNIT, *([0.0] * (dims - 1))] if need is None else [LOSS_UNIT, *need.amounts]
+
+
+def _above(used: Sequence[float], nominal: Sequence[float]) -> bool:
+    return any(u > n for u, n in zip(used, nominal, strict=True))
+
+
+__all__ = ["PENDING_FOR", "VICTIMS", "Queues", "Reclaim", "Reclaimer"]
