@@ -85,6 +85,7 @@ from idlegate.operator.core.intents import (
     LiveStatus,
     Outbox,
     Outcome,
+    PostEvent,
     Refused,
     RemoveGate,
     Timing,
@@ -161,6 +162,12 @@ class Core(Lifecycle):
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
+        self.ahead = settings.gated_workflows_ahead
+        """Of each queue's waiting workflows, how many get their gated pods ahead."""
+        self.deferred: dict[DagWorkflow, None] = {}
+        """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""
+        self.accepted: dict[Job, PostEvent] = {}
+        """The Accepted Events of this handling's admissions, which a first Waiting joins."""
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
         """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
@@ -333,7 +340,9 @@ class Core(Lifecycle):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
             rule, capacity = self.decider.policy.name, self.cluster.capacity
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
-            self.intents.event(owner, *notice)
+            self.accepted[wf.job] = self.intents.event(owner, *notice)
+        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
+            wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
             if task.executor is not None:  # (not beyond the pool)
@@ -533,8 +542,26 @@ class Core(Lifecycle):
                     if self.reporter is not None:
                         said = bound_hit(admission, *hit)
                         self.intents.event(self.reporter, "Normal", "WaitBound", said)
+        self._within_reach()
         self._arm_new_timers()
         self.intents.add(RoundEnded())
+
+    def _within_reach(self) -> None:
+        """Create the gated pods ahead of the deferred workflows that came within reach: the
+        admission numbers them among the next `gated_workflows_ahead` of their queue
+        (`Cluster.ahead`). One that started, left or ended needs none made here (its
+        releases create what it needs)."""
+        for gone in [wf for wf in self.deferred if not (wf.deferred and wf.active)]:
+            del self.deferred[gone]
+        if not self.deferred:
+            return
+        for job in self.cluster.ahead(self.ahead):
+            wf = job.payload
+            if wf in self.deferred:
+                del self.deferred[wf]
+                wf.deferred = False
+                for track in wf.stages:
+                    wf.top_up(self, track)
 
     def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""
@@ -593,6 +620,7 @@ class Core(Lifecycle):
         changed = self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
+        accepted, self.accepted = self.accepted, {}
         result = None
         for job in jobs:
             wf = job.payload
@@ -605,6 +633,11 @@ class Core(Lifecycle):
                     hold = None if entry is None else entry.holds.get(stage)
                     said = why if hold is None else hold.message
                     notice = notices.waiting(stage, job, self.cluster, said)
+                    admitted = accepted.pop(job, None)  # (its Accepted says it: one Event)
+                    if admitted is not None:
+                        joined = notices.accepted_waiting(_notice(admitted), notice)
+                        if self.intents.amend(admitted, *joined):
+                            continue
                     self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
@@ -662,3 +695,7 @@ class Core(Lifecycle):
         held, key = self.held.get(wf.owner.kind, {}), (wf.owner.namespace, wf.owner.name)
         if held.get(key) is wf:
             del held[key]
+
+
+def _notice(said: PostEvent) -> notices.Notice:
+    return (said.type, said.reason, said.message)

@@ -362,8 +362,19 @@ class Outbox:
         """Merge `body` into the status of a workflow the core holds no record of."""
         self.add(PatchStatus(owner, body))
 
-    def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        self.add(PostEvent(owner, type_, reason, message))
+    def event(self, owner: Owner, type_: str, reason: str, message: str) -> PostEvent:
+        said = PostEvent(owner, type_, reason, message)
+        self.add(said)
+        return said
+
+    def amend(self, said: PostEvent, type_: str, reason: str, message: str) -> bool:
+        """Post this Event in the place of `said`, if `said` is kept still (not taken: the
+        same handling); False if it went (what was to be added is said on its own)."""
+        for i, kept in enumerate(self.intents):
+            if kept is said:
+                self.intents[i] = PostEvent(said.owner, type_, reason, message)
+                return True
+        return False
 
     def cancel_writes(self, owner: Owner) -> None:
         self.add(CancelWrites(owner))
