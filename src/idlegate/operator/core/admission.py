@@ -219,9 +219,8 @@ class DagWorkflow(Workflow):
         """A gated pod of ours lost the gate without the operator: its task is launched on a
         free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
         pool.metrics.foreign_releases.inc()
-        self.deferred = False  # (it started)
         track.set_state(task, TaskState.RELEASED)
-        task.executor = None
+        task.executor, self.deferred = None, False  # (it started)
         if self.phase is Phase.PENDING:
             self.phase = Phase.RUNNING
         stage = self.job.stages[track.index]

@@ -162,8 +162,6 @@ class Core(Lifecycle):
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
-        self.ahead = settings.gated_workflows_ahead
-        """Of each queue's waiting workflows, how many get their gated pods ahead."""
         self.deferred: dict[DagWorkflow, None] = {}
         """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""
         self.accepted: dict[Job, PostEvent] = {}
@@ -341,7 +339,9 @@ class Core(Lifecycle):
             rule, capacity = self.decider.policy.name, self.cluster.capacity
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
             self.accepted[wf.job] = self.intents.event(owner, *notice)
-        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
+        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(
+            self.settings.gated_workflows_ahead
+        ):
             wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
@@ -547,17 +547,13 @@ class Core(Lifecycle):
         self.intents.add(RoundEnded())
 
     def _within_reach(self) -> None:
-        """Create the gated pods ahead of the deferred workflows that came within reach: the
-        admission numbers them among the next `gated_workflows_ahead` of their queue
-        (`Cluster.ahead`). One that started, left or ended needs none made here (its
-        releases create what it needs)."""
+        """Create the gated pods of the deferred workflows the admission now numbers among
+        the next `gated_workflows_ahead` of their queue (`Cluster.ahead`)."""
         for gone in [wf for wf in self.deferred if not (wf.deferred and wf.active)]:
-            del self.deferred[gone]
-        if not self.deferred:
-            return
-        for job in self.cluster.ahead(self.ahead):
-            wf = job.payload
-            if wf in self.deferred:
+            del self.deferred[gone]  # (started, left or ended: its releases create its pods)
+        ahead = self.settings.gated_workflows_ahead
+        for job in self.cluster.ahead(ahead) if self.deferred else ():
+            if (wf := job.payload) in self.deferred:
                 del self.deferred[wf]
                 wf.deferred = False
                 for track in wf.stages:
@@ -633,12 +629,9 @@ class Core(Lifecycle):
                     hold = None if entry is None else entry.holds.get(stage)
                     said = why if hold is None else hold.message
                     notice = notices.waiting(stage, job, self.cluster, said)
-                    admitted = accepted.pop(job, None)  # (its Accepted says it: one Event)
-                    if admitted is not None:
-                        joined = notices.accepted_waiting(_notice(admitted), notice)
-                        if self.intents.amend(admitted, *joined):
-                            continue
-                    self.intents.event(wf.owner, *notice)
+                    first = accepted.pop(job, None)  # (its Accepted says why it waits too)
+                    if first is None or not self.intents.amend(first, notice):
+                        self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold
@@ -695,7 +688,3 @@ class Core(Lifecycle):
         held, key = self.held.get(wf.owner.kind, {}), (wf.owner.namespace, wf.owner.name)
         if held.get(key) is wf:
             del held[key]
-
-
-def _notice(said: PostEvent) -> notices.Notice:
-    return (said.type, said.reason, said.message)

@@ -220,8 +220,7 @@ class Workflow:
         self.noted: set[str] = set()
         """Stages whose wait for an executor an Event said (once each)."""
         self.deferred = False
-        """Its gated pods wait until it is within reach (the next its queue starts) or
-        starts: none is created ahead meanwhile (`Core._within_reach`)."""
+        """No gated pod of it is created ahead until it is within reach (`Core._within_reach`)."""
         self.unfit: dict[str, str] = {}
         """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
         self.forecast: Forecast | Unavailable | None = None
