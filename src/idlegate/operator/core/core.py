@@ -162,6 +162,7 @@ class Core(Lifecycle):
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
+        self.ahead = settings.gated_workflows_ahead  # (waiting workflows given pods ahead)
         self.deferred: dict[DagWorkflow, None] = {}
         """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""
         self.accepted: dict[Job, PostEvent] = {}
@@ -339,9 +340,7 @@ class Core(Lifecycle):
             rule, capacity = self.decider.policy.name, self.cluster.capacity
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
             self.accepted[wf.job] = self.intents.event(owner, *notice)
-        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(
-            self.settings.gated_workflows_ahead
-        ):
+        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
             wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
@@ -551,8 +550,7 @@ class Core(Lifecycle):
         the next `gated_workflows_ahead` of their queue (`Cluster.ahead`)."""
         for gone in [wf for wf in self.deferred if not (wf.deferred and wf.active)]:
             del self.deferred[gone]  # (started, left or ended: its releases create its pods)
-        ahead = self.settings.gated_workflows_ahead
-        for job in self.cluster.ahead(ahead) if self.deferred else ():
+        for job in self.cluster.ahead(self.ahead) if self.deferred else ():
             if (wf := job.payload) in self.deferred:
                 del self.deferred[wf]
                 wf.deferred = False
