@@ -8,9 +8,9 @@ Every count of tasks and executors is the state machine's; the core keeps only t
 pods' bookkeeping (:mod:`.tracking`).
 
 Pods are created gated, stage by stage: when the stage becomes runnable, at most
-`Settings.window` of them ahead of their release, the rest as its tasks are released.
-Creating every pod up front would flood the API server (and every watcher of pods): a
-500-stage workflow of large stages is hundreds of thousands of pods.
+`Settings.window` ahead of their release (of a workflow within reach: `_within_reach`),
+the rest as released. Creating every pod up front would flood the API server (and every
+watcher of pods): a flood of workflows, or a 500-stage one of large stages.
 
 A pod that loses its gate without the operator, and a running pod of a workflow admitted
 into a pool made smaller, count against the pool (``Cluster.started_unasked``,
