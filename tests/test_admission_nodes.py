@@ -171,22 +171,24 @@ async def test_a_stage_no_node_has_room_for_waits_for_that_not_for_the_policy(mo
         return event
 
     free = "cpu=750m,memory=96Gi stay free on its nodes until the next event."
-    assert said("small", "Waiting").endswith(
+    # (each was accepted into a full pool: its Accepted Event says why it waits, issue 79)
+    assert said("small", "Accepted").endswith(
         f"policy waits chose to wait for a better moment; {free}"
     )
     why = (
         "no node has room for its task of cpu=500m now (at most cpu=250m,memory=32Gi free on "
         "any one node, cpu=750m,memory=96Gi on its nodes in all)"
     )
-    assert said("big", "Waiting") == (
-        f"Stage 's' is runnable and waits for an executor: {why}; {free}"
+    assert said("big", "Accepted").endswith(
+        f". Stage 's' is runnable and waits for an executor: {why}; {free}"
     )
     # the visibility API says the entry's hold the Waiting Event said (one queue, "")
     ((queue, entries),) = waiting_in_order(h.core)
     (big,) = [e for e in entries if e.job.name.endswith("big")]
-    assert queue == "" and f"waits for an executor: {big.message}; " in said("big", "Waiting")
-    assert said("big", "Accepted").endswith(
-        "policy waits, pool of every node (cpu=750m,memory=96Gi now)."
+    assert queue == "" and f"waits for an executor: {big.message}; " in said("big", "Accepted")
+    assert said("big", "Accepted").startswith(
+        "Accepted: 1 stages, 1 tasks, critical path 10 s, total work 10 executor-seconds; "
+        "policy waits, pool of every node (cpu=750m,memory=96Gi now). Stage 's' is runnable"
     )
 
 

@@ -28,7 +28,8 @@ async def test_a_stage_whose_requests_do_not_fit_the_free_cpu_says_so_not_nothin
     h.clock.advance(1)
     await h.submit("w2", {"stages": [stage("a", tasks=1, duration=10.0, **big)]})
     assert len(h.released()) == 1
-    waiting = [e for e in h.kube.events if e["reason"] == "Waiting"]
+    # (a Waiting Event, or the Accepted one that says why a new workflow waits: issue 79)
+    waiting = [e for e in h.kube.events if "waits for an executor" in e["message"]]
     assert waiting, h.kube.events
     assert [says_nothing(e) for e in waiting] == [None] * len(waiting), waiting
     (said,) = [e["message"] for e in waiting if e["involvedObject"]["name"] == "w2"]

@@ -381,13 +381,14 @@ def test_a_pool_without_queues_shows_the_waiting_events_own_message() -> None:
     core = core_of(pool=1)
     said(core, Admit(workflow("w", stage("a")), [], NamespacePolicy()), T0)
     said(core, Admit(workflow("v", stage("b")), [], NamespacePolicy()), T0 + 1)
-    (event,) = [i for i in taken(core) if isinstance(i, PostEvent) and i.reason == "Waiting"]
+    (event,) = [i for i in taken(core) if isinstance(i, PostEvent) and "waits" in i.message]
     assert event.owner.name == "v" and "all 1 executors of the pool are busy" in event.message
+    assert event.reason == "Accepted"  # (one Event at its admission says both: issue 79)
     assert _visible_reasons(core) == {"v": "all 1 executors of the pool are busy"}  # (its hold)
     # a round that ended with executors free: what the round said, not a guess of it; the
     # visibility API says what the admission let it do
     core = core_of(pool=2, policy=Waits())
     said(core, Admit(workflow("w", stage("a")), [], NamespacePolicy()), T0)
-    (event,) = [i for i in taken(core) if isinstance(i, PostEvent) and i.reason == "Waiting"]
+    (event,) = [i for i in taken(core) if isinstance(i, PostEvent) and "waits" in i.message]
     assert "chose to wait" in event.message and "2 executor(s) stay free" in event.message
     assert _visible_reasons(core) == {"w": "may start any task(s) of a now"}

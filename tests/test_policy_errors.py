@@ -194,9 +194,11 @@ async def test_when_the_fallback_fails_too_the_pool_waits_and_the_events_say_why
     h.bridge.core.decider.fallbacks = (Raising("fallback", "also broken"),)
     await h.submit("w", CHAIN)
     assert h.released() == []  # nothing could be decided
-    (waiting,) = _events(h, "Waiting")
-    assert waiting["message"] == (
-        "Stage 'a' is runnable and waits for an executor: policy raising failed to decide and "
+    # (one Event at its admission says it was accepted and why it waits: issue 79)
+    assert _events(h, "Waiting") == []
+    (waiting,) = _events(h, "Accepted")
+    assert waiting["message"].startswith("Accepted: 2 stages") and waiting["message"].endswith(
+        ". Stage 'a' is runnable and waits for an executor: policy raising failed to decide and "
         "so did its fallback rule(s) fallback, so nothing was decided; 2 executor(s) stay "
         "free until the next event."
     )
@@ -235,7 +237,7 @@ class _WaitFirst:
 async def test_a_policy_that_waits_is_said_to_have_chosen_to():
     h2 = harness(pool=3, scheduler=_WaitFirst())
     await h2.submit("w", CHAIN)
-    (waiting,) = _events(h2, "Waiting")
+    (waiting,) = _events(h2, "Accepted")  # (it says why it waits too: one Event)
     assert waiting["message"].endswith(
         "policy wait-first chose to wait for a better moment; 3 executor(s) stay free until "
         "the next event."

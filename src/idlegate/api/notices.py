@@ -63,6 +63,13 @@ def accepted(dag: Dag, policy: str, pool: PoolSettings, room: ResourceVector) ->
     return ("Normal", "Accepted", message)
 
 
+def accepted_waiting(accepted: str, waiting: Notice) -> Notice:
+    """A new workflow's Accepted Event (its message, `accepted`) when its stage must wait:
+    it also says why (`waiting`'s words), so that a workflow admitted into a full pool gets
+    one Event at its admission, not an Accepted and a Waiting."""
+    return ("Normal", "Accepted", f"{accepted} {waiting[2]}")
+
+
 def spec_change_ignored(generation: int, admitted: int) -> Notice:
     message = (
         f"The spec changed (generation {generation}) after the workflow was admitted with "

@@ -211,6 +211,12 @@ class Settings(Config):
     """Task pods created ahead (gated) for a runnable stage; the rest are created as the
     stage's tasks are released. Default: the pool size."""
 
+    gated_workflows_ahead: int = Field(2, ge=0)
+    """Of each queue's workflows that have not started, the first this many (the next the
+    admission will start: their positions) get their gated pods created ahead; the others'
+    wait until they come within reach, and a task released before its pod was made has it
+    created released. A flood of workflows costs pod writes in proportion to what can run."""
+
     api_concurrency: int = Field(8, ge=1)
     """API requests the operator runs at once (its own writes; kopf's watches aside)."""
 

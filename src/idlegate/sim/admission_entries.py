@@ -22,7 +22,7 @@ another stage waiting has an entry without a position. docs/queues.md says the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from math import inf
 from typing import TYPE_CHECKING
 
@@ -182,6 +182,38 @@ class Entries:
             jobs.sort(key=lambda j: (-j.priority, getattr(j, key)))
         return jobs
 
+    def numbered(self, q: int, key: str | None) -> Iterator[tuple[Job, int | None]]:
+        """Queue q's workflows with a stage that waits, each with its position (None: it
+        started), in the order of `in_order`: the one numbering of positions (the module
+        docstring), read by the result and by `ahead`."""
+        waiting = 0
+        for job in self.in_order(q, key):
+            if job.first_start is None:
+                waiting += 1
+                yield job, waiting
+            else:
+                yield job, None
+
+    def _observe(self, pool: PoolState, now: float) -> None:
+        raise NotImplementedError
+
+    def ahead(self, pool: PoolState, n: int) -> list[Job]:
+        """Per queue, its workflows at positions 1 to `n` (not started: the next the
+        admission will start, in `numbered`'s order, the pool's present order key), of
+        the jobs of `pool` as they are now. What the operator creates pods ahead for
+        (its gated pods of a workflow within reach); none when `n` is 0."""
+        if n <= 0:
+            return []
+        self._observe(pool, pool.now)  # (the snapshot reads the jobs that came or changed)
+        found: list[Job] = []
+        for q in range(len(self.queues)):
+            for job, position in self.numbered(q, pool.order_key):
+                if position is not None:
+                    found.append(job)
+                    if position >= n:
+                        break
+        return found
+
     def result_of(self, cluster: PoolState | None, key: str | None) -> AdmissionResult:
         """The result of the open question of `cluster` (None: of the queues' usage alone,
         no workflow waiting), its positions in the order of the policy's `key`."""
@@ -192,9 +224,9 @@ class Entries:
         for q, spec in enumerate(self.queues):
             waiting: list[Entry] = []
             started: list[Entry] = []
-            for job in [] if cluster is None else self.in_order(q, key):
-                if job.first_start is None:
-                    waiting.append(self.entry_of(job, len(waiting) + 1))
+            for job, position in () if cluster is None else self.numbered(q, key):
+                if position is not None:
+                    waiting.append(self.entry_of(job, position))
                 else:
                     started.append(self.entry_of(job, None))
             queues.append(

@@ -451,11 +451,20 @@ class Cluster(PoolResources, Beyond, Stopping):
     def admission_result(self) -> AdmissionResult:
         """The pool's queues at the present question (`Admission.result`): their entries
         (a pool without queues: its one, `Admission.alone`)."""
+        admission = self._entries()
+        self._end_idle_over(admission)
+        return admission.result(self)
+
+    def ahead(self, n: int) -> list[Job]:
+        """Per queue, the `n` workflows the admission will start next (`Entries.ahead`)."""
+        return self._entries().ahead(self, n) if n > 0 else []
+
+    def _entries(self) -> Admission:
+        """The admission that numbers the waiting (a pool without queues: `Admission.alone`)."""
         admission = self.admission or self._alone
         if admission is None:
             admission = self._alone = Admission.alone(self.capacity, self.resource_names)
-        self._end_idle_over(admission)
-        return admission.result(self)
+        return admission
 
     def _end_idle_over(self, admission: Admission) -> None:
         """End the idle slots the admission says passed their wait bound (`idle_over`)."""

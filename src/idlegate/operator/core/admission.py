@@ -220,7 +220,7 @@ class DagWorkflow(Workflow):
         free executor (ending its stage's idle slot, if any), or runs beyond the pool."""
         pool.metrics.foreign_releases.inc()
         track.set_state(task, TaskState.RELEASED)
-        task.executor = None
+        task.executor, self.deferred = None, False  # (it started)
         if self.phase is Phase.PENDING:
             self.phase = Phase.RUNNING
         stage = self.job.stages[track.index]
@@ -238,7 +238,7 @@ class DagWorkflow(Workflow):
     def release(self, pool: Pool, track: StageTrack, index: int, executor: int) -> None:
         """Release task `index` onto `executor`: remove its gate, or create it ungated."""
         task = track.task(index)
-        had_pod = task.state is TaskState.GATED
+        had_pod, self.deferred = task.state is TaskState.GATED, False  # (it started)
         track.set_state(task, TaskState.RELEASED)
         task.executor, task.released_at = executor, pool.now()
         started = self.phase is Phase.PENDING
@@ -254,9 +254,9 @@ class DagWorkflow(Workflow):
 
     def top_up(self, pool: Pool, track: StageTrack) -> None:
         """Create the stage's gated pods, up to the window ahead of its releases, once its
-        parents are done."""
+        parents are done and the workflow is within reach (not `deferred`)."""
         stage = self.job.stages[track.index]
-        if stage.parents_left or stage.complete:
+        if self.deferred or stage.parents_left or stage.complete:
             return
         while track.gated < pool.window:
             index = track.next_to_create()

@@ -8,9 +8,9 @@ Every count of tasks and executors is the state machine's; the core keeps only t
 pods' bookkeeping (:mod:`.tracking`).
 
 Pods are created gated, stage by stage: when the stage becomes runnable, at most
-`Settings.window` of them ahead of their release, the rest as its tasks are released.
-Creating every pod up front would flood the API server (and every watcher of pods): a
-500-stage workflow of large stages is hundreds of thousands of pods.
+`Settings.window` ahead of their release (of a workflow within reach: `_within_reach`),
+the rest as released. Creating every pod up front would flood the API server (and every
+watcher of pods): a flood of workflows, or a 500-stage one of large stages.
 
 A pod that loses its gate without the operator, and a running pod of a workflow admitted
 into a pool made smaller, count against the pool (``Cluster.started_unasked``,
@@ -85,6 +85,7 @@ from idlegate.operator.core.intents import (
     LiveStatus,
     Outbox,
     Outcome,
+    PostEvent,
     Refused,
     RemoveGate,
     Timing,
@@ -163,6 +164,11 @@ class Core(Lifecycle):
         self.window = settings.window
         """Gated pods created ahead per runnable stage (read once: a pool's settings change
         only with a new core)."""
+        self.ahead = settings.gated_workflows_ahead  # (waiting workflows given pods ahead)
+        self.deferred: dict[DagWorkflow, None] = {}
+        """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""
+        self.accepted: dict[Job, PostEvent] = {}
+        """The Accepted Events of this handling's admissions, which a first Waiting joins."""
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
         """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
@@ -335,7 +341,9 @@ class Core(Lifecycle):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
             rule, capacity = self.decider.policy.name, self.cluster.capacity
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
-            self.intents.event(owner, *notice)
+            self.accepted[wf.job] = self.intents.event(owner, *notice)
+        if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
+            wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
             if task.executor is not None:  # (not beyond the pool)
@@ -535,8 +543,21 @@ class Core(Lifecycle):
                     if self.reporter is not None:
                         said = bound_hit(admission, *hit)
                         self.intents.event(self.reporter, "Normal", "WaitBound", said)
+        self._within_reach()
         self._arm_new_timers()
         self.intents.add(RoundEnded())
+
+    def _within_reach(self) -> None:
+        """Create the gated pods of the deferred workflows the admission now numbers among
+        the next `gated_workflows_ahead` of their queue (`Cluster.ahead`)."""
+        for gone in [wf for wf in self.deferred if not (wf.deferred and wf.active)]:
+            del self.deferred[gone]  # (started, left or ended: its releases create its pods)
+        for job in self.cluster.ahead(self.ahead) if self.deferred else ():
+            if (wf := job.payload) in self.deferred:
+                del self.deferred[wf]
+                wf.deferred = False
+                for track in wf.stages:
+                    wf.top_up(self, track)
 
     def _launch(self, taken: list[Answer]) -> None:
         """Release the launched tasks, one Event per stage (the last decision's cap)."""
@@ -595,6 +616,7 @@ class Core(Lifecycle):
         changed = self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
+        accepted, self.accepted = self.accepted, {}
         result = None
         for job in jobs:
             wf = job.payload
@@ -607,7 +629,9 @@ class Core(Lifecycle):
                     hold = None if entry is None else entry.holds.get(stage)
                     said = why if hold is None else hold.message
                     notice = notices.waiting(stage, job, self.cluster, said)
-                    self.intents.event(wf.owner, *notice)
+                    first = accepted.pop(job, None)  # (its Accepted says why it waits too)
+                    if first is None or not self.intents.amend(first, notice):
+                        self.intents.event(wf.owner, *notice)
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold

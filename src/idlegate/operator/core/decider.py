@@ -331,7 +331,7 @@ _THEN = {
 
 
 def post_round(
-    done: Round, cluster: Cluster, event: Callable[..., None], reporter: Owner | None = None
+    done: Round, cluster: Cluster, event: Callable[..., object], reporter: Owner | None = None
 ) -> None:
     """Post the round's Events (`event(owner, type, reason, message)`): ``PolicyFollowed``
     of a portfolio's new candidate on the pool's `reporter` (None: logged only),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from idlegate.api.eviction import Evictions
+from idlegate.api.notices import accepted_waiting
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 
 if TYPE_CHECKING:
@@ -362,8 +363,17 @@ class Outbox:
         """Merge `body` into the status of a workflow the core holds no record of."""
         self.add(PatchStatus(owner, body))
 
-    def event(self, owner: Owner, type_: str, reason: str, message: str) -> None:
-        self.add(PostEvent(owner, type_, reason, message))
+    def event(self, owner: Owner, type_: str, reason: str, message: str) -> PostEvent:
+        self.add(said := PostEvent(owner, type_, reason, message))
+        return said
+
+    def amend(self, said: PostEvent, waiting: tuple[str, str, str]) -> bool:
+        """Say `waiting` in the Accepted Event `said` (`notices.accepted_waiting`), if it is
+        kept still (not taken: the same handling); False if it went."""
+        i = next((i for i, kept in enumerate(self.intents) if kept is said), None)
+        if i is not None:
+            self.intents[i] = PostEvent(said.owner, *accepted_waiting(said.message, waiting))
+        return i is not None
 
     def cancel_writes(self, owner: Owner) -> None:
         self.add(CancelWrites(owner))
