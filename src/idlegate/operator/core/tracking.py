@@ -219,8 +219,7 @@ class Workflow:
         self.active = True
         self.noted: set[str] = set()
         """Stages whose wait for an executor an Event said (once each)."""
-        self.deferred = False
-        """No gated pod of it is created ahead until it is within reach (`Core._within_reach`)."""
+        self.deferred = False  # (no gated pod ahead until within reach: Core._within_reach)
         self.unfit: dict[str, str] = {}
         """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
         self.forecast: Forecast | Unavailable | None = None
