@@ -54,7 +54,7 @@ from idlegate.sim.protocol import Action, ClusterView, Decision, PodsGate, Sched
 from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import ResourceVector
 
-__all__ = ["CUT", "REPLAY_STAGES", "Runs"]
+__all__ = ["CUT", "REPLAY_STAGES", "ReplayOptions", "Runs"]
 
 REPLAY_STAGES: Final = 500
 """Most stages a replayed workflow keeps; a larger one is replayed as its summary, a chain
@@ -63,6 +63,26 @@ a replay of any workflow allowed before is the same."""
 CUT: Final = 0.05
 """How far beyond the reference a replay's lower bound must be to stop it: beyond `drop`
 (2 %), so that what the standings remember of it still leaves it out."""
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How a round replays its window, beyond the window, its candidates, the pool's size
+    and the seed (`Runs`, `replay.replay_portfolio`): one declaration for both."""
+
+    seeds: int = 1
+    """Seeds per candidate: seed, seed + 1, ... (the score is their mean)."""
+    moving_delay: float = 0.0
+    """The live pool's delay for an executor moving between workflows."""
+    resources: ResourceVector | None = None
+    """The live pool's resources beyond its pods (None: a pods-only pool)."""
+    unfinished: int = 0
+    """The last this many of the window were not finished when the round began
+    (`Scores.unfinished` marks them)."""
+    queues: tuple[QueueSpec, ...] = ()
+    """The live pool's queues, that the replay runs under (empty: one queue, no quotas)."""
+    check: Callable[[], None] | None = None
+    """Called before each replay; the `replay.RoundCut` it raises stops the round."""
 
 
 @dataclass
@@ -84,8 +104,9 @@ class _Replay:
 
 
 class Runs:
-    """One round's replays of `window` (`replay.replay_portfolio`'s arguments): `scores`
-    of any candidates, each replayed once in the round (module docstring: shared replays,
+    """One round's replays of `window` on `num_executors` from `seed`, as `options` say
+    (None: `ReplayOptions()`):
+    `scores` of any candidates, each replayed once in the round (module docstring: shared replays,
     early cuts). `build` gives the replay's instance of a spec text (one per text)."""
 
     def __init__(
@@ -94,13 +115,8 @@ class Runs:
         build: Callable[[str], Scheduler],
         num_executors: int,
         seed: int,
+        options: ReplayOptions | None = None,
         *,
-        seeds: int = 1,
-        moving_delay: float = 0.0,
-        resources: ResourceVector | None = None,
-        unfinished: int = 0,
-        queues: Sequence[QueueSpec] = (),
-        check: Callable[[], None] | None = None,
         first: str | None = None,
         shared: Sequence[str] = (),
         keep: frozenset[str] = frozenset(),
@@ -113,8 +129,10 @@ class Runs:
             else replace(a, dag=summarised(a.dag, REPLAY_STAGES), durations=None)
             for a in window
         ]
+        options = options or ReplayOptions()
+        queues = options.queues
         workload = replay_workload(
-            shown, num_executors, moving_delay=moving_delay, resources=resources
+            shown, num_executors, moving_delay=options.moving_delay, resources=options.resources
         )
         self._workload = replace(workload, queues=tuple(queues)) if queues else workload
         n = len(self._workload.jobs)
@@ -122,8 +140,9 @@ class Runs:
         order = sorted(range(n), key=lambda i: window[i].time)
         self._names = _queue_names([window[i] for i in order], queues) if len(queues) > 1 else None
         self._times = np.array([window[i].time for i in order], dtype=float)
-        self._late = np.array([i >= n - unfinished for i in order], dtype=bool)
-        self._build, self._seed, self._seeds, self._check = build, seed, seeds, check
+        self._late = np.array([i >= n - options.unfinished for i in order], dtype=bool)
+        self._build, self._seed, self._seeds = build, seed, options.seeds
+        self._check = options.check
         self._first = first
         self._shared = tuple(dict.fromkeys(shared))
         self._keep = keep
