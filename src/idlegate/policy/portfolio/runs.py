@@ -50,7 +50,7 @@ from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.dag import summarised
 from idlegate.sim.engine import Engine, JobArrival, SimResult
 from idlegate.sim.history import replay_workload
-from idlegate.sim.protocol import Action, ClusterView, Decision, PodsGate, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, PodsGate, Scheduler
 from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import ResourceVector
 
@@ -219,6 +219,9 @@ class Runs:
         except Exception as exc:  # a failing candidate loses the round, the others go on
             mine.failed = f"{type(exc).__name__}: {exc}"
             return
+        finally:
+            if isinstance(asked, _Shared):
+                asked.close()
         for spec in [lead, *(asked.alike if isinstance(asked, _Shared) else ())]:
             r = self._replay(spec)
             r.events += result.events
@@ -282,12 +285,48 @@ class Runs:
 
 class _Shared:
     """`lead` asked each question, and every one of `shadows` too: those that answer
-    otherwise leave; at the end those left (`alike`) made every decision `lead` made."""
+    otherwise leave; at the end those left (`alike`) made every decision `lead` made.
+
+    A pure rule (`pure`: its answer a function of the view) that several of them ask,
+    itself or as the `base` a rule wraps (the idle rule over srpt at each threshold, and
+    srpt), answers each question once (`_Once`): on teams the replay the candidate
+    followed leads asked srpt three times a question, most of the replay's cost. `close`
+    gives the wrapping rules their own base back."""
 
     def __init__(self, lead: Scheduler, shadows: dict[str, Scheduler]) -> None:
         self.name = getattr(lead, "name", type(lead).__name__)
+        self.question = 0
+        """The questions asked so far (what `_Once` remembers its answer for)."""
         self._lead = lead
         self._shadows = dict(shadows)
+        self._asks: dict[int, Callable[[ClusterView], Action]] = {}
+        """Per member (by id), what it is asked through: a `_Once` for a pure rule."""
+        self._bases: list[tuple[Any, Scheduler]] = []
+        """The wrapping members whose `base` is a `_Once` now, with their own base."""
+        onces: dict[str, _Once] = {}
+        members = [lead, *shadows.values()]
+        keys = [_pure_key(m) or _pure_key(getattr(m, "base", None)) for m in members]
+        for member, key in zip(members, keys, strict=True):
+            if key is None or keys.count(key) < 2:
+                continue
+            if _pure_key(member) == key:
+                once = onces.setdefault(key, _Once(member, self))
+                self._asks[id(member)] = once.decide
+            else:
+                base = member.base  # type: ignore[attr-defined]
+                once = onces.setdefault(key, _Once(base, self))
+                self._bases.append((member, base))
+                member.base = once  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """The wrapping members' own bases back (the replay ended)."""
+        for member, base in self._bases:
+            member.base = base
+        self._bases.clear()
+
+    def _ask(self, member: Scheduler, view: ClusterView) -> Action:
+        ask = self._asks.get(id(member))
+        return member.decide(view) if ask is None else ask(view)
 
     @property
     def alike(self) -> list[str]:
@@ -301,15 +340,49 @@ class _Shared:
             shadow.reset(streams[spec])
 
     def decide(self, view: ClusterView) -> Action:
-        action = self._lead.decide(view)
+        self.question += 1
+        action = self._ask(self._lead, view)
         for spec, shadow in list(self._shadows.items()):
             try:
-                other: Action | None = shadow.decide(view)
+                other: Action | None = self._ask(shadow, view)
             except Exception:  # (it fails where the lead did not: replayed alone, it fails there)
                 other = None
             if not _same(action, other):
                 del self._shadows[spec]
         return action
+
+
+class _Once:
+    """A pure `rule` that a shared replay's members ask: it answers each of `shared`'s
+    questions once, and repeats that answer (an exception too) to the others."""
+
+    def __init__(self, rule: Scheduler, shared: _Shared) -> None:
+        self.name = getattr(rule, "name", type(rule).__name__)
+        self._rule, self._shared = rule, shared
+        self._asked = -1
+        self._answer: Action | Exception = WAIT
+
+    def reset(self, rng: Any) -> None:
+        self._rule.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        if self._asked != self._shared.question:
+            self._asked = self._shared.question
+            try:
+                self._answer = self._rule.decide(view)
+            except Exception as exc:  # (each member asked fails as it would alone)
+                self._answer = exc
+        if isinstance(self._answer, Exception):
+            raise self._answer
+        return self._answer
+
+
+def _pure_key(rule: Any) -> str | None:
+    """What tells a pure rule (`_Shared`) from another: its type and parameters (None:
+    not a pure rule)."""
+    if rule is None or getattr(rule, "pure", False) is not True:
+        return None
+    return repr(rule)
 
 
 def _same(a: Action, b: Action | None) -> bool:
