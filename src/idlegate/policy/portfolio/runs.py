@@ -10,7 +10,8 @@ itself a lead), and one that answered alike to the end has the lead's replay. As
 costs the candidate's decisions, not the events: a rule's decisions are 6-14 % of its
 replay (teams, 205 workflows: srpt 0.25 of 4.2 s, ``analytic?min_gain=0:srpt`` 0.72 of
 5.2 s). On teams srpt and the idle rule over it (which never idles there) are one replay
-instead of three. Only rules share: an ONNX policy's or a planner's decisions are most
+instead of three, and srpt, which all three ask (the idle rule as its base), answers
+each question once (`_Shared`: a pure rule's answer is a function of the view). Only rules share: an ONNX policy's or a planner's decisions are most
 of its replay, and a scheduler the engine treats apart (a pods gate, an admission
 baseline, one told the future, one asked of the whole pool) is replayed alone.
 
