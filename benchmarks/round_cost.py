@@ -6,7 +6,9 @@ each it prints the CPU of the whole run, the rounds' own CPU and modelled second
 and the run's CPU over the first scheduler's (the rule's). With ``--rounds`` it lists
 every round: when, its window (running, trimmed), modelled and measured CPU, its
 candidates and how many of their replays it cut (`policy.portfolio.runs`), and what it
-chose. The figures of docs/brain.md, "What a round may cost":
+chose. With ``--profile AT`` it profiles (cProfile) every round that starts within a
+second of the clock's AT and prints where its CPU went (process time, so the profiler's
+own cost is in it). The figures of docs/brain.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
         --schedulers "srpt,default?budget=none,default,default?hourly=20"
@@ -18,18 +20,41 @@ chose. The figures of docs/brain.md, "What a round may cost":
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 from pathlib import Path
 from typing import Any
 
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.policy import make_scheduler
+from idlegate.policy.portfolio import PortfolioScheduler
 from idlegate.sim.engine import simulate
 
 
-def run(workload: Any, spec: str, seed: int) -> dict[str, Any]:
-    """One run of `spec`: its CPU, its rounds' and its mean JCT."""
+def profiled(scheduler: Any, at: float) -> None:
+    """Profile `scheduler`'s rounds that start within a second of `at` (a portfolio's)."""
+    if not isinstance(scheduler, PortfolioScheduler):
+        return
+    own = scheduler.replay
+
+    def replay(request: Any, check: Any = None) -> Any:
+        if abs(request.at - at) >= 1.0:
+            return own(request, check)
+        profile = cProfile.Profile(time.process_time)
+        choice = profile.runcall(own, request, check)
+        print(f"{scheduler.name}, the round at {request.at:.0f} s: its {choice.cpu_seconds:.2f} s")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+        return choice
+
+    scheduler.replay = replay  # type: ignore[method-assign]
+
+
+def run(workload: Any, spec: str, seed: int, profile: float | None = None) -> dict[str, Any]:
+    """One run of `spec`: its CPU, its rounds' and its mean JCT (`profile`: `profiled`)."""
     scheduler = make_scheduler(spec)
+    if profile is not None:
+        profiled(scheduler, profile)
     began = time.process_time()
     result = simulate(workload, scheduler, seed=seed)
     cpu = time.process_time() - began
@@ -55,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tpch-dir", type=Path, default=None)
     ap.add_argument("--schedulers", default="srpt,default?budget=none,default")
     ap.add_argument("--rounds", action="store_true", help="list every round")
+    ap.add_argument("--profile", type=float, default=None, metavar="AT", help="profile a round")
     args = ap.parse_args(argv)
     options = WorkloadOptions(
         num_executors=args.executors,
@@ -63,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         tpch_dir=args.tpch_dir,
     )
     workload = build(args.workload, args.seed, options)
-    runs = [run(workload, spec, args.seed) for spec in args.schedulers.split(",")]
+    runs = [run(workload, spec, args.seed, args.profile) for spec in args.schedulers.split(",")]
     base = runs[0]["cpu"]
     print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
     print(f"{'scheduler':32} {'run CPU s':>9} {'× first':>8} {'rounds':>6} {'their CPU s':>11} "

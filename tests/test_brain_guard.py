@@ -120,10 +120,9 @@ def test_a_round_replays_every_unfinished_workflow_and_marks_them():
     assert sorted(names[-2:]) == ["ns/huge", "ns/small"]
     assert (request.running, request.heavy) == (2, 1)
     from idlegate.policy import make_scheduler
-    from idlegate.policy.portfolio.replay import replay_portfolio
+    from idlegate.policy.portfolio.replay import ReplayOptions, replay_portfolio
 
-    scores = replay_portfolio(
-        request.window, {"srpt": make_scheduler("srpt")}, 4, 0, unfinished=request.running
-    )
+    srpt = {"srpt": make_scheduler("srpt")}
+    scores = replay_portfolio(request.window, srpt, 4, 0, ReplayOptions(unfinished=request.running))
     assert scores.unfinished is not None and int(scores.unfinished.sum()) == 2
     assert scores.times is not None and list(scores.times) == sorted(scores.times)

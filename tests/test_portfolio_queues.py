@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio.prior import Prior
-from idlegate.policy.portfolio.replay import ReplayRequest, replay_portfolio
+from idlegate.policy.portfolio.replay import ReplayOptions, ReplayRequest, replay_portfolio
 from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
@@ -31,7 +31,9 @@ def test_a_replay_runs_under_the_pools_queues():
     window = [JobArrival(0.0, "x", dag(10, 10), queue="a")]
     fifo = {"fifo": make_scheduler("fifo")}
     assert replay_portfolio(window, fifo, 10, 0).means == {"fifo": 10.0}
-    assert replay_portfolio(window, fifo, 10, 0, queues=QUEUES).means == {"fifo": 20.0}
+    assert replay_portfolio(window, fifo, 10, 0, ReplayOptions(queues=QUEUES)).means == {
+        "fifo": 20.0
+    }
 
 
 def test_a_round_in_a_queued_pool_replays_under_its_queues():

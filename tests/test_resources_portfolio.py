@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from idlegate.policy import make_scheduler
 from idlegate.policy.drf import effective_executors, pool_resources
-from idlegate.policy.portfolio.replay import replay_portfolio
+from idlegate.policy.portfolio.replay import ReplayOptions, replay_portfolio
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival
@@ -27,7 +27,9 @@ def test_a_replay_runs_on_the_pools_resources():
     window = [JobArrival(0.0, "x", dag(4, 10, "2")), JobArrival(0.0, "y", dag(4, 10, "2"))]
     fifo = {"fifo": make_scheduler("fifo")}
     assert replay_portfolio(window, fifo, 10, 0).means == {"fifo": 10.0}
-    assert replay_portfolio(window, fifo, 10, 0, resources=R("cpu=4")).means == {"fifo": 30.0}
+    assert replay_portfolio(window, fifo, 10, 0, ReplayOptions(resources=R("cpu=4"))).means == {
+        "fifo": 30.0
+    }
 
 
 def test_a_rounds_request_carries_the_pools_resources():

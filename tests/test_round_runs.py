@@ -182,3 +182,28 @@ def test_a_round_replays_to_their_end_the_candidates_not_yet_judged():
     assert finished[0].exact == {"fifo", "srpt", "fair"}  # (no standing yet)
     assert not finished[-1].exact  # (each with 5 workflows of evidence and more)
     assert any(c.cut for c in brain.rounds[len(early) + 1 :])
+
+
+def test_a_pure_rule_several_members_ask_answers_each_question_once(monkeypatch):
+    from idlegate.policy.heuristics import SrptScheduler
+
+    asked = {"n": 0}
+    own = SrptScheduler.decide
+
+    def counted(self: Any, view: ClusterView) -> Action:
+        asked["n"] += 1
+        return own(self, view)
+
+    monkeypatch.setattr(SrptScheduler, "decide", counted)
+    alone("srpt")
+    questions = asked["n"]
+    specs = ["analytic?min_gain=0:srpt", "srpt", "analytic?min_gain=0.2:srpt"]
+    schedulers = {s: make_scheduler(s) for s in specs}
+    bases = {s: getattr(schedulers[s], "base", None) for s in specs}
+    asked["n"] = 0
+    scores = replay_portfolio(WINDOW.jobs, schedulers, WINDOW.num_executors, 0)
+    assert asked["n"] == questions  # (not three times: the idle rules' base and srpt)
+    assert len(set(scores.means.values())) == 1
+    assert scores.means["srpt"] == alone("srpt").means["srpt"]
+    # (each idle rule has its own base again)
+    assert all(getattr(schedulers[s], "base", None) is bases[s] for s in specs)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from math import ceil, floor, isfinite
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -123,6 +123,9 @@ class _Baseline:
     """Common plumbing: no randomness, no parameters, a readable repr."""
 
     name: str = "baseline"
+    pure: ClassVar[bool] = True
+    """Its answer is a function of the view alone: asked twice the same question, it
+    answers alike (a shared replay asks it once: `policy.portfolio.runs`)."""
 
     def reset(self, rng: Any) -> None:
         """Nothing to reset: the rule is deterministic and keeps no state."""
@@ -598,6 +601,7 @@ class RandomScheduler(_Baseline):
     """
 
     name = "random"
+    pure = False
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)

@@ -47,6 +47,7 @@ from idlegate.policy.portfolio.candidates import (
 from idlegate.policy.portfolio.replay import (
     DECISION_SECONDS,
     EVENT_SECONDS,
+    ReplayOptions,
     ReplayRequest,
     modelled_seconds,
     replay_portfolio,
@@ -79,6 +80,7 @@ __all__ = [
     "Choice",
     "PortfolioConfig",
     "PortfolioScheduler",
+    "ReplayOptions",
     "ReplayRequest",
     "Scores",
     "analytic_specs",

@@ -18,14 +18,14 @@ round's answer stops early (`runs.Runs`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from idlegate.errors import IdlegateError
 from idlegate.policy.portfolio.candidates import kind_of
 from idlegate.policy.portfolio.rounds import Scores
-from idlegate.policy.portfolio.runs import REPLAY_STAGES, Runs
+from idlegate.policy.portfolio.runs import REPLAY_STAGES, ReplayOptions, Runs
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Scheduler
@@ -36,6 +36,7 @@ __all__ = [
     "DECISION_SECONDS",
     "EVENT_SECONDS",
     "REPLAY_STAGES",
+    "ReplayOptions",
     "ReplayRequest",
     "RoundCut",
     "merged",
@@ -119,37 +120,21 @@ def replay_portfolio(
     schedulers: Mapping[str, Scheduler],
     num_executors: int,
     seed: int,
-    *,
-    seeds: int = 1,
-    moving_delay: float = 0.0,
-    resources: ResourceVector | None = None,
-    unfinished: int = 0,
-    queues: Sequence[QueueSpec] = (),
-    check: Callable[[], None] | None = None,
+    options: ReplayOptions | None = None,
 ) -> Scores:
     """Replay the finished workflows `window` under each scheduler (spec text → instance)
-    on a pool of `num_executors` (and `resources`, the live pool's beyond pods), with the
-    seeds seed, seed + 1, …: every candidate sees the same arrivals and the same seeds
-    (common random numbers). The last `unfinished` of `window` are workflows not finished
-    when the round began (`Scores.unfinished` marks them). With `queues` (the live pool's)
-    the replay runs under the same admission, each workflow in the queue it was in
-    (`sim.queues.queue_of`), so a candidate is judged on the pool it would run; none:
-    one queue, no quotas. Rules that decide alike share one replay (`runs.Runs`; none is
-    cut here: a round's cuts need the candidate it follows). `check` is called before
-    each replay; it raises `RoundCut` to stop the round (its budget is spent), which no
-    candidate's failure does."""
+    on a pool of `num_executors` (and `options.resources`, the live pool's beyond pods),
+    with the seeds seed, seed + 1, …: every candidate sees the same arrivals and the same
+    seeds (common random numbers). The last `options.unfinished` of `window` are workflows
+    not finished when the round began (`Scores.unfinished` marks them). With
+    `options.queues` (the live pool's) the replay runs under the same admission, each
+    workflow in the queue it was in (`sim.queues.queue_of`), so a candidate is judged on
+    the pool it would run; none: one queue, no quotas. Rules that decide alike share one
+    replay (`runs.Runs`; none is cut here: a round's cuts need the candidate it follows).
+    `options.check` is called before each replay; it raises `RoundCut` to stop the round
+    (its budget is spent), which no candidate's failure does. None: `ReplayOptions()`."""
     runs = Runs(
-        window,
-        schedulers.__getitem__,
-        num_executors,
-        seed,
-        seeds=seeds,
-        moving_delay=moving_delay,
-        resources=resources,
-        unfinished=unfinished,
-        queues=queues,
-        check=check,
-        shared=list(schedulers),
+        window, schedulers.__getitem__, num_executors, seed, options, shared=list(schedulers)
     )
     return runs.scores(list(schedulers))
 

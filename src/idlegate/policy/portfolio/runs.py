@@ -10,7 +10,8 @@ itself a lead), and one that answered alike to the end has the lead's replay. As
 costs the candidate's decisions, not the events: a rule's decisions are 6-14 % of its
 replay (teams, 205 workflows: srpt 0.25 of 4.2 s, ``analytic?min_gain=0:srpt`` 0.72 of
 5.2 s). On teams srpt and the idle rule over it (which never idles there) are one replay
-instead of three. Only rules share: an ONNX policy's or a planner's decisions are most
+instead of three, and srpt, which all three ask (the idle rule as its base), answers
+each question once (`_Shared`: a pure rule's answer is a function of the view). Only rules share: an ONNX policy's or a planner's decisions are most
 of its replay, and a scheduler the engine treats apart (a pods gate, an admission
 baseline, one told the future, one asked of the whole pool) is replayed alone.
 
@@ -50,11 +51,11 @@ from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.dag import summarised
 from idlegate.sim.engine import Engine, JobArrival, SimResult
 from idlegate.sim.history import replay_workload
-from idlegate.sim.protocol import Action, ClusterView, Decision, PodsGate, Scheduler
+from idlegate.sim.protocol import WAIT, Action, ClusterView, Decision, PodsGate, Scheduler
 from idlegate.sim.queues import QueueSpec, queue_index
 from idlegate.sim.resources import ResourceVector
 
-__all__ = ["CUT", "REPLAY_STAGES", "Runs"]
+__all__ = ["CUT", "REPLAY_STAGES", "ReplayOptions", "Runs"]
 
 REPLAY_STAGES: Final = 500
 """Most stages a replayed workflow keeps; a larger one is replayed as its summary, a chain
@@ -63,6 +64,26 @@ a replay of any workflow allowed before is the same."""
 CUT: Final = 0.05
 """How far beyond the reference a replay's lower bound must be to stop it: beyond `drop`
 (2 %), so that what the standings remember of it still leaves it out."""
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How a round replays its window, beyond the window, its candidates, the pool's size
+    and the seed (`Runs`, `replay.replay_portfolio`): one declaration for both."""
+
+    seeds: int = 1
+    """Seeds per candidate: seed, seed + 1, ... (the score is their mean)."""
+    moving_delay: float = 0.0
+    """The live pool's delay for an executor moving between workflows."""
+    resources: ResourceVector | None = None
+    """The live pool's resources beyond its pods (None: a pods-only pool)."""
+    unfinished: int = 0
+    """The last this many of the window were not finished when the round began
+    (`Scores.unfinished` marks them)."""
+    queues: tuple[QueueSpec, ...] = ()
+    """The live pool's queues, that the replay runs under (empty: one queue, no quotas)."""
+    check: Callable[[], None] | None = None
+    """Called before each replay; the `replay.RoundCut` it raises stops the round."""
 
 
 @dataclass
@@ -84,8 +105,9 @@ class _Replay:
 
 
 class Runs:
-    """One round's replays of `window` (`replay.replay_portfolio`'s arguments): `scores`
-    of any candidates, each replayed once in the round (module docstring: shared replays,
+    """One round's replays of `window` on `num_executors` from `seed`, as `options` say
+    (None: `ReplayOptions()`):
+    `scores` of any candidates, each replayed once in the round (module docstring: shared replays,
     early cuts). `build` gives the replay's instance of a spec text (one per text)."""
 
     def __init__(
@@ -94,13 +116,8 @@ class Runs:
         build: Callable[[str], Scheduler],
         num_executors: int,
         seed: int,
+        options: ReplayOptions | None = None,
         *,
-        seeds: int = 1,
-        moving_delay: float = 0.0,
-        resources: ResourceVector | None = None,
-        unfinished: int = 0,
-        queues: Sequence[QueueSpec] = (),
-        check: Callable[[], None] | None = None,
         first: str | None = None,
         shared: Sequence[str] = (),
         keep: frozenset[str] = frozenset(),
@@ -113,8 +130,10 @@ class Runs:
             else replace(a, dag=summarised(a.dag, REPLAY_STAGES), durations=None)
             for a in window
         ]
+        options = options or ReplayOptions()
+        queues = options.queues
         workload = replay_workload(
-            shown, num_executors, moving_delay=moving_delay, resources=resources
+            shown, num_executors, moving_delay=options.moving_delay, resources=options.resources
         )
         self._workload = replace(workload, queues=tuple(queues)) if queues else workload
         n = len(self._workload.jobs)
@@ -122,8 +141,9 @@ class Runs:
         order = sorted(range(n), key=lambda i: window[i].time)
         self._names = _queue_names([window[i] for i in order], queues) if len(queues) > 1 else None
         self._times = np.array([window[i].time for i in order], dtype=float)
-        self._late = np.array([i >= n - unfinished for i in order], dtype=bool)
-        self._build, self._seed, self._seeds, self._check = build, seed, seeds, check
+        self._late = np.array([i >= n - options.unfinished for i in order], dtype=bool)
+        self._build, self._seed, self._seeds = build, seed, options.seeds
+        self._check = options.check
         self._first = first
         self._shared = tuple(dict.fromkeys(shared))
         self._keep = keep
@@ -200,6 +220,9 @@ class Runs:
         except Exception as exc:  # a failing candidate loses the round, the others go on
             mine.failed = f"{type(exc).__name__}: {exc}"
             return
+        finally:
+            if isinstance(asked, _Shared):
+                asked.close()
         for spec in [lead, *(asked.alike if isinstance(asked, _Shared) else ())]:
             r = self._replay(spec)
             r.events += result.events
@@ -263,12 +286,48 @@ class Runs:
 
 class _Shared:
     """`lead` asked each question, and every one of `shadows` too: those that answer
-    otherwise leave; at the end those left (`alike`) made every decision `lead` made."""
+    otherwise leave; at the end those left (`alike`) made every decision `lead` made.
+
+    A pure rule (`pure`: its answer a function of the view) that several of them ask,
+    itself or as the `base` a rule wraps (the idle rule over srpt at each threshold, and
+    srpt), answers each question once (`_Once`): on teams the replay the candidate
+    followed leads asked srpt three times a question, most of the replay's cost. `close`
+    gives the wrapping rules their own base back."""
 
     def __init__(self, lead: Scheduler, shadows: dict[str, Scheduler]) -> None:
         self.name = getattr(lead, "name", type(lead).__name__)
+        self.question = 0
+        """The questions asked so far (what `_Once` remembers its answer for)."""
         self._lead = lead
         self._shadows = dict(shadows)
+        self._asks: dict[int, Callable[[ClusterView], Action]] = {}
+        """Per member (by id), what it is asked through: a `_Once` for a pure rule."""
+        self._bases: list[tuple[Any, Scheduler]] = []
+        """The wrapping members whose `base` is a `_Once` now, with their own base."""
+        onces: dict[str, _Once] = {}
+        members = [lead, *shadows.values()]
+        keys = [_pure_key(m) or _pure_key(getattr(m, "base", None)) for m in members]
+        for member, key in zip(members, keys, strict=True):
+            if key is None or keys.count(key) < 2:
+                continue
+            if _pure_key(member) == key:
+                once = onces.setdefault(key, _Once(member, self))
+                self._asks[id(member)] = once.decide
+            else:
+                base = member.base  # type: ignore[attr-defined]
+                once = onces.setdefault(key, _Once(base, self))
+                self._bases.append((member, base))
+                member.base = once  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """The wrapping members' own bases back (the replay ended)."""
+        for member, base in self._bases:
+            member.base = base
+        self._bases.clear()
+
+    def _ask(self, member: Scheduler, view: ClusterView) -> Action:
+        ask = self._asks.get(id(member))
+        return member.decide(view) if ask is None else ask(view)
 
     @property
     def alike(self) -> list[str]:
@@ -282,15 +341,49 @@ class _Shared:
             shadow.reset(streams[spec])
 
     def decide(self, view: ClusterView) -> Action:
-        action = self._lead.decide(view)
+        self.question += 1
+        action = self._ask(self._lead, view)
         for spec, shadow in list(self._shadows.items()):
             try:
-                other: Action | None = shadow.decide(view)
+                other: Action | None = self._ask(shadow, view)
             except Exception:  # (it fails where the lead did not: replayed alone, it fails there)
                 other = None
             if not _same(action, other):
                 del self._shadows[spec]
         return action
+
+
+class _Once:
+    """A pure `rule` that a shared replay's members ask: it answers each of `shared`'s
+    questions once, and repeats that answer (an exception too) to the others."""
+
+    def __init__(self, rule: Scheduler, shared: _Shared) -> None:
+        self.name = getattr(rule, "name", type(rule).__name__)
+        self._rule, self._shared = rule, shared
+        self._asked = -1
+        self._answer: Action | Exception = WAIT
+
+    def reset(self, rng: Any) -> None:
+        self._rule.reset(rng)
+
+    def decide(self, view: ClusterView) -> Action:
+        if self._asked != self._shared.question:
+            self._asked = self._shared.question
+            try:
+                self._answer = self._rule.decide(view)
+            except Exception as exc:  # (each member asked fails as it would alone)
+                self._answer = exc
+        if isinstance(self._answer, Exception):
+            raise self._answer
+        return self._answer
+
+
+def _pure_key(rule: Any) -> str | None:
+    """What tells a pure rule (`_Shared`) from another: its type and parameters (None:
+    not a pure rule)."""
+    if rule is None or getattr(rule, "pure", False) is not True:
+        return None
+    return repr(rule)
 
 
 def _same(a: Action, b: Action | None) -> bool:

@@ -97,7 +97,7 @@ from idlegate.policy.portfolio.prior import (
 )
 from idlegate.policy.portfolio.replay import ReplayRequest, trim
 from idlegate.policy.portfolio.rounds import Choice, won
-from idlegate.policy.portfolio.runs import Runs
+from idlegate.policy.portfolio.runs import ReplayOptions, Runs
 from idlegate.policy.portfolio.state import (
     CHANGE_MIN,
     Arrivals,
@@ -671,12 +671,14 @@ class PortfolioScheduler:
             self._replayer,
             request.num_executors,
             request.seed,
-            seeds=self.config.seeds,
-            moving_delay=request.moving_delay,
-            resources=request.resources,
-            unfinished=request.running,
-            queues=request.queues,
-            check=check,
+            ReplayOptions(
+                seeds=self.config.seeds,
+                moving_delay=request.moving_delay,
+                resources=request.resources,
+                unfinished=request.running,
+                queues=request.queues,
+                check=check,
+            ),
             first=first,
             shared=shared,
             keep=request.exact | {s for s in (request.following, request.safe) if s is not None},
