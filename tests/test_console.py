@@ -402,3 +402,18 @@ def test_the_followed_table_folds_its_figures_under_the_sentence_at_80_columns()
     Console(file=out, width=80).print(table)
     assert max(len(line) for line in out.getvalue().splitlines()) <= 80
     assert len(render_followed(account).columns) == 6  # wide enough: one figure a column
+
+
+@pytest.mark.parametrize("reclaim", ["Any", "Never"])
+def test_a_run_that_preempted_says_so_in_its_tables(reclaim: str) -> None:
+    # queues.md: a run's metrics count the tasks stopped and the work lost; a run that
+    # stopped none has no such rows (the tables of every other run stay as they were)
+    run = ["-w", "teams", "-o", "scenario=large", "-o", "num_jobs=10", "-o", f"reclaim={reclaim}"]
+    simulated = CliRunner().invoke(app, ["simulate", *run, "-s", "srpt", "--seed", "1000"])
+    compared = CliRunner().invoke(
+        app, ["compare", *run, "--schedulers", "srpt", "--seeds", "1", "--first-seed", "1000"]
+    )
+    assert simulated.exit_code == 0 and compared.exit_code == 0, simulated.output
+    preempted = re.search(r"tasks preempted \(each ran again\)\s*│\s*(\d+)", simulated.output)
+    assert (preempted is not None and int(preempted[1]) > 0) == (reclaim == "Any")
+    assert ("work lost (%)" in compared.output) == (reclaim == "Any")

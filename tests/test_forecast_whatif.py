@@ -133,3 +133,33 @@ def test_idlegate_forecast_says_how_sure_its_answer_is(operator: str, tmp_path: 
         "80 % intervals from 1 replay; this pool's last forecasts held 17 of 37 starts (46 %) "
         "and 14 of 30 finishes (47 %) inside their intervals."
     )
+
+
+def test_options_may_come_before_the_file_of_idlegate_forecast(operator: str, tmp_path: Path):
+    # docs/forecast.md gives `idlegate forecast FILE` as short for `what-if FILE`; its
+    # options are what-if's wherever they stand
+    from idlegate.cli import app
+
+    file = tmp_path / "etl.yaml"
+    file.write_text(json.dumps({"kind": "DagWorkflow", **SMALL}))
+    said = CliRunner().invoke(app, ["forecast", "--json", "--url", operator, str(file)])
+    assert said.exit_code == 0, said.output
+    assert json.loads(said.output)["held"] == {"start": [17, 37], "finish": [14, 30]}
+    helped = CliRunner().invoke(app, ["forecast", "--help"])
+    assert helped.exit_code == 0 and "what-if" in helped.output  # (the group's own help)
+
+
+def test_a_bad_or_unreachable_url_is_said_as_the_user_gave_it(tmp_path: Path):
+    from idlegate.cli import app
+
+    file = tmp_path / "etl.yaml"
+    file.write_text(json.dumps({"kind": "DagWorkflow", **SMALL}))
+    bad = CliRunner().invoke(app, ["forecast", str(file), "--url", "notaurl"])
+    assert bad.exit_code == 1
+    assert bad.output.startswith("Error: --url notaurl is not an http:// URL with a host;")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    closed = f"http://127.0.0.1:{server.server_address[1]}"
+    server.server_close()  # (nothing listens there now)
+    gone = CliRunner().invoke(app, ["forecast", str(file), "--url", closed])
+    assert gone.exit_code == 1
+    assert "(Connection refused)" in gone.output and "urlopen" not in gone.output

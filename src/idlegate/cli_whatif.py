@@ -18,24 +18,31 @@ from typer.core import TyperGroup
 
 from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.forecast_status import Forecast, describe, parse_forecast
-from idlegate.api.operator_http import ask_operator
+from idlegate.api.operator_http import ask_operator, check_url
 from idlegate.errors import IdlegateError
 from idlegate.textfiles import read_text
 
 DEFAULT_URL = "http://localhost:9090"
 
 
+HELP = frozenset({"--help", "-h"})
+
+
 class FileOrCommand(TyperGroup):
-    """A group whose first argument, when it names none of its commands, is what-if's FILE."""
+    """A group whose first argument, when it names none of its commands, is what-if's FILE;
+    an option first is what-if's too (the group has none but help): ``forecast --json
+    FILE`` as ``forecast FILE --json``."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # (typer's own click's)
-        if args and not args[0].startswith("-") and args[0] not in self.commands:
+        if args and args[0] not in self.commands and args[0] not in HELP:
             args = ["what-if", *args]
         return super().parse_args(ctx, args)
 
 
 def ask(url: str, text: str) -> dict[str, Any]:
-    """POST `text` (a DagWorkflow) to the operator at `url`; its answer, or IdlegateError."""
+    """POST `text` (a DagWorkflow) to the operator at `url`; its answer, or IdlegateError
+    (a bad `url` quoted as given, before the endpoint's path is added)."""
+    check_url(url)
     # (a replay of the pool's state may take a while on a long queue: a minute's patience)
     return ask_operator(url.rstrip("/") + WHAT_IF_PATH, text.encode(), timeout=60)
 

@@ -56,7 +56,7 @@ def ask_operator(url: str, body: bytes | None = None, timeout: float = 10.0) -> 
         raise IdlegateError(f"the operator at {url} answers {exc.code}: {said}") from None
     except (OSError, ValueError) as exc:
         raise IdlegateError(
-            f"cannot reach the operator at {url} ({exc}); is the operator's metrics port "
+            f"cannot reach the operator at {url} ({_why(exc)}); is the operator's metrics port "
             f"forwarded ({FORWARD})?"
         ) from None
     try:
@@ -69,6 +69,13 @@ def ask_operator(url: str, body: bytes | None = None, timeout: float = 10.0) -> 
             f"the operator's metrics port ({FORWARD})?"
         )
     return found
+
+
+def _why(exc: Exception) -> str:
+    """Why a request went nowhere, in the system's words ("Connection refused"), not
+    urllib's wrapping of them ("<urlopen error [Errno 111] ...>")."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    return str(getattr(reason, "strerror", None) or reason)
 
 
 def _error_of(body: bytes) -> str | None:

@@ -107,6 +107,11 @@ def _gated(cmp: Comparison) -> bool:
     return any(run.pods_pended is not None for r in cmp.results for run in r.runs)
 
 
+def _preempting(cmp: Comparison) -> bool:
+    """Some run stopped tasks to give quota back (a queue's `preemption`): work was lost."""
+    return any(run.preempted for r in cmp.results for run in r.runs)
+
+
 def _mean(values: list[float], digits: int, scale: float = 1.0) -> str:
     """The mean over seeds, "–" for a row without the value."""
     return fmt_number(sum(values) / len(values) * scale, digits) if values else "–"
@@ -114,13 +119,16 @@ def _mean(values: list[float], digits: int, scale: float = 1.0) -> str:
 
 def _pool_cells(cmp: Comparison, r: SchedulerResult) -> list[str]:
     """A resource pool's cells of row `r`: each resource's utilisation (mean over seeds)
-    and, behind a pods-only gate, the pods pended per run."""
+    and, behind a pods-only gate, the pods pended per run; where tasks were preempted, the
+    share of the executor-seconds run that they lost."""
     cells = [
         _mean([(u.utilisation_by_resource or {}).get(n, 0.0) for u in r.runs], 1, 100.0)
         for n in _resources(cmp)
     ]
     if _gated(cmp):
         cells.append(_mean([u.pods_pended for u in r.runs if u.pods_pended is not None], 0))
+    if _preempting(cmp):
+        cells.append(_mean([u.lost_share for u in r.runs], 2, 100.0))
     return cells
 
 
@@ -148,6 +156,7 @@ def table_headers(cmp: Comparison) -> list[str]:
         *(h for h, *_ in _columns(cmp)),
         *(f"{n} (%)" for n in _resources(cmp)),
         *(["pods pended"] if _gated(cmp) else []),
+        *(["work lost (%)"] if _preempting(cmp) else []),
         f"{relative} vs {cmp.config.baseline_name}",
     ]
 
@@ -175,6 +184,11 @@ def caption(cmp: Comparison) -> str:
     if _gated(cmp):
         pool += (
             ", pods pended the pods per run a pods-only gate released that did not fit the cluster"
+        )
+    if _preempting(cmp):
+        pool += (
+            "; work lost (%) the executor-seconds of preempted tasks over those run "
+            "(mean over seeds; each stopped task ran again)"
         )
     return head + (
         "utilisation counts task execution only, overhead the moving delay (warm-up stays "

@@ -129,6 +129,15 @@ def render_run_table(m: RunMetrics) -> Table:
                 ("pending: seconds summed", fmt_number(m.pending_seconds or 0.0, 1)),
             ]
         ),
+        *(
+            [
+                ("tasks preempted (each ran again)", str(m.preempted)),
+                ("work lost to preemption (s)", fmt_number(m.lost_seconds, 1)),
+                ("work lost / executor-seconds run (%)", fmt_number(m.lost_share * 100, 2)),
+            ]
+            if m.preempted
+            else []
+        ),
         ("overhead: moving delay (%)", fmt_number(m.overhead * 100, 1)),
         ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
         ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),
