@@ -60,6 +60,8 @@ class DagWorkflow(Workflow):
     """A DagWorkflow as a :class:`JobKind`: its task pods are the core's (see
     :class:`~.tracking.Workflow` for its state)."""
 
+    stoppable = True
+
     def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> None:
         track = self.by_name.get(pod.stage)
         task = track.tasks.get(pod.index) if track is not None else None

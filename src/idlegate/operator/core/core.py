@@ -153,17 +153,13 @@ class Core(Lifecycle):
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
             metrics.watch_queues(cluster.admission, cluster)
-            # a plan's stops, by eviction (the chosen first, then the other candidates)
             cluster.stopper = lambda r: self.stop_tasks(
                 (*r.executors, *r.spare), len(r.executors), r.reason, r.queue
-            )
-            cluster.stoppable = lambda s: not isinstance(s.job.payload, ExternalJob)
+            )  # (a plan's stops, by eviction: the chosen first, then the other candidates)
+            cluster.stoppable = lambda s: s.job.payload.stoppable
         self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
-        """The nodes' allocatable and rules last told (`Capacity`): which stages no node
-        holds."""
-        self.window = settings.window
-        """Gated pods created ahead per runnable stage (read once: a pool's settings change
-        only with a new core)."""
+        """The nodes' allocatable and rules last told (`Capacity`): which stages no node holds."""
+        self.window = settings.window  # (gated pods ahead per runnable stage; read once)
         self.ahead = settings.gated_workflows_ahead  # (waiting workflows given pods ahead)
         self.deferred: dict[DagWorkflow, None] = {}
         """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""

@@ -41,6 +41,7 @@ class ExternalJob(PodPairing, JobKind):
     workflow, `owner`); its idle slots persist nothing (a restart maps it again from its
     controller's state) and its controller deletes its pods."""
 
+    stoppable = False  # (never evicted: `evict` says why)
     forecast_made: Forecast | None = None
     """Its job's first forecast made while it waited (`api.forecast_book`, as a
     DagWorkflow's): an Argo Workflow's history record keeps it, so that a restarted pool's

@@ -74,6 +74,7 @@ class JobKind(Protocol):
     """Stages whose wait for an executor an Event said (once each)."""
     unfit: dict[str, str]
     """Stages no node of the pool could hold even empty, with why (NoNodeFits)."""
+    stoppable: bool  # (whether a plan's stop may evict its tasks: never a controller's pods)
 
     job: Job
 
