@@ -75,13 +75,8 @@ from idlegate.sim.protocol import JobRecord
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.timestamps import from_datetime
 
-try:  # the test API server needs the dev extra (kmock), the operator its own extra
-    import kopf  # noqa: F401 (not used here: the operator's process needs it)
-
-    from tests.e2e import DWF, stage, workflow
-    from tests.k8s.harness import ApiServer
-    from tests.k8s.kubelet import SimKubelet
-    from tests.k8s.scheduler import node
+try:  # (the test API server: tests/ and the dev and operator extras)
+    from benchmarks.live_harness import DWF, ApiServer, SimKubelet, node, stage, workflow
 except ModuleNotFoundError as exc:
     if __name__ != "__main__":
         raise

@@ -91,13 +91,8 @@ from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
 
-try:  # the test API server needs the dev extra (kmock), the operator its own extra
-    import kopf  # noqa: F401 (not used here: the operator's process needs it)
-
-    from tests.e2e import DWF, stage, workflow
-    from tests.k8s.harness import ApiServer
-    from tests.k8s.kubelet import SimKubelet
-    from tests.k8s.scheduler import node
+try:  # (the test API server: tests/ and the dev and operator extras)
+    from benchmarks.live_harness import DWF, ApiServer, SimKubelet, node, stage, workflow
 except ModuleNotFoundError as exc:
     if __name__ != "__main__":
         raise
