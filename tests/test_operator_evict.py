@@ -300,14 +300,21 @@ async def _take_over(h: Any) -> Any:
     return new
 
 
+async def _stopping_as_the_leader_dies(after: bool) -> Any:
+    """A pool of 2 running one workflow of two 10 s tasks whose leader is asked to stop
+    the first and dies at the eviction: before the API server took it, or `after`."""
+    h = harness(pool=2)
+    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
+    _refused_as_it_dies(h.kube, "evict_pod", after=after)
+    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
+    await h.settle()
+    return h
+
+
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_leader_that_died_after_marking_a_pod_has_its_stop_finished_once() -> None:
-    h = harness(pool=2)
-    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
-    _refused_as_it_dies(h.kube, "evict_pod", after=False)
-    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
-    await h.settle()
+    h = await _stopping_as_the_leader_dies(after=False)
     assert h.kube.pods[("default", "w-a-0")]["metadata"]["annotations"][ANNOTATION_STOP]
     new = await _take_over(h)
     evictions = [n for _, m, n in h.kube.done if m == "evict_pod"]
@@ -323,11 +330,7 @@ async def test_a_leader_that_died_after_marking_a_pod_has_its_stop_finished_once
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_leader_that_died_once_its_eviction_was_taken_has_the_task_run_again_once() -> None:
-    h = harness(pool=2)
-    await h.submit("w", {"stages": [fake_stage("a", tasks=2, duration=10)]})
-    _refused_as_it_dies(h.kube, "evict_pod", after=True)
-    h.bridge.handle(StopTasks((0,), 1, "reclaim", "owners"))
-    await h.settle()
+    h = await _stopping_as_the_leader_dies(after=True)
     assert h.kube.pods[("default", "w-a-0")]["metadata"].get("deletionTimestamp")
     new = await _take_over(h)
     assert [m for _, m, _ in h.kube.done].count("evict_pod") == 1  # (not evicted again)
