@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from idlegate.sim.admission import Admission
     from idlegate.sim.cluster import Cluster
 
-__all__ = ["DECISION_KINDS", "POOL", "MetricFamilies", "Metrics"]
+__all__ = ["Metrics"]
 
 if TYPE_CHECKING:  # each family's attribute, bound to a pool as `Metrics` does at run time
     _Families = MetricFamilies
