@@ -198,18 +198,25 @@ async def test_statuses_coalesce_and_a_release_waits_for_the_status_before_it():
     assert [o.intent.status["n"] for o in statuses] == [2]
 
 
-@pytest.mark.parametrize("urgent", [True, False])
-async def test_a_phase_goes_out_within_a_few_pod_writes_counts_only_after_them(urgent):
-    """Issue 61: with a hundred pod creations waiting for the one connection, a status
-    write of counts only (queued first) waits for them, coalesced; a phase given meanwhile
-    (urgent) takes it along within `Slots.SHARE` writes."""
-    e = Edge(concurrency=1)
+async def _a_hundred_creations_behind_a_held_connection(e: Edge) -> tuple[Any, asyncio.Event]:
+    """`e`'s one connection held (until the Event returned is set) and a workflow's hundred
+    pod creations waiting for it; the workflow's owner."""
     owner, spec = e.workflow("w", tasks=100)
     e.kube.pods.clear()
     busy = asyncio.Event()
     e.lanes.submit("x", Op("busy", lambda api: busy.wait()), lane="busy")  # (the connection)
     await asyncio.sleep(0)
     e.applier.apply([create(owner, spec, i) for i in range(100)])
+    return owner, busy
+
+
+@pytest.mark.parametrize("urgent", [True, False])
+async def test_a_phase_goes_out_within_a_few_pod_writes_counts_only_after_them(urgent):
+    """Issue 61: with a hundred pod creations waiting for the one connection, a status
+    write of counts only (queued first) waits for them, coalesced; a phase given meanwhile
+    (urgent) takes it along within `Slots.SHARE` writes."""
+    e = Edge(concurrency=1)
+    owner, busy = await _a_hundred_creations_behind_a_held_connection(e)
     e.applier.apply([PatchStatus(owner, {"phase": "Running", "n": 1}, urgent=False)])
     if urgent:
         e.applier.apply([PatchStatus(owner, {"phase": "Succeeded", "n": 2})])
@@ -298,12 +305,7 @@ async def test_an_event_waits_for_no_gated_creation():
     """Issue 79: with the one connection held and a hundred gated creations (ahead of need)
     waiting for it, an Event decided after them takes the connection next, not after them."""
     e = Edge(concurrency=1)
-    owner, spec = e.workflow("w", tasks=100)
-    e.kube.pods.clear()
-    busy = asyncio.Event()
-    e.lanes.submit("x", Op("busy", lambda api: busy.wait()), lane="busy")  # (the connection)
-    await asyncio.sleep(0)
-    e.applier.apply([create(owner, spec, i) for i in range(100)])
+    owner, busy = await _a_hundred_creations_behind_a_held_connection(e)
     e.applier.apply([PostEvent(owner, "Normal", "Released", "Released 1 of 100 task(s).")])
     busy.set()
     await e.settle()
