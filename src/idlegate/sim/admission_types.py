@@ -7,7 +7,7 @@ under TYPE_CHECKING too).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from idlegate.sim.protocol import Job, Stage
@@ -54,6 +54,10 @@ class PoolState(Protocol):
     def runs(self, executor: int, start: float) -> bool: ...
 
     def placed_nodes(self) -> tuple[Sequence[list[int]], Mapping[int, int]] | None: ...
+
+    def reclaim_nodes(
+        self,
+    ) -> tuple[Sequence[list[int]], Callable[[int], int | None], list[list[int]]] | None: ...
 
     def free_executors_from(self, job: Job | None) -> int: ...
 

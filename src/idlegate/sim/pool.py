@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import NamedTuple
 
 from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
@@ -70,6 +71,21 @@ def packed(
     the positions `scored` (cpu, memory), the first of equals; None if it fits none."""
     best = min(free_after(need, free, allocatable, scored), key=itemgetter(1), default=None)
     return None if best is None else best[0]
+
+
+class Placed(NamedTuple):
+    """Where a driver's running tasks are on its told nodes, for a reclaim that stops
+    tasks on one node (`idlegate.sim.reclaim_plan`): the told node (its index) that the
+    task running on an executor is bound to (None: not known, not bound yet), and each
+    node's room held by pods being stopped (in the order of the nodes told), which comes
+    back once they are gone."""
+
+    runs_on: Callable[[int], int | None]
+    stopping: Sequence[ResourceVector] = ()
+
+
+NodeRoom = tuple[Sequence[list[int]], Callable[[int], int | None], list[list[int]]]
+"""A pool's nodes as a reclaim reads them (`PoolResources.reclaim_nodes`)."""
 
 
 class FixedNodes:
@@ -153,12 +169,14 @@ class PoolResources:
         allocatable: Sequence[ResourceVector] = (),
         hosts: Sequence[str] = (),
         allows: Allows | None = None,
+        placed: Placed | None = None,
     ) -> bool:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
         free amounts (pods included) are these, in the same order of nodes each time, of
         its `allocatable` (where a task goes: `packed`), named `hosts` (`host_of`), each
-        stage's task using those `allows` lets it (None: any).
+        stage's task using those `allows` lets it (None: any), its running tasks where
+        `placed` says (None: not told; a reclaim then stops none).
         True if anything has more room than before."""
         names = self.resource_names
         grew = any(capacity[n] > self.capacity[n] for n in names)
@@ -177,7 +195,7 @@ class PoolResources:
             grew = self._nodes.reset(new, alloc, scored) or grew
             told = self._told
             where, barred = ({}, False) if told is None else (told.where, told.allows is not None)
-            self._told = _Told(alloc, scored, list(hosts), where, allows)
+            self._told = _Told(alloc, scored, list(hosts), where, allows, placed=placed)
             # (the nodes, and so their indices, may change; equal rules on the same nodes in
             # the same order give each stage the same nodes: most readings change only room)
             same = told is not None and allows is not None and allows == told.allows
@@ -242,6 +260,22 @@ class PoolResources:
         and the node each busy executor's task runs on; None for a pool without them (or
         the operator's, whose nodes the driver tells)."""
         return None if self._fixed is None else (self._nodes, self._fixed.where)
+
+    def reclaim_nodes(self) -> NodeRoom | None:
+        """The nodes a reclaim chooses its victims on, all on one: each one's free amounts
+        (the pool's order, then pods), the node a busy executor's task runs on (None: not
+        known), and each one's room being given back (`Placed.stopping`, told nodes').
+        None without nodes, or on told ones whose driver does not say where tasks run."""
+        fixed, told = self._fixed, self._told
+        if fixed is not None:
+            return self._nodes, fixed.where.get, []
+        if told is not None and told.at is not None:  # (a fork: where each holds room)
+            return self._nodes, told.at.get, []
+        if told is None or told.placed is None:
+            return None
+        names, back = self.resource_names, told.placed.stopping
+        stopping = [[v[n] for n in names] + [v["pods"]] for v in back]
+        return self._nodes, told.placed.runs_on, stopping
 
     def _set_needs(self, job: Job) -> None:
         """Give each stage its demand on the pool's resources (`Stage.need`), after
@@ -467,9 +501,10 @@ class _Told:
     """Nodes a driver tells: each one's allocatable (as `PoolResources._nodes`), where cpu
     and memory are in the pool's resources, each one's host name, the host the task each
     executor started last went to, which of them each stage may use (`Allows`), and, in a
-    fork (`at`), the node each running task holds room on."""
+    fork (`at`), the node each running task holds room on; where the driver says its
+    running tasks are (`placed`)."""
 
-    __slots__ = ("alloc", "allows", "at", "hosts", "scored", "where")
+    __slots__ = ("alloc", "allows", "at", "hosts", "placed", "scored", "where")
 
     def __init__(
         self,
@@ -479,9 +514,10 @@ class _Told:
         where: dict[int, str],
         allows: Allows | None = None,
         at: dict[int, int] | None = None,
+        placed: Placed | None = None,
     ) -> None:
         self.alloc, self.scored, self.hosts, self.where = alloc, scored, hosts, where
-        self.allows = allows
+        self.allows, self.placed = allows, placed
         self.at = at
         """A fork's: executor -> the index of the node its running task holds room on,
         given back there when the task ends (the module header); None: the live pool's,

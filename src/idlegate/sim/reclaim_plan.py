@@ -34,8 +34,16 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   meanwhile its room counts as free for the claimants, so the same room is not asked
   for twice. The ledger counts a stop when it is asked (the budget, the cooldown of
   the task asked for).
-* On a pool whose nodes the driver tells (the operator's ``nodeSelector`` pools) nothing
-  is stopped: where each task runs is the API's, not the state machine's (not built).
+* *On nodes* (`PoolResources.reclaim_nodes`: the simulator's, or those a driver tells
+  with where its running tasks are, `Placed`: the operator's ``nodeSelector`` pools), the
+  victims are all on one node where the claimant's task then fits (`choose_victims`'s
+  nodes), among the nodes its task may use (`Need.allowed`). A node's room is its free
+  amounts with the room of the stops pending on it, or, where more, the room its driver
+  says pods being stopped still hold there (an eviction taken: the task is stopped, its
+  pod ends within its grace period), so that room is not asked for twice; on told nodes
+  its pods are at most the pool's free executors (a stop frees one too). The other
+  candidates a driver may try instead (`Reclaim.spare`) are those on the same node.
+  Told nodes whose driver does not say where tasks run stop nothing.
 
 Cost: the choice is exact over the candidates (`choose_victims`), but it reads them as
 the cluster keeps them, checkpointed first and then newest first (`running_newest`:
@@ -50,7 +58,7 @@ candidates, not every running task; one with no claimant, or no queue borrowing 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from idlegate.sim.reclaim import MILLI as LOSS_UNIT
@@ -138,24 +146,20 @@ class Reclaimer:
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
         at once), tried in the admission's order (`queues`: priority, then weighted
         dominant share); only a claimant that does not fit is read further."""
-        if pool.follows_nodes or not self.ledger.left(now):
-            return None  # (nodes the API places on; or the budget spent: no choice fits)
+        if not self.ledger.left(now):
+            return None  # (the budget spent: no choice fits)
         self._settle(pool, now)
         dims = self.dims
         free = dict(pool.free_resources)
-        placed = pool.placed_nodes()
-        nodes: list[dict[str, int]] | None = None
-        where: Mapping[int, int] = {}
-        if placed is not None:
-            rows, where = placed
-            names = dims[1:]
-            nodes = [{**dict(zip(names, row, strict=False)), "pods": row[-1]} for row in rows]
-        for executor, (_start, _at, stage, _for) in self.pending.items():
+        placed = pool.reclaim_nodes()
+        if placed is None and pool.follows_nodes:
+            return None  # (told nodes, and not where their tasks run: none chosen on one)
+        nodes = None if placed is None else self._rooms(placed, free["pods"], pool.follows_nodes)
+        where = _nowhere if placed is None else placed[1]
+        for _start, _at, stage, _for in self.pending.values():
             amounts = _demand(stage, len(dims))
             for x, a in zip(dims, amounts, strict=True):
                 free[x] = free.get(x, 0) + int(a)
-                if nodes is not None and (n := where.get(executor)) is not None:
-                    nodes[n][x] = nodes[n].get(x, 0) + int(a)
         unfit = []
         used, nominal = queues.used, queues.nominal
         for q, stage, tasks in claims:
@@ -167,7 +171,7 @@ class Reclaimer:
             ):
                 continue
             need = {x: int(a) * tasks for x, a in zip(dims, one, strict=True) if a > 0}
-            room = [free] if nodes is None else nodes
+            room = [free] if nodes is None else _usable(nodes, where, stage)[0]
             if not any(fits(need, r, ()) for r in room):
                 unfit.append((q, stage, tasks, need))
         if not unfit:
@@ -186,7 +190,8 @@ class Reclaimer:
                 continue
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
-            got = self._choose(pool, now, claimant, usage, wanted, lent, free, nodes, where)
+            mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
+            got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on)
             if got is not None:
                 return got
         return None
@@ -201,7 +206,7 @@ class Reclaimer:
         lends: bool,
         free: Mapping[str, int],
         nodes: list[dict[str, int]] | None,
-        where: Mapping[int, int],
+        where: Callable[[int], int | None],
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues."""
         cool, pending = self.ledger.calm.cooldown, self.pending
@@ -269,9 +274,9 @@ class Reclaimer:
         """The plan's stops of a choice (None: an empty one, the task fits already)."""
         if not got.tasks:
             return None
-        chosen = {id(t) for t in got.tasks}
-        spare = sorted(
-            (t for t in rules.candidates if id(t) not in chosen),
+        chosen, node = {id(t) for t in got.tasks}, got.node
+        spare = sorted(  # (on nodes, those on the victims' node: elsewhere they give no room)
+            (t for t in rules.candidates if id(t) not in chosen and node in (None, t.node)),
             key=lambda t: (t.loss(now), t.priority, -t.start, _executor(t)),
         )
         reason = rules.reason(got.tasks[0])
@@ -289,7 +294,7 @@ class Reclaimer:
         row: tuple[float, int, Stage, bool],
         now: float,
         dims: Sequence[str],
-        where: Mapping[int, int],
+        where: Callable[[int], int | None],
     ) -> Running:
         """A running task as a candidate (its ledger name: the module docstring)."""
         start, executor, stage, kept = row
@@ -308,10 +313,37 @@ class Reclaimer:
             start=start,
             demand=demand,
             checkpointed=kept,
-            node=where.get(executor),
+            node=where(executor),
             workflow=job.id,
             admitted=job.first_start,
         )
+
+    def _rooms(
+        self,
+        placed: tuple[Sequence[list[int]], Callable[[int], int | None], list[list[int]]],
+        executors: int,
+        told: bool,
+    ) -> list[dict[str, int]]:
+        """Each node's room as the claimants count it (the module docstring, *On nodes*):
+        its free amounts and pods, with the room of the stops pending on it, or the room
+        its driver says pods being stopped hold there, whichever is more; on told nodes,
+        pods no more than the pool's free `executors` (milli) and those pending there."""
+        rows, where, back = placed
+        names, width = self.dims[1:], len(self.dims)
+        held = [[0] * width for _ in rows]  # (each node's pending: its resources, then pods)
+        for executor, (_start, _at, stage, _for) in self.pending.items():
+            if (n := where(executor)) is not None and n < len(held):
+                pods, *amounts = _demand(stage, width)
+                held[n] = [h + int(a) for h, a in zip(held[n], (*amounts, pods), strict=True)]
+        rooms = []
+        for n, row in enumerate(rows):
+            more = (
+                held[n] if n >= len(back) else [max(*p) for p in zip(held[n], back[n], strict=True)]
+            )
+            room = [r + m for r, m in zip(row, more, strict=True)]
+            pods = min(room[-1], executors + held[n][-1]) if told else room[-1]
+            rooms.append({**dict(zip(names, room, strict=False)), "pods": pods})
+        return rooms
 
     def stopped(self, plan: Reclaim, pool: PoolState, now: float, carried: bool) -> None:
         """The driver stopped `plan`'s victims (`carried`), or asked for their stops (the
@@ -343,6 +375,23 @@ def _executor(task: Running) -> int:
     """The executor of a candidate `_running` made (its name: workflow, stage, executor,
     start)."""
     return int(task.task[2])  # type: ignore[index]
+
+
+def _nowhere(executor: int) -> int | None:
+    """No node (a pool without nodes)."""
+    return None
+
+
+def _usable(
+    nodes: list[dict[str, int]], where: Callable[[int], int | None], stage: Stage
+) -> tuple[list[dict[str, int]], Callable[[int], int | None]]:
+    """The nodes `stage`'s task may use (its `Need.allowed`; the simulator's nodes bar
+    none) and the node, among them, each executor's task runs on."""
+    allowed = None if stage.need is None else stage.need.allowed
+    if allowed is None:
+        return nodes, where
+    at = {n: i for i, n in enumerate(allowed)}
+    return [nodes[n] for n in allowed], lambda e: at.get(where(e))  # type: ignore[arg-type]
 
 
 def _demand(stage: Stage, dims: int) -> list[float]:
