@@ -1,5 +1,5 @@
 """A reclaim on nodes a driver tells (issue 82, the operator's ``nodeSelector`` pools): the
-state machine told each node's free room and where each running task runs (`Placed`)
+state machine told each node's free room and where each running task runs (`TasksOnNodes`)
 chooses its victims on one node, where the owner's task then fits, as the simulator's
 nodes do (`idlegate.sim.reclaim_plan`, *On nodes*)."""
 
@@ -9,7 +9,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
-from idlegate.sim.pool import Placed
+from idlegate.sim.pool import TasksOnNodes
 from idlegate.sim.protocol import Decision
 from idlegate.sim.queues import Preemption, QueueSpec
 from idlegate.sim.reclaim_plan import Reclaim
@@ -34,7 +34,7 @@ def one_task(cluster: Cluster, now: float, cpu: str, queue: int, seconds: float 
 def told(cluster: Cluster, free: str, where: dict[int, int] | None, stopping: tuple = ()) -> None:
     """The driver tells three nodes of 3 CPU, each with `free` room, its tasks `where` it
     says (None: it does not say), and the room pods being stopped hold on each."""
-    placed = None if where is None else Placed(where.get, stopping)
+    placed = None if where is None else TasksOnNodes(where.get, stopping)
     hosts = ("n0", "n1", "n2")
     cluster.set_capacity(R("cpu=9"), (R(free),) * 3, (NODE,) * 3, hosts, placed=placed)
 

@@ -42,11 +42,11 @@ from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
+from idlegate.api.labels import ANNOTATION_EXECUTOR, ANNOTATION_STOP, HOSTNAME
 from idlegate.api.pool_spec import LabelSelector, Requirement, SelectorOperator, selects
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
-from idlegate.sim.pool import SCORED
+from idlegate.sim.pool import SCORED, TasksOnNodes
 from idlegate.sim.protocol import Stage
 from idlegate.sim.resources import MILLI, ResourceVector, Spread, pod_request
 from idlegate.sim.spec import WorkflowSpec
@@ -338,12 +338,18 @@ def room_key(pod: Mapping[str, Any]) -> tuple[Any, ...] | None:
     node, mine = (pod.get("spec") or {}).get("nodeName"), released(pod)
     if held(pod, lambda _: ONE_POD) is None or not (node or mine):
         return None
-    return node, mine, _pinned(pod), (pod.get("metadata") or {}).get("generation")
+    meta = pod.get("metadata") or {}
+    return node, mine, _pinned(pod), meta.get("generation"), stopping(pod)
 
 
 def released(pod: Mapping[str, Any]) -> bool:
     """idlegate released `pod` (its executor slot is on it)."""
     return ANNOTATION_EXECUTOR in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def stopping(pod: Mapping[str, Any]) -> bool:
+    """idlegate is stopping `pod` (a reclaim's mark: `idlegate.api.eviction`)."""
+    return ANNOTATION_STOP in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 @dataclass
@@ -365,6 +371,32 @@ class Room:
     """Each of those nodes' host name (`Node.host`), in the order of `free`."""
     nodes: list[Node] = field(default_factory=list)
     """Those nodes, in the order of `free`."""
+    stopping: list[ResourceVector] = field(default_factory=list)
+    """What the pods idlegate is stopping (`stopping`) hold on each of those nodes, in the
+    order of `free`: room a reclaim counts as coming back (`TasksOnNodes.stopping`)."""
+
+
+@dataclass(frozen=True)
+class Placing:
+    """Where a pool's pods run, as a reading of its room tells it: each node's index by
+    name (the order of `Room.free`), kopf's index of pods by namespace and name (read
+    when asked: one pod, never a listing) and `Room.stopping`."""
+
+    index: Mapping[str, int]
+    pods: Mapping[Any, Any]
+    stopping: tuple[ResourceVector, ...]
+
+    def placed(self, pod_of: Callable[[int], tuple[str, str] | None]) -> TasksOnNodes:
+        """The state machine's `TasksOnNodes`: the node the pod `pod_of` names for the task on
+        an executor (namespace, name; None: none) is bound to, its ``spec.nodeName``."""
+
+        def runs_on(executor: int) -> int | None:
+            key = pod_of(executor)
+            body = None if key is None else next(iter(self.pods.get(key) or ()), None)
+            node = None if body is None else (body.get("spec") or {}).get("nodeName")
+            return None if node is None else self.index.get(node)
+
+        return TasksOnNodes(runs_on, self.stopping)
 
 
 Releasing = tuple[ResourceVector | None, str | None]
@@ -401,6 +433,8 @@ class _Pod:
     gated: bool
     mine: bool
     """idlegate released it (`released`)."""
+    stop: bool = False
+    """idlegate is stopping it (`stopping`)."""
 
 
 class NodeLedger:
@@ -416,6 +450,7 @@ class NodeLedger:
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._foreign: dict[str, dict[str, int]] = {}
+        self._stopping: dict[str, dict[str, int]] = {}
         self._unbound: dict[tuple[str, str], tuple[_Pod, ResourceVector]] = {}
         """The pods not bound and not ended, in the order first seen."""
         self._free: dict[str, ResourceVector] = {}
@@ -464,7 +499,8 @@ class NodeLedger:
         node = spec.get("nodeName") or ""
         hold = None if ended else self.request(pod)
         body = pod if hold is not None and not node else {}
-        entry = _Pod(body, node, hold, bool(spec.get("schedulingGates")), released(pod))
+        gated = bool(spec.get("schedulingGates"))
+        entry = _Pod(body, node, hold, gated, released(pod), stopping(pod))
         # (a key kept keeps its place: the pods in the order first seen, as an index's)
         self._pods[key] = entry
         if hold is not None and not node:
@@ -481,6 +517,8 @@ class NodeLedger:
         self._free.pop(entry.node, None)
         if not entry.mine:
             _add(self._foreign.setdefault(entry.node, {}), entry.hold, sign)
+        if entry.stop:
+            _add(self._stopping.setdefault(entry.node, {}), entry.hold, sign)
 
     def room(
         self,
@@ -516,7 +554,8 @@ class NodeLedger:
             {k: max(0, v) for k, v in (total - ResourceVector(foreign)).items()}
         )
         alloc = [n.allocatable for n in chosen]
-        return Room(capacity, list(free.items()), short, alloc, hosts, chosen)
+        stops = [ResourceVector(self._stopping.get(n.name) or {}) for n in chosen]
+        return Room(capacity, list(free.items()), short, alloc, hosts, chosen, stops)
 
     def _usable(self, selector: LabelSelector | None) -> tuple[list[Node], ResourceVector]:
         """The usable nodes `selector` selects, by name, and their allocatable's sum."""

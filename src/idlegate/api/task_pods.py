@@ -15,7 +15,7 @@ import copy
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idlegate.api.kinds import API_VERSION, KIND
 from idlegate.api.labels import (
@@ -32,7 +32,10 @@ from idlegate.api.labels import (
 )
 from idlegate.sim.resources import overcommittable
 from idlegate.sim.spec import StageSpec
-from idlegate.sim.timestamps import from_datetime
+from idlegate.sim.timestamps import from_datetime, timestamp_precision
+
+if TYPE_CHECKING:
+    from idlegate.api.settings import Clock
 
 MAX_POD_NAME = 63
 """Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""
@@ -336,3 +339,29 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         preempted=_int(annotations.get(ANNOTATION_PREEMPTED)) or 0,
         stop=annotations.get(ANNOTATION_STOP),
     )
+
+
+def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A workflow's order of arrival: its creation stamp, then its name."""
+    meta = body.get("metadata") or {}
+    return (meta.get("creationTimestamp") or "", meta.get("name", ""))
+
+
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    """The workflow object `body` as an owner of pods and Events."""
+    meta = body["metadata"]
+    return Owner(meta.get("namespace") or "default", meta["name"], meta.get("uid", ""))
+
+
+def arrival_of(created: Any, admitted: float, clock: Clock) -> float:
+    """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's clock, at
+    most `admitted` (when the operator first saw it, persisted as ``status.startTime``: the
+    same after a restart). The API server stamps whole seconds: the end of the stamped
+    second is taken (less than 1 s after the true creation)."""
+    if not isinstance(created, str):
+        return admitted
+    try:
+        wall = from_datetime(created) + timestamp_precision(created)
+    except ValueError:
+        return admitted
+    return min(admitted, clock.from_wall(wall))

@@ -73,7 +73,7 @@ def packed(
     return None if best is None else best[0]
 
 
-class Placed(NamedTuple):
+class TasksOnNodes(NamedTuple):
     """Where a driver's running tasks are on its told nodes, for a reclaim that stops
     tasks on one node (`idlegate.sim.reclaim_plan`): the told node (its index) that the
     task running on an executor is bound to (None: not known, not bound yet), and each
@@ -169,7 +169,7 @@ class PoolResources:
         allocatable: Sequence[ResourceVector] = (),
         hosts: Sequence[str] = (),
         allows: Allows | None = None,
-        placed: Placed | None = None,
+        placed: TasksOnNodes | None = None,
     ) -> bool:
         """The pool's capacity of its resources beyond pods is now `capacity` (the free
         amounts move by the change; the executors stay), and, with `nodes`, each node's
@@ -264,7 +264,7 @@ class PoolResources:
     def reclaim_nodes(self) -> NodeRoom | None:
         """The nodes a reclaim chooses its victims on, all on one: each one's free amounts
         (the pool's order, then pods), the node a busy executor's task runs on (None: not
-        known), and each one's room being given back (`Placed.stopping`, told nodes').
+        known), and each one's room being given back (`TasksOnNodes.stopping`, told nodes').
         None without nodes, or on told ones whose driver does not say where tasks run."""
         fixed, told = self._fixed, self._told
         if fixed is not None:
@@ -514,7 +514,7 @@ class _Told:
         where: dict[int, str],
         allows: Allows | None = None,
         at: dict[int, int] | None = None,
-        placed: Placed | None = None,
+        placed: TasksOnNodes | None = None,
     ) -> None:
         self.alloc, self.scored, self.hosts, self.where = alloc, scored, hosts, where
         self.allows, self.placed = allows, placed

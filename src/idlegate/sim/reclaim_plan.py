@@ -35,7 +35,7 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   for twice. The ledger counts a stop when it is asked (the budget, the cooldown of
   the task asked for).
 * *On nodes* (`PoolResources.reclaim_nodes`: the simulator's, or those a driver tells
-  with where its running tasks are, `Placed`: the operator's ``nodeSelector`` pools), the
+  with where its running tasks are, `TasksOnNodes`: the operator's ``nodeSelector`` pools), the
   victims are all on one node where the claimant's task then fits (`choose_victims`'s
   nodes), among the nodes its task may use (`Need.allowed`). A node's room is its free
   amounts with the room of the stops pending on it, or, where more, the room its driver

@@ -23,7 +23,7 @@ from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
 from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.settings import Clock, Settings
+from idlegate.api.settings import Settings
 from idlegate.api.status import (
     Conditions,
     IdleSlot,
@@ -33,7 +33,7 @@ from idlegate.api.status import (
     generation_of,
     parse_indexes,
 )
-from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.api.task_pods import TaskPod, arrival_of, owner_of, pod_name, read_task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
@@ -51,7 +51,7 @@ from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflo
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch
 from idlegate.sim.spec import parse_workflow
-from idlegate.sim.timestamps import from_datetime, timestamp_precision
+from idlegate.sim.timestamps import from_datetime
 
 log = logging.getLogger(__name__)
 
@@ -172,19 +172,24 @@ class DagWorkflow(Workflow):
     def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str | None:
         """Ask for the eviction of its task pod running on `executor` (`EvictPod`); None,
         or why not."""
-        track, released = self.stages[stage], TaskState.RELEASED
-        task = next(
-            (t for t in track.tasks.values() if (t.executor, t.state) == (executor, released)), None
-        )
+        track, (task, name) = self.stages[stage], self.pod_on(stage, executor)
         if track.spec.gang:
             return GANG_NOT_STOPPED
         if task is None or task.evicting:
             return "it is being stopped" if task else "its task is not running on it now"
         task.evicting, mark = True, stop_mark(evictions.queue, evictions.reason)
-        name = pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
         args = (self.owner, name, track.spec.name, task.index, task.attempt, executor, mark)
         pool.intents.add(EvictPod(*args, evictions))
         return None
+
+    def pod_on(self, stage: int, executor: int) -> tuple[Task | None, str]:
+        """Its task of stage `stage` released on `executor` (None: none) and its pod's name."""
+        track, released = self.stages[stage], TaskState.RELEASED
+        on = (t for t in track.tasks.values() if (t.executor, t.state) == (executor, released))
+        task = next(on, None)
+        return task, "" if task is None else pod_name(
+            self.owner.name, track.spec.name, task.index, task.attempt
+        )
 
     def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> float | None:
         """Its pod's eviction was answered: the work lost if its task was stopped (free of
@@ -372,16 +377,6 @@ class AdmitLaterError(IdlegateError):
     """Not admitted now: its namespace (whose policy its templates must meet) is unreadable."""
 
 
-def arrival_key(body: Mapping[str, Any]) -> tuple[str, str]:
-    meta = body.get("metadata") or {}
-    return (meta.get("creationTimestamp") or "", meta.get("name", ""))
-
-
-def owner_of(body: Mapping[str, Any]) -> Owner:
-    meta = body["metadata"]
-    return Owner(meta.get("namespace") or "default", meta["name"], meta.get("uid", ""))
-
-
 def new_workflow(
     body: Mapping[str, Any], now: float, settings: Settings, policy: NamespacePolicy
 ) -> DagWorkflow:
@@ -397,23 +392,9 @@ def new_workflow(
     started = status.get("startTime")
     admitted = min(from_datetime(started), now) if started else now
     created = (body.get("metadata") or {}).get("creationTimestamp")
-    arrival = _arrival(created, admitted, settings.clock)
+    arrival = arrival_of(created, admitted, settings.clock)
     conditions = Conditions(status.get("conditions"))
     return DagWorkflow(owner, generation_of(body), spec, arrival, admitted, conditions)
-
-
-def _arrival(created: Any, admitted: float, clock: Clock) -> float:
-    """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's clock, at
-    most `admitted` (when the operator first saw it, persisted as ``status.startTime``: the
-    same after a restart). The API server stamps whole seconds: the end of the stamped
-    second is taken (less than 1 s after the true creation)."""
-    if not isinstance(created, str):
-        return admitted
-    try:
-        wall = from_datetime(created) + timestamp_precision(created)
-    except ValueError:
-        return admitted
-    return min(admitted, clock.from_wall(wall))
 
 
 @dataclass

@@ -227,9 +227,12 @@ class Core(Lifecycle):
             case Schedule(force):
                 self.cluster.needs_schedule |= force
                 self.schedule()
-            case Capacity(capacity, nodes, allocatable, hosts, read, allows):
+            case Capacity(capacity, nodes, allocatable, hosts, read, allows, placing):
                 # (the cluster tells its admission the new capacity: Cluster.capacity_changed)
-                grew = self.cluster.set_capacity(capacity, nodes, allocatable, hosts, allows)
+                placed = None if placing is None else placing.placed(self.pod_of)
+                grew = self.cluster.set_capacity(
+                    capacity, nodes, allocatable, hosts, allows, placed
+                )
                 if grew:
                     self.cluster.needs_schedule = True  # (more room: a round)
                     self.schedule()
@@ -487,6 +490,14 @@ class Core(Lifecycle):
         evictions = Evictions(tuple(victims), needed, queue, reason)
         self._evict(evictions)
         return evictions
+
+    def pod_of(self, executor: int) -> tuple[str, str] | None:
+        """The namespace and name of the DagWorkflow task pod on `executor`, if one runs."""
+        stage = self.cluster.stage_on(executor)
+        if stage is None or not isinstance(wf := stage.job.payload, DagWorkflow):
+            return None
+        name = wf.pod_on(stage.index, executor)[1]
+        return (wf.owner.namespace, name) if name else None
 
     def _evict(self, evictions: Evictions) -> None:
         """Ask for the evictions of the next victims, while too few are stopped or asked."""

@@ -19,6 +19,7 @@ from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
     from idlegate.api.external_pods import ExternalPod
+    from idlegate.api.nodes import Placing
     from idlegate.operator.core.external import ExternalJob
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
     from idlegate.sim.external import Mapped
@@ -204,6 +205,8 @@ class Capacity:
     no node is no sign of a problem, so nothing is said of it."""
     allows: Allows | None = None
     """Which of them each stage's task may use (`idlegate.api.nodes.NodeRules`); None: any."""
+    placing: Placing | None = None
+    """Where the pool's pods run on them (a reclaim's victims on one node); None: not said."""
 
 
 Event = (

@@ -26,8 +26,8 @@ from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
 from idlegate.api.settings import Settings
 from idlegate.api.status import Phase
-from idlegate.api.task_pods import Owner
-from idlegate.operator.core.admission import DagWorkflow, owner_of
+from idlegate.api.task_pods import Owner, owner_of
+from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.core import Core, Output
 from idlegate.operator.core.decider import Onlooker
 from idlegate.operator.core.events import Admit, Event, ReadAgain, Schedule

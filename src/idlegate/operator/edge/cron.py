@@ -58,10 +58,9 @@ from idlegate.api.labels import LABEL_CRON
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level, namespace_policy
 from idlegate.api.settings import Clock
 from idlegate.api.status import HISTORY_SAMPLES, Conditions
-from idlegate.api.task_pods import Owner
+from idlegate.api.task_pods import Owner, owner_of
 from idlegate.api.template import check_templates
 from idlegate.errors import SpecError
-from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.intents import (
     CreateWorkflow,
     DeleteWorkflow,

@@ -19,13 +19,9 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.status import Phase, generation_of, judged
-from idlegate.api.task_pods import Owner, pod_name, task_pod
+from idlegate.api.task_pods import Owner, arrival_key, owner_of, pod_name, task_pod
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import (
-    AdmitLaterError,
-    arrival_key,
-    owner_of,
-)
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Forget, PodSeen, Schedule, SpecChanged
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow

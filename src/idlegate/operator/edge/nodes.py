@@ -12,6 +12,7 @@ from idlegate.api.nodes import (
     Node,
     NodeLedger,
     NodeRules,
+    Placing,
     Releasing,
     Room,
     counted,
@@ -146,7 +147,8 @@ class NodeWatch:
         nodes = tuple(free for _, free in now.free)
         alloc, hosts = tuple(now.allocatable), tuple(now.hosts)
         rules = NodeRules(tuple(now.nodes), counted)
-        return Capacity(now.capacity, nodes, alloc, hosts, self.read, rules)
+        placing = Placing({n.name: i for i, n in enumerate(now.nodes)}, self.pods, (*now.stopping,))
+        return Capacity(now.capacity, nodes, alloc, hosts, self.read, rules, placing)
 
     def counted(self, selector: LabelSelector | None) -> tuple[str, ...]:
         """The resources a pool on those nodes counts (`idlegate.api.nodes.counted`)."""

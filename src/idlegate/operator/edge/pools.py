@@ -52,9 +52,9 @@ from idlegate.api.routing import (
     route_workflow,
 )
 from idlegate.api.status import FINISHED, Phase
-from idlegate.api.task_pods import Owner, read_task_pod
+from idlegate.api.task_pods import Owner, owner_of, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError, owner_of
+from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import (
     Admit,
     Ended,

@@ -28,9 +28,8 @@ from typing import Any
 
 from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, Phase
-from idlegate.api.task_pods import Owner, TaskPod, pod_name, read_task_pod
+from idlegate.api.task_pods import Owner, TaskPod, owner_of, pod_name, read_task_pod
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import (
     Fact,
     FoundFinished,

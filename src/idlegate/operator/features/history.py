@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 from idlegate.api.forecast_book import history_forecast
 from idlegate.api.history import history_workflow, object_history
 from idlegate.api.history_sink import HistorySink
-from idlegate.api.task_pods import Owner
+from idlegate.api.task_pods import Owner, owner_of
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import owner_of
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
 from idlegate.operator.core.intents import PatchStatus, PostEvent
 from idlegate.sim.engine import JobArrival
