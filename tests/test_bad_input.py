@@ -297,8 +297,7 @@ GPU_TASK = {"cpu": "2", "nvidia.com/gpu": "1"}
 def test_the_operators_pod_for_a_stage_of_gpus_has_the_limit_kubernetes_requires():
     # (resources alone became a request with no limit, which the API server refuses of an
     # extended resource: every such pod would have been refused at creation)
-    from idlegate.api.task_pods import task_pod
-    from idlegate.operator.core.admission import Owner
+    from idlegate.api.task_pods import Owner, task_pod
     from idlegate.sim.resources import request_problem
     from idlegate.sim.spec import StageSpec
 
