@@ -9,7 +9,7 @@ from idlegate.policy import make_scheduler
 from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
-from idlegate.sim.pool import TasksOnNodes
+from idlegate.sim.pool import Allows, TasksOnNodes
 from idlegate.sim.protocol import Decision
 from idlegate.sim.queues import Preemption, QueueSpec
 from idlegate.sim.reclaim_plan import Reclaim
@@ -31,15 +31,24 @@ def one_task(cluster: Cluster, now: float, cpu: str, queue: int, seconds: float 
     return job
 
 
-def told(cluster: Cluster, free: str, where: dict[int, int] | None, stopping: tuple = ()) -> None:
+def told(
+    cluster: Cluster,
+    free: str,
+    where: dict[int, int] | None,
+    stopping: tuple = (),
+    allows: Allows | None = None,
+) -> None:
     """The driver tells three nodes of 3 CPU, each with `free` room, its tasks `where` it
-    says (None: it does not say), and the room pods being stopped hold on each."""
+    says (None: it does not say), the room pods being stopped hold on each, and which
+    nodes each stage's task may use (`allows`; None: any)."""
     placed = None if where is None else TasksOnNodes(where.get, stopping)
     hosts = ("n0", "n1", "n2")
-    cluster.set_capacity(R("cpu=9"), (R(free),) * 3, (NODE,) * 3, hosts, placed=placed)
+    cluster.set_capacity(R("cpu=9"), (R(free),) * 3, (NODE,) * 3, hosts, allows, placed)
 
 
-def lent_pool(where: bool = True) -> tuple[Cluster, list[Reclaim], dict[int, int]]:
+def lent_pool(
+    where: bool = True, allows: Allows | None = None
+) -> tuple[Cluster, list[Reclaim], dict[int, int]]:
     """Queue a (half the 9 CPUs) runs nine tasks on three nodes, b's idle half lent to it;
     at `NOW` b's task of 2 CPU comes: no node has it free. The plans' stops are handed."""
     queues = (
@@ -56,7 +65,7 @@ def lent_pool(where: bool = True) -> tuple[Cluster, list[Reclaim], dict[int, int
         job = one_task(cluster, start, "1", queue=0)
         (launch,) = cluster.apply(Decision(job.stages[0], 1), start)
         placed[launch.executor] = n
-    told(cluster, "pods=107", placed if where else None)
+    told(cluster, "pods=107", placed if where else None, allows=allows)
     handed: list[Reclaim] = []
     cluster.stopper = handed.append
     one_task(cluster, NOW, "2", queue=1, seconds=5.0)
@@ -94,6 +103,16 @@ def test_a_stopped_tasks_room_held_while_its_pod_ends_is_not_asked_for_again():
     cluster.needs_schedule = True
     cluster.decide_once(scheduler, NOW + 3)
     assert len(handed) == 2
+
+
+def test_the_victims_are_on_a_node_the_owners_task_may_use():
+    # the owner's pod may not go to node 2 (its nodeSelector, say): node 1's two cheapest
+    # go, 110 + 900 s, not node 2's (245 s), whose room it could not use
+    owners = lambda s: ((0, 1), "") if s.demand["cpu"] == 2000 else None  # noqa: E731
+    cluster, handed, placed = lent_pool(allows=owners)
+    cluster.decide_once(make_scheduler("fifo"), NOW)
+    (plan,) = handed
+    assert {placed[e] for e in plan.executors} == {1} and plan.lost == 1010.0
 
 
 def test_told_nodes_whose_tasks_are_not_placed_stop_nothing():

@@ -149,6 +149,8 @@ class Reclaimer:
         if not self.ledger.left(now):
             return None  # (the budget spent: no choice fits)
         self._settle(pool, now)
+        if not claims:
+            return None
         dims = self.dims
         free = dict(pool.free_resources)
         placed = pool.reclaim_nodes()
@@ -391,7 +393,7 @@ def _usable(
     if allowed is None:
         return nodes, where
     at = {n: i for i, n in enumerate(allowed)}
-    return [nodes[n] for n in allowed], lambda e: at.get(where(e))  # type: ignore[arg-type]
+    return [nodes[n] for n in allowed], lambda e: None if (n := where(e)) is None else at.get(n)
 
 
 def _demand(stage: Stage, dims: int) -> list[float]:
