@@ -8,11 +8,13 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from idlegate.api.labels import ANNOTATION_STOP
 from idlegate.api.nodes import (
     ONE_POD,
     SCORED,
     Node,
     NodeLedger,
+    Placing,
     Releasing,
     Room,
     _add,
@@ -23,6 +25,7 @@ from idlegate.api.nodes import (
     read_node,
     released,
     room,
+    room_key,
 )
 from idlegate.api.pool_spec import LabelSelector, selects
 from idlegate.sim.resources import ResourceVector, least_allocated
@@ -148,6 +151,29 @@ def test_a_pod_bound_ended_and_deleted_moves_its_nodes_room():
     assert dict(ledger.room(LabelSelector()).free)["b"]["cpu"] == 4000
     ledger.node(read_node(node("b", 4)), deleted=True)
     assert [n for n, _ in ledger.room(LabelSelector()).free] == ["a"]
+
+
+def test_a_pod_being_stopped_counts_on_its_node_until_it_is_gone_and_says_where_it_runs():
+    # a reclaim's room coming back (`Room.stopping`): the pods carrying the stop's mark,
+    # bound and holding; and `Placing` reads a pod's node from the pod index, by its name
+    ledger = NodeLedger.of([read_node(node("a", 8)), read_node(node("b", 4))], [])
+    running = pod("y", "1", "b", mine=True)
+    ledger.pod(running)
+    marked = {**running, "metadata": {**running["metadata"], "annotations": {ANNOTATION_STOP: "q"}}}
+    assert room_key(marked) != room_key(running)  # (the mark is a reading of the room)
+    ledger.pod(marked)
+    now = ledger.room(LabelSelector())
+    assert [s["cpu"] for s in now.stopping] == [0, 1000] and dict(now.free)["b"]["cpu"] == 3000
+    index = {("ns", "y"): [marked]}
+    placing = Placing({n.name: i for i, n in enumerate(now.nodes)}, index, tuple(now.stopping))
+    placed = placing.placed(lambda e: ("ns", "y") if e == 7 else ("ns", "gone"))
+    assert placed.runs_on(7) == 1 and placed.runs_on(8) is None
+    ledger.pod(running)  # (the mark taken off: a budget refused the eviction)
+    assert [s["cpu"] for s in ledger.room(LabelSelector()).stopping] == [0, 0]
+    ledger.pod(marked)
+    ledger.pod(marked, deleted=True)  # (gone: its room is the node's again)
+    now = ledger.room(LabelSelector())
+    assert [s["cpu"] for s in now.stopping] == [0, 0] and dict(now.free)["b"]["cpu"] == 4000
 
 
 def test_after_random_events_the_ledger_reads_as_every_pod_counted_again():
