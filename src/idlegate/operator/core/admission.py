@@ -186,10 +186,9 @@ class DagWorkflow(Workflow):
         """Its task of stage `stage` released on `executor` (None: none) and its pod's name."""
         track, released = self.stages[stage], TaskState.RELEASED
         on = (t for t in track.tasks.values() if (t.executor, t.state) == (executor, released))
-        task = next(on, None)
-        return task, "" if task is None else pod_name(
-            self.owner.name, track.spec.name, task.index, task.attempt
-        )
+        if (task := next(on, None)) is None:
+            return None, ""
+        return task, pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
 
     def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> float | None:
         """Its pod's eviction was answered: the work lost if its task was stopped (free of
