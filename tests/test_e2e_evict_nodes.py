@@ -8,9 +8,9 @@ workflows take all of them, queue b's idle quota lent, packed node by node: xa's
 tasks of 1 CPU on one node, xb's on another, xc's two and then xd's one on the third,
 each workflow started after the one before. b's owner returns with a task of 1 CPU that
 no node has free: the task that lost least is xd's, on the third node, but a budget keeps
-it, so the next on that node, one of xc's, is evicted (not xb's or xa's, older and on
-nodes the eviction of xd's would not have freed anyway). The owner's pod is bound there
-once the evicted pod has gone; the evicted task runs again and every workflow succeeds.
+it, so the next one on that node, one of xc's, is evicted (not one of xa's or xb's, on
+other nodes). The owner's pod is bound there once the evicted pod has gone; the evicted
+task runs again and every workflow succeeds.
 With reclaim off (``Never``) nothing is evicted: the owner waits for a task to end.
 """
 
