@@ -146,12 +146,12 @@ def simulate(
             json.dumps({**out.metrics.to_dict(), **followed, **(out.queues or {})}, indent=2)
         )
     else:
-        _stdout().print(render_run_table(out.metrics))
+        console = _stdout()
+        console.print(render_run_table(out.metrics))
         if out.followed is not None:
-            console = _stdout()
             console.print(render_followed(out.followed, console.width))
         if out.queues is not None:
-            _stdout().print(render_queues(out.queues))
+            console.print(render_queues(out.queues, console.width))
 
 
 @app.command()
