@@ -399,9 +399,10 @@ class _Linter:
                 self.object(source, index, i, item)
             return
         if is_queue_file(doc):  # (read as simulate --queues reads it: QueueFiles)
-            problem = self.queues.add(source, doc, self.pool_size, self.resources)
-            if problem is not None:
+            problems = self.queues.add(source, doc, self.pool_size, self.resources)
+            for problem in problems:
                 self._problem(source, index, None, None, problem)
+            if problems:
                 self.report.invalid += 1
             elif self.pool_size is None and self.resources is None:
                 self.report.notes.append(Note(source, NO_POOL))

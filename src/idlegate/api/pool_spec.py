@@ -27,7 +27,15 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
@@ -266,15 +274,16 @@ class PreemptionModel(BaseModel):
         "borrowWithinCohort). Unset: never.",
     )
 
-    @model_validator(mode="before")
+    @field_validator("reclaim", "within_queue", "borrow_below", mode="before")
     @classmethod
-    def _settings(cls, data: Any) -> Any:
-        # (the queues file's own sentences, before pydantic's: one check of each setting)
-        for key, value in data.items() if isinstance(data, Mapping) else ():
-            problem = preemption_problem(key, value)
-            if problem is not None:
-                raise ValueError(f"{key}: {problem}")
-        return data
+    def _setting(cls, value: object, info: ValidationInfo) -> object:
+        # (the queues file's own sentences, before pydantic's: one check of each setting,
+        # each field's apart, so that lint says every bad one)
+        field = cls.model_fields[info.field_name or ""]
+        problem = preemption_problem(field.alias or str(info.field_name), value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class QueueModel(BaseModel):
@@ -605,8 +614,22 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
     try:
         ExecutorPoolSpec.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
-        return validation_problems(exc, ExecutorPoolSpec)
+        return [
+            (_named(path, raw), text) for path, text in validation_problems(exc, ExecutorPoolSpec)
+        ]
     return []
+
+
+def _named(path: str, raw: Any) -> str:
+    """`path` with its queue's name after the queue's index (``queues[0][a].weight``), as
+    a queues file's problems place it (`idlegate.sim.queues.queue_problems`)."""
+    at = re.match(r"queues\[(\d+)\]", path)
+    queues = raw.get("queues") if isinstance(raw, Mapping) else None
+    if at is None or not isinstance(queues, list) or int(at[1]) >= len(queues):
+        return path
+    queue = queues[int(at[1])]
+    name = queue.get("name") if isinstance(queue, Mapping) else None
+    return f"{at[0]}[{name}]{path[at.end() :]}" if isinstance(name, str) else path
 
 
 def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:
