@@ -288,23 +288,27 @@ class WorkflowSpec(BaseModel):
 
 
 def check_dag(stages: tuple[StageSpec, ...]) -> None:
-    """Raise SpecError for duplicate names, unknown dependencies and cycles."""
-    seen: set[str] = set()
+    """Raise SpecError for duplicate names, unknown dependencies and cycles: every one of
+    them, joined by ``"; "`` (lint says each at its stage: `api.lint_fields`), the cycle
+    only when nothing else is wrong."""
+    problems: list[str] = []
+    names = [s.name for s in stages]
+    seen = set(names)
+    for name in dict.fromkeys(n for n in names if names.count(n) > 1):
+        problems.append(f"stage name {name!r} appears twice; stage names must be unique")
     for stage in stages:
-        if stage.name in seen:
-            raise SpecError(f"stage name {stage.name!r} appears twice; stage names must be unique")
-        seen.add(stage.name)
-    for stage in stages:
-        for dep in stage.depends_on:
+        for dep in dict.fromkeys(stage.depends_on):
             if dep not in seen:
-                raise SpecError(
+                problems.append(
                     f"stage {stage.name!r} depends on {dep!r}, which is not a stage of this "
                     f"workflow (stages: {', '.join(sorted(seen))})"
                 )
-            if dep == stage.name:
-                raise SpecError(f"stage {stage.name!r} depends on itself; remove it from dependsOn")
+            elif dep == stage.name:
+                problems.append(f"stage {stage.name!r} depends on itself; remove it from dependsOn")
         if len(set(stage.depends_on)) != len(stage.depends_on):
-            raise SpecError(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
+            problems.append(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
+    if problems:
+        raise SpecError("; ".join(problems))
     graph = nx.DiGraph((dep, s.name) for s in stages for dep in s.depends_on)
     try:
         cycle = nx.find_cycle(graph)
