@@ -390,6 +390,11 @@ def test_a_directory_given_for_a_file_is_said_to_be_one(tmp_path: Path):
     one_error(invoke("export-onnx", str(tmp_path), str(tmp_path / "p.onnx")), "is a directory")
     said = one_error(invoke("history", "export", "--from-sink", str(tmp_path)), "is a directory")
     assert f"e.g. {tmp_path / 'history.jsonl'}" in said
+    # (they said "does not exist", or the system's "Is a directory": issue 80)
+    said = one_error(invoke("train", "--config", str(tmp_path)), f"config file {tmp_path}: it is")
+    assert said.endswith("it is a directory; give a YAML mapping of settings")
+    said = one_error(invoke("history", "alibaba", str(tmp_path)), "it is a directory; give the")
+    assert said.endswith(f"(e.g. {tmp_path / 'batch_task.csv'})")
 
 
 @pytest.mark.parametrize(
