@@ -379,6 +379,25 @@ def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path: Path, mo
         one_error(invoke("train", "--out", str(out)), "is a file, not a directory")
 
 
+def test_an_out_that_cannot_be_made_is_one_line_before_the_training(monkeypatch):
+    # (a traceback after the run's set-up; train-window's only once it had trained)
+    import idlegate.training.reinforce as reinforce
+    import idlegate.training.window as window
+
+    def trained(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started before --out was checked")
+
+    monkeypatch.setattr(reinforce, "_Run", trained)
+    monkeypatch.setattr(window, "_validate", trained)
+    nowhere = "/proc/idlegate"  # (no folder can be made there, not even by root)
+    one_error(invoke("train", "--out", nowhere), f"cannot create directory {nowhere}")
+    one_error(
+        invoke("train-window", "--out", f"{nowhere}/w.onnx"),
+        f"cannot write the ONNX policy {nowhere}/w.onnx (",
+        "give a path in a folder you can write to",
+    )
+
+
 @pytest.mark.parametrize("text", ["", "# settings to come\n", "{}\n"])
 def test_train_refuses_a_config_with_no_setting(tmp_path: Path, text: str):
     empty = tmp_path / "empty.yaml"
