@@ -197,6 +197,8 @@ def test_the_compare_queues_table_is_whole_at_80_and_at_120_columns(
     # starts past the bound fold under the queue there
     args = ["compare", "-w", "teams", "-o", "num_jobs=3", "--seeds", "1", "-j", "1"]
     printed = _printed(monkeypatch, width, [*args, "--schedulers", "admission?mode=drf:srpt"])
+    # (the comparison's table above it too: the name cut its headers, "makesp…")
+    assert max(map(len, printed)) <= width and not any("…" in p for p in printed), printed
     table = printed[next(i for i, p in enumerate(printed) if "queues, over the seeds" in p) :]
     assert max(map(len, table)) <= width and not any("…" in p for p in table)
     rows = [[c.strip() for c in p.split("│")[1:-1]] for p in table if "│ team-" in p]

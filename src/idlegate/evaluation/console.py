@@ -58,7 +58,8 @@ def render_comparison_table(cmp: Comparison, width: int | None = None) -> Table:
     not look like the README's table, whose rows these are (compare.md has them as
     Markdown). On a console `width` columns wide that this does not fit (a terminal of
     80), each figure's CI goes on a line of its own below it (``± 16.4``), every row then
-    two lines, and the demo's table 79 wide: the same cells, none cut.
+    two lines, and the demo's table 79 wide: the same cells, none cut (a scheduler's name
+    too long for the rest folds onto its row's second line, not cutting the headers).
     """
     from rich.console import Console
 
@@ -81,8 +82,13 @@ def _comparison_table(cmp: Comparison, *, stacked: bool) -> Table:
         padding=0,
     )
     for i, h in enumerate(table_headers(cmp)):
+        # (stacked, a row is two lines: a name too long for the rest to fit folds onto the
+        # second, as does the baseline's in its header, where they cut headers, "makesp…")
         table.add_column(
-            _two_lines(h) if i else h, justify="left" if i == 0 else "right", no_wrap=i == 0
+            _two_lines(h) if i else h,
+            justify="left" if i == 0 else "right",
+            no_wrap=i == 0 and not stacked,
+            overflow="fold" if stacked else "ellipsis",
         )
     best = cmp.best.name
     for r, cells in zip(cmp.results, table_rows(cmp), strict=True):
