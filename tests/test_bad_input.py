@@ -471,3 +471,18 @@ def test_lint_fails_on_files_with_nothing_to_check(tmp_path: Path, content: str)
     path.write_text(content)
     one_error(invoke("lint", str(path)), "nothing to check in 1 file(s)")
     assert json.loads(invoke("lint", "--json", str(path)).stdout)["valid"] is False
+
+
+def test_a_containers_requests_written_as_a_resource_list_say_so(tmp_path: Path):
+    # (it said "requests: {'cpu': '1'} is not a quantity": true, and no help)
+    stage = "{name: a, tasks: 1, taskDurationSeconds: 3, resources: {requests: {cpu: 1}}}"
+    path = tmp_path / "wf.yaml"
+    path.write_text(f"stages:\n- {stage}\n")
+    said = "requests: a ResourceList names its quantities directly (cpu: 500m, memory: 1Gi)"
+    one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {limits: {pods: 2}}}\n")
+    linted = invoke("lint", str(queues))
+    assert linted.exit_code == 1
+    assert "queues[0][a].nominal.limits: a ResourceList names its quantities" in linted.stdout
+    assert "move the limits' quantities up a level, in place of limits" in linted.stdout
