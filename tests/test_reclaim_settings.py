@@ -217,3 +217,27 @@ def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
     # the cohort is checked once every queue reads
     two = [{"name": "a", "nominal": {"pods": 1}}] * 2
     assert queue_problems(two) == ["queues: two queues are named 'a'; give each its own name"]
+
+
+def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path):
+    # (the pool's check of its queues said the first only; the file's and the pool's
+    # problems are the same sentences, each at its queue)
+    queues = [
+        {"name": "Bad!", "nominal": {"pods": 5}},
+        {"name": "b", "nominal": {"pods": 5}, "lendingLimit": {"pods": 6}},
+        {"name": "c", "nominal": {"pods": 5}, "waitBound": 0.5, "weight": 0.0},
+    ]
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump(queues, sort_keys=False))
+    said = [p.message for p in lint_paths([str(file)]).problems]
+    assert [s.split(": ")[0] for s in said] == ["queues[0]", "queues[1][b]", "queues[2][c]"]
+    assert "'Bad!' is not a DNS label" in said[0] and "lendingLimit of pods" in said[1]
+    assert "weight 0.0 must be a number > 0" in said[2]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({**_pool(None), "spec": {"size": 20, "queues": queues}}))
+    report = lint_paths([str(pool)])
+    assert report.invalid == 1
+    assert [(p.field, p.message) for p in report.problems] == [
+        ("spec.queues[0][Bad!]", said[0].partition(": ")[2]),
+        *((f"spec.{s.partition(': ')[0]}", s.partition(": ")[2]) for s in said[1:]),
+    ]

@@ -41,7 +41,13 @@ from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
-from idlegate.sim.queues import QueueSpec, check_cohort, preemption_problem, queues_from
+from idlegate.sim.queues import (
+    QueueSpec,
+    check_cohort,
+    preemption_problem,
+    queue_problems,
+    queues_from,
+)
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
@@ -614,10 +620,24 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
     try:
         ExecutorPoolSpec.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
-        return [
-            (_named(path, raw), text) for path, text in validation_problems(exc, ExecutorPoolSpec)
-        ]
+        problems = validation_problems(exc, ExecutorPoolSpec)
+        every = _queue_problems(raw)
+        if every and ("", every[0]) in problems:  # (the pool's check says the first only)
+            at = problems.index(("", every[0]))
+            problems[at : at + 1] = [(p.partition(": ")[0], p.partition(": ")[2]) for p in every]
+        return [(_named(path, raw), text) for path, text in problems]
     return []
+
+
+def _queue_problems(raw: Any) -> list[str]:
+    """Every problem of the queues of spec `raw` whose every queue's fields read, each led
+    by its place (`queue_problems`, on the queues as the pool reads them); else none."""
+    queues = raw.get("queues") if isinstance(raw, Mapping) else None
+    try:
+        read = [QueueModel.model_validate(q) for q in queues or ()]
+    except (ValidationError, TypeError):
+        return []  # (said by pydantic, field by field)
+    return queue_problems([q.model_dump(by_alias=True, exclude_none=True) for q in read])
 
 
 def _named(path: str, raw: Any) -> str:
@@ -629,7 +649,9 @@ def _named(path: str, raw: Any) -> str:
         return path
     queue = queues[int(at[1])]
     name = queue.get("name") if isinstance(queue, Mapping) else None
-    return f"{at[0]}[{name}]{path[at.end() :]}" if isinstance(name, str) else path
+    if not isinstance(name, str) or path[at.end() :].startswith(f"[{name}]"):
+        return path  # (a queue problem's path has it already: `queue_problems`)
+    return f"{at[0]}[{name}]{path[at.end() :]}"
 
 
 def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:

@@ -190,17 +190,11 @@ class QueueSpec:
 
     def __post_init__(self) -> None:
         check_queue_name(self.name)
-        for problem in _spec_problems(
-            f"queue {self.name!r}", self.weight, self.priority, self.wait_bound
-        ):
+        where = f"queue {self.name!r}"
+        for problem in _spec_problems(where, self.weight, self.priority, self.wait_bound):
             raise IdlegateError(problem)
-        if self.lending_limit is not None:
-            over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal.get(n, 0)]
-            if over:
-                raise IdlegateError(
-                    f"queue {self.name!r}: lendingLimit of {', '.join(over)} is above the "
-                    "nominal quota; a queue lends at most what it owns"
-                )
+        for problem in _lending_problems(where, self.lending_limit, self.nominal):
+            raise IdlegateError(problem)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as `queues_from` reads it (JSON-ready)."""
@@ -239,6 +233,20 @@ def _spec_problems(where: str, weight: object, priority: object, bound: object) 
             "out for no bound"
         )
     return out
+
+
+def _lending_problems(
+    where: str, lending: Mapping[str, int] | None, nominal: Mapping[str, int] | None
+) -> list[str]:
+    """A lendingLimit above the nominal quota, said after `where` (none: nothing)."""
+    lends, owns = lending or {}, nominal or {}
+    over = [n for n in lends if lends[n] > owns.get(n, 0)]
+    if not over:
+        return []
+    return [
+        f"{where}: lendingLimit of {', '.join(over)} is above the nominal quota; a queue "
+        "lends at most what it owns"
+    ]
 
 
 def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
@@ -318,23 +326,20 @@ def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
     ):
         problems.append(f"{at}.namespaces: give a list of namespace names")
     problems += preemption_problems(data.get("preemption"), f"{at}.preemption")
+    problems += _lending_problems(at, lending, nominal)
     if len(problems) > before:
         return None
-    try:
-        return QueueSpec(
-            name=name,
-            nominal=nominal or {},
-            borrowing_limit=borrowing,
-            lending_limit=lending,
-            weight=weight,
-            priority=priority,
-            wait_bound=bound,
-            namespaces=tuple(namespaces),
-            preemption=preemption_from(data.get("preemption"), f"{at}.preemption"),
-        )
-    except IdlegateError as exc:  # (what is left: a lendingLimit above the nominal quota)
-        problems.append(str(exc))
-        return None
+    return QueueSpec(
+        name=name,
+        nominal=nominal or {},
+        borrowing_limit=borrowing,
+        lending_limit=lending,
+        weight=weight,
+        priority=priority,
+        wait_bound=bound,
+        namespaces=tuple(namespaces),
+        preemption=preemption_from(data.get("preemption"), f"{at}.preemption"),
+    )
 
 
 def _queue_items(data: Any, where: str) -> Sequence[Any]:
