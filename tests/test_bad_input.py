@@ -486,3 +486,16 @@ def test_a_containers_requests_written_as_a_resource_list_say_so(tmp_path: Path)
     assert linted.exit_code == 1
     assert "queues[0][a].nominal.limits: a ResourceList names its quantities" in linted.stdout
     assert "move the limits' quantities up a level, in place of limits" in linted.stdout
+
+
+def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path):
+    # (simulate read the last `tasks:` silently where lint refused the file)
+    path = tmp_path / "wf.yaml"
+    path.write_text("stages:\n- {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n")
+    said = "found duplicate key 'tasks' (kubectl refuses duplicate fields)"
+    assert said in invoke("lint", str(path)).stdout
+    one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {pods: 2}, nominal: {pods: 3}}\n")
+    assert "found duplicate key 'nominal'" in invoke("lint", str(queues)).stdout
+    one_error(invoke("simulate", "--queues", str(queues)), "found duplicate key 'nominal'")

@@ -45,6 +45,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import YamlLoader
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -467,7 +468,7 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
         path, "queues file", "give a list of queues, e.g. - {name: a, nominal: {pods: 4}}"
     )
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
     except yaml.YAMLError as exc:
         raise IdlegateError(
             f"{where} is not YAML or JSON ({' '.join(str(exc).split())}); give a list of "
