@@ -495,6 +495,10 @@ def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path)
     said = "found duplicate key 'tasks' (kubectl refuses duplicate fields)"
     assert said in invoke("lint", str(path)).stdout
     one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
+    manifest = tmp_path / "dwf.yaml"
+    stages = "  stages:\n  - {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n"
+    manifest.write_text(f"apiVersion: idlegate.io/v1alpha1\nkind: DagWorkflow\nspec:\n{stages}")
+    one_error(invoke("forecast", str(manifest), "--url", "http://127.0.0.1:9"), said)
     queues = tmp_path / "queues.yaml"
     queues.write_text("- {name: a, nominal: {pods: 2}, nominal: {pods: 3}}\n")
     assert "found duplicate key 'nominal'" in invoke("lint", str(queues)).stdout
