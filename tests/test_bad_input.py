@@ -503,3 +503,11 @@ def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path)
     queues.write_text("- {name: a, nominal: {pods: 2}, nominal: {pods: 3}}\n")
     assert "found duplicate key 'nominal'" in invoke("lint", str(queues)).stdout
     one_error(invoke("simulate", "--queues", str(queues)), "found duplicate key 'nominal'")
+
+
+def test_the_dashboards_port_is_checked_before_the_credentials(tmp_path: Path):
+    # (a port out of range was said only once the user had found credentials)
+    missing = str(tmp_path / "kubeconfig")
+    said = "--port is a port number from 0 to 65535, not 99999"
+    one_error(invoke("dashboard", "--port", "99999", "--kubeconfig", missing), said)
+    one_error(invoke("dashboard", "--port", "0", "--kubeconfig", missing), missing)
