@@ -511,3 +511,20 @@ def test_the_dashboards_port_is_checked_before_the_credentials(tmp_path: Path):
     said = "--port is a port number from 0 to 65535, not 99999"
     one_error(invoke("dashboard", "--port", "99999", "--kubeconfig", missing), said)
     one_error(invoke("dashboard", "--port", "0", "--kubeconfig", missing), missing)
+
+
+def test_a_history_out_that_is_a_directory_is_refused_before_the_work(tmp_path, monkeypatch):
+    # (said after the run, in the system's words: "cannot write history file D: Is a
+    # directory"; for the whole Alibaba trace, after minutes of reading)
+    import idlegate.sim.history as history
+
+    def worked(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the work started before --out was checked")
+
+    monkeypatch.setattr(history, "simulate_history", worked)
+    monkeypatch.setattr(history, "read_batch_tasks", worked)
+    said = f"cannot write the history file {tmp_path}: it is a directory; give --out a file"
+    one_error(invoke("history", "simulate", "--out", str(tmp_path)), said)
+    trace = tmp_path / "batch_task.csv"
+    trace.write_text("")
+    one_error(invoke("history", "alibaba", str(trace), "--out", str(tmp_path)), said)
