@@ -378,6 +378,25 @@ def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path: Path, mo
         one_error(invoke("train", "--out", str(out)), "is a file, not a directory")
 
 
+def test_an_out_that_cannot_be_made_is_one_line_before_the_training(monkeypatch):
+    # (a traceback after the run's set-up; train-window's only once it had trained)
+    import idlegate.training.reinforce as reinforce
+    import idlegate.training.window as window
+
+    def trained(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started before --out was checked")
+
+    monkeypatch.setattr(reinforce, "_Run", trained)
+    monkeypatch.setattr(window, "_validate", trained)
+    nowhere = "/proc/idlegate"  # (no folder can be made there, not even by root)
+    one_error(invoke("train", "--out", nowhere), f"cannot create directory {nowhere}")
+    one_error(
+        invoke("train-window", "--out", f"{nowhere}/w.onnx"),
+        f"cannot write the ONNX policy {nowhere}/w.onnx (",
+        "give a path in a folder you can write to",
+    )
+
+
 @pytest.mark.parametrize("text", ["", "# settings to come\n", "{}\n"])
 def test_train_refuses_a_config_with_no_setting(tmp_path: Path, text: str):
     empty = tmp_path / "empty.yaml"
@@ -389,6 +408,11 @@ def test_a_directory_given_for_a_file_is_said_to_be_one(tmp_path: Path):
     one_error(invoke("export-onnx", str(tmp_path), str(tmp_path / "p.onnx")), "is a directory")
     said = one_error(invoke("history", "export", "--from-sink", str(tmp_path)), "is a directory")
     assert f"e.g. {tmp_path / 'history.jsonl'}" in said
+    # (they said "does not exist", or the system's "Is a directory": issue 80)
+    said = one_error(invoke("train", "--config", str(tmp_path)), f"config file {tmp_path}: it is")
+    assert said.endswith("it is a directory; give a YAML mapping of settings")
+    said = one_error(invoke("history", "alibaba", str(tmp_path)), "it is a directory; give the")
+    assert said.endswith(f"(e.g. {tmp_path / 'batch_task.csv'})")
 
 
 @pytest.mark.parametrize(
@@ -446,3 +470,60 @@ def test_lint_fails_on_files_with_nothing_to_check(tmp_path: Path, content: str)
     path.write_text(content)
     one_error(invoke("lint", str(path)), "nothing to check in 1 file(s)")
     assert json.loads(invoke("lint", "--json", str(path)).stdout)["valid"] is False
+
+
+def test_a_containers_requests_written_as_a_resource_list_say_so(tmp_path: Path):
+    # (it said "requests: {'cpu': '1'} is not a quantity": true, and no help)
+    stage = "{name: a, tasks: 1, taskDurationSeconds: 3, resources: {requests: {cpu: 1}}}"
+    path = tmp_path / "wf.yaml"
+    path.write_text(f"stages:\n- {stage}\n")
+    said = "requests: a ResourceList names its quantities directly (cpu: 500m, memory: 1Gi)"
+    one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {limits: {pods: 2}}}\n")
+    linted = invoke("lint", str(queues))
+    assert linted.exit_code == 1
+    assert "queues[0][a].nominal.limits: a ResourceList names its quantities" in linted.stdout
+    assert "move the limits' quantities up a level, in place of limits" in linted.stdout
+
+
+def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path):
+    # (simulate read the last `tasks:` silently where lint refused the file)
+    path = tmp_path / "wf.yaml"
+    path.write_text("stages:\n- {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n")
+    said = "found duplicate key 'tasks' (kubectl refuses duplicate fields)"
+    assert said in invoke("lint", str(path)).stdout
+    one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
+    manifest = tmp_path / "dwf.yaml"
+    stages = "  stages:\n  - {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n"
+    manifest.write_text(f"apiVersion: idlegate.io/v1alpha1\nkind: DagWorkflow\nspec:\n{stages}")
+    one_error(invoke("forecast", str(manifest), "--url", "http://127.0.0.1:9"), said)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("- {name: a, nominal: {pods: 2}, nominal: {pods: 3}}\n")
+    assert "found duplicate key 'nominal'" in invoke("lint", str(queues)).stdout
+    one_error(invoke("simulate", "--queues", str(queues)), "found duplicate key 'nominal'")
+
+
+def test_the_dashboards_port_is_checked_before_the_credentials(tmp_path: Path):
+    # (a port out of range was said only once the user had found credentials)
+    missing = str(tmp_path / "kubeconfig")
+    said = "--port is a port number from 0 to 65535, not 99999"
+    one_error(invoke("dashboard", "--port", "99999", "--kubeconfig", missing), said)
+    one_error(invoke("dashboard", "--port", "0", "--kubeconfig", missing), missing)
+
+
+def test_a_history_out_that_is_a_directory_is_refused_before_the_work(tmp_path, monkeypatch):
+    # (said after the run, in the system's words: "cannot write history file D: Is a
+    # directory"; for the whole Alibaba trace, after minutes of reading)
+    import idlegate.sim.history as history
+
+    def worked(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the work started before --out was checked")
+
+    monkeypatch.setattr(history, "simulate_history", worked)
+    monkeypatch.setattr(history, "read_batch_tasks", worked)
+    said = f"cannot write the history file {tmp_path}: it is a directory; give --out a file"
+    one_error(invoke("history", "simulate", "--out", str(tmp_path)), said)
+    trace = tmp_path / "batch_task.csv"
+    trace.write_text("")
+    one_error(invoke("history", "alibaba", str(trace), "--out", str(tmp_path)), said)

@@ -620,3 +620,54 @@ def test_readme_metrics_table_lists_every_series_the_operator_defines():
     table = _readme_section("| series | type | meaning |")
     listed = set(re.findall(r"`(idlegate_\w+)(?:\{[^}]*\})?`", table))
     assert defined - listed == set()
+
+
+def _operator_flags() -> dict[str, Any]:
+    """Every name (``--x``, ``--no-x``, ``-n``) of the operator's options, with its option
+    (typer's click parameter)."""
+    import typer.main
+
+    from idlegate.cli import app
+
+    command: Any = typer.main.get_command(app)
+    names = {}
+    for param in command.commands["operator"].params:
+        for name in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            names[name] = param
+    return names
+
+
+def _flag_cells() -> list[str]:
+    """The flag cells (first column) of the operator's flag table."""
+    table = _readme_section("| flag | meaning |").split("\n\n")[0]
+    return [line.split(" | ")[0].lstrip("| ") for line in table.splitlines()[2:]]
+
+
+def _named(cell: str) -> list[tuple[str, str | None]]:
+    """Each flag a cell names (in backticks), with the value shown after it, if any."""
+    found = re.findall(r"`(-{1,2}[a-z][-a-z]*)(?: ([^`]+))?`", cell)
+    return [(flag, value or None) for flag, value in found]
+
+
+def test_readme_flag_table_has_every_flag_of_the_operator_and_no_other() -> None:
+    # (issue 80: some twenty were missing, so the table could not be trusted to be whole)
+    declared = _operator_flags()
+    cells = _flag_cells()
+    named = {flag for cell in cells for flag, _ in _named(cell)}
+    assert len(cells) >= 30 and all(_named(cell) for cell in cells), cells
+    missing = sorted(set(declared) - named - {"--help"})
+    assert not missing, f"deploy/README.md's operator flag table lacks {missing}"
+    unknown = sorted(named - set(declared))
+    assert not unknown, f"deploy/README.md's operator flag table names no flag {unknown}"
+
+
+def test_readme_flag_table_shows_each_flags_own_default() -> None:
+    # (a value in capitals is a placeholder: `--queues FILE`)
+    declared = _operator_flags()
+    shown = [(f, v) for cell in _flag_cells() for f, v in _named(cell) if v and not v.isupper()]
+    assert len(shown) >= 25, shown
+    for flag, value in shown:
+        default = declared[flag].default
+        number = isinstance(default, int | float) and not isinstance(default, bool)
+        same = float(default) == float(value) if number else str(default) == value
+        assert same, f"{flag}: the table says {value}, its default is {default!r}"

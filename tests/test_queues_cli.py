@@ -151,3 +151,61 @@ def test_lint_checks_a_queues_file_as_simulate_reads_it(tmp_path):
     assert zero.exit_code == 1
     assert "waitBound 0 must be a number of seconds > 0" in zero.output
     assert "Traceback" not in zero.output
+
+
+def _printed(monkeypatch: pytest.MonkeyPatch, width: int, args: list[str]) -> list[str]:
+    """What `args` print on a terminal `width` columns wide."""
+    from rich.console import Console
+
+    from idlegate import cli
+
+    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_queues_table_is_whole_at_80_and_at_120_columns(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    # (issue 80) at 80 its eight columns cut their headers ("workfl…", "allowe…"): below
+    # 100 the waits, the starts past the bound and the pods borrowed fold under the queue
+    args = ["simulate", "-w", "teams", "-o", "num_jobs=3", "-s", "srpt", "--seed", "1000"]
+    printed = _printed(monkeypatch, width, args)
+    table = printed[next(i for i, p in enumerate(printed) if p.strip() == "queues") :]
+    assert max(map(len, table)) <= width and not any("…" in p for p in table)
+    head = [c.strip() for c in table[3].split("┃")[1:-1]]  # (the headers' second lines)
+    rows = [[c.strip() for c in p.split("│")[1:-1]] for p in table if "│ team-" in p]
+    assert [r[0] for r in rows] == ["team-a", "team-b", "team-c"]
+    if width == 120:
+        assert head[:6] == ["queue", "workflows", "(s)", "(s)", "ρ", "worst / p99.9 wait (s)"]
+        assert all(len(r) == 8 and r[5].count(" / ") == 1 for r in rows)
+        return
+    assert head == ["queue", "workflows", "(s)", "(s)", "ρ"]
+    assert all(len(r) == 5 for r in rows)
+    cells = [p.split("│")[1].strip() for p in table if p.startswith("│ ")]
+    for folded in ("worst / p99.9 wait (s) ", "past bound (beyond allowed) ", "borrowed pod-s "):
+        assert sum(c.startswith(folded) for c in cells) == 3, cells
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_compare_queues_table_is_whole_at_80_and_at_120_columns(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    # a scheduler's long name cut to "admission?…" at 80: Jain, the worst wait and the
+    # starts past the bound fold under the queue there
+    args = ["compare", "-w", "teams", "-o", "num_jobs=3", "--seeds", "1", "-j", "1"]
+    printed = _printed(monkeypatch, width, [*args, "--schedulers", "admission?mode=drf:srpt"])
+    # (the comparison's table above it too: the name cut its headers, "makesp…")
+    assert max(map(len, printed)) <= width and not any("…" in p for p in printed), printed
+    table = printed[next(i for i, p in enumerate(printed) if "queues, over the seeds" in p) :]
+    assert max(map(len, table)) <= width and not any("…" in p for p in table)
+    rows = [[c.strip() for c in p.split("│")[1:-1]] for p in table if "│ team-" in p]
+    assert rows[0][:2] == ["admission?mode=drf:srpt", "team-a"]
+    assert [len(r) for r in rows] == [7 if width == 120 else 4] * 3
+    if width == 80:
+        cells = [p.split("│")[2].strip() for p in table if p.startswith("│ ")]
+        assert sum(c.startswith("Jain ") for c in cells) == 1  # (the scheduler's, once)
+        assert sum(c.startswith("worst wait (s) ") for c in cells) == 3
+        assert sum(c.startswith("past bound ") for c in cells) == 3

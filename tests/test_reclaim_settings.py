@@ -16,7 +16,13 @@ from idlegate.api.lint import lint_paths
 from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.cli import app
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.queues import NEVER, Preemption, preemption_problem, queues_from
+from idlegate.sim.queues import (
+    NEVER,
+    Preemption,
+    preemption_problem,
+    queue_problems,
+    queues_from,
+)
 from idlegate.sim.spec import parse_workflow
 
 runner = CliRunner()
@@ -65,7 +71,7 @@ def test_a_bad_setting_is_the_same_sentence_in_an_executor_pool(given, message):
             {"size": 4, "queues": [{"name": "a", "nominal": {"pods": 2}, "preemption": given}]},
             "p",
         )
-    assert f"queues[0].preemption: {key}: {preemption_problem(key, value)}" in str(err.value)
+    assert f"queues[0].preemption.{key}: {preemption_problem(key, value)}" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -144,3 +150,94 @@ def test_the_dagworkflow_crd_has_checkpointed():
     schema = render_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     stages = schema["properties"]["spec"]["properties"]["stages"]["items"]["properties"]
     assert stages["checkpointed"]["type"] == "boolean"
+
+
+def test_lint_says_every_bad_setting_each_with_its_queue_and_key(tmp_path: Path):
+    # (issue 80) it said the first only, so a file took as many runs as it had mistakes
+    bad = {"reclaim": "Sometimes", "withinQueue": "Always", "borrowBelow": "high"}
+    queues = [
+        {"name": "a", "nominal": {"pods": 2}, "preemption": bad},
+        {"name": "b", "nominal": {"pods": 2}, "preemption": {"reclaim": "Maybe"}},
+    ]
+    said = {
+        "queues[0][a].preemption.reclaim": preemption_problem("reclaim", "Sometimes"),
+        "queues[0][a].preemption.withinQueue": preemption_problem("withinQueue", "Always"),
+        "queues[0][a].preemption.borrowBelow": preemption_problem("borrowBelow", "high"),
+        "queues[1][b].preemption.reclaim": preemption_problem("reclaim", "Maybe"),
+    }
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump(queues, sort_keys=False))
+    out = runner.invoke(app, ["lint", str(file)])
+    assert out.exit_code == 1
+    assert [p.message for p in lint_paths([str(file)]).problems] == [
+        f"{at}: {problem}" for at, problem in said.items()
+    ]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        yaml.safe_dump({**_pool(None), "spec": {"size": 4, "queues": queues}}, sort_keys=False)
+    )
+    report = lint_paths([str(pool)])
+    assert report.invalid == 1
+    assert [(p.field, p.message) for p in report.problems] == [
+        (f"spec.{at}", problem) for at, problem in said.items()
+    ]
+    assert runner.invoke(app, ["lint", str(pool)]).exit_code == 1
+    # simulate --queues stops at the first, in one sentence
+    with pytest.raises(IdlegateError) as err:
+        queues_from(queues)
+    assert str(err.value) == next(f"{at}: {p}" for at, p in said.items())
+
+
+def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
+    queue = {
+        "name": "a",
+        "colour": "red",
+        "nominal": {"pods": "lots"},
+        "weight": -1,
+        "priority": "high",
+        "waitBound": "soon",
+        "namespaces": 5,
+        "preemption": {"reclam": "Any", "reclaim": "Some"},
+    }
+    problems = queue_problems([queue, {"name": "Bad!", "nominal": {"pods": 1}}])
+    assert [p.split(":")[0] for p in problems] == [
+        "queues[0]",  # colour
+        "queues[0][a].nominal.pods",
+        "queues[0][a].waitBound",
+        "queues[0][a]",  # weight
+        "queues[0][a]",  # priority
+        "queues[0][a].namespaces",
+        "queues[0][a].preemption",  # reclam
+        "queues[0][a].preemption.reclaim",
+        "queues[1]",  # the name
+    ]
+    assert "unknown key 'colour'" in problems[0] and "weight -1" in problems[3]
+    assert "priority 'high'" in problems[4] and "'Bad!' is not a DNS label" in problems[8]
+    assert queue_problems([{"name": "a", "nominal": {"pods": 1}}]) == []
+    # the cohort is checked once every queue reads
+    two = [{"name": "a", "nominal": {"pods": 1}}] * 2
+    assert queue_problems(two) == ["queues: two queues are named 'a'; give each its own name"]
+
+
+def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path):
+    # (the pool's check of its queues said the first only; the file's and the pool's
+    # problems are the same sentences, each at its queue)
+    queues = [
+        {"name": "Bad!", "nominal": {"pods": 5}},
+        {"name": "b", "nominal": {"pods": 5}, "lendingLimit": {"pods": 6}},
+        {"name": "c", "nominal": {"pods": 5}, "waitBound": 0.5, "weight": 0.0},
+    ]
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump(queues, sort_keys=False))
+    said = [p.message for p in lint_paths([str(file)]).problems]
+    assert [s.split(": ")[0] for s in said] == ["queues[0]", "queues[1][b]", "queues[2][c]"]
+    assert "'Bad!' is not a DNS label" in said[0] and "lendingLimit of pods" in said[1]
+    assert "weight 0.0 must be a number > 0" in said[2]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({**_pool(None), "spec": {"size": 20, "queues": queues}}))
+    report = lint_paths([str(pool)])
+    assert report.invalid == 1
+    assert [(p.field, p.message) for p in report.problems] == [
+        ("spec.queues[0][Bad!]", said[0].partition(": ")[2]),
+        *((f"spec.{s.partition(': ')[0]}", s.partition(": ")[2]) for s in said[1:]),
+    ]

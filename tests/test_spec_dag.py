@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from idlegate.errors import SpecError
 from idlegate.sim.dag import Dag
@@ -111,3 +112,35 @@ def test_workflow_files(tmp_path):
     )
     with pytest.raises(SpecError, match=r"DagWorkflow broken\): stage 'a' depends on 'nope'"):
         load_workflow_file(tmp_path / "cr.yaml")
+
+
+def test_every_problem_of_the_dag_is_said_and_lint_puts_each_at_its_stage(tmp_path):
+    # (issue 80) the first only was said: a workflow took a run per mistake
+    from idlegate.api.lint import lint_paths
+
+    stages = [st("b", deps=["x", "b"]), st("c", deps=["y", "b", "b"]), st("c")]
+    with pytest.raises(SpecError) as err:
+        parse_workflow({"stages": stages})
+    said = str(err.value)
+    assert said.startswith("workflow: stage name 'c' appears twice; stage names must be unique; ")
+    for part in ("depends on 'x'", "'b' depends on itself", "depends on 'y'", "same dependency"):
+        assert said.count(part) == 1, said
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "idlegate.io/v1alpha1",
+                "kind": "DagWorkflow",
+                "metadata": {"name": "w"},
+                "spec": {"stages": stages},
+            }
+        )
+    )
+    problems = lint_paths([str(manifest)]).problems
+    assert [(p.field, p.message.split(";")[0].split(",")[0]) for p in problems] == [
+        ("spec.stages[2].name", "stage name 'c' appears twice"),
+        ("spec.stages[0].dependsOn", "stage 'b' depends on 'x'"),
+        ("spec.stages[0].dependsOn", "stage 'b' depends on itself"),
+        ("spec.stages[1].dependsOn", "stage 'c' depends on 'y'"),
+        ("spec.stages[1].dependsOn", "stage 'c' lists the same dependency twice in dependsOn"),
+    ]

@@ -146,12 +146,12 @@ def simulate(
             json.dumps({**out.metrics.to_dict(), **followed, **(out.queues or {})}, indent=2)
         )
     else:
-        _stdout().print(render_run_table(out.metrics))
+        console = _stdout()
+        console.print(render_run_table(out.metrics))
         if out.followed is not None:
-            console = _stdout()
             console.print(render_followed(out.followed, console.width))
         if out.queues is not None:
-            _stdout().print(render_queues(out.queues))
+            console.print(render_queues(out.queues, console.width))
 
 
 @app.command()
@@ -493,17 +493,19 @@ def history_alibaba(
     instances running its measured span; replay it with simulate -w file (docs/workloads.md)."""
     with user_errors():
         from idlegate.progress import stderr_progress
-        from idlegate.sim.history import history_text, in_queue, read_batch_tasks, write_history
+        from idlegate.sim import history
 
+        if out is not None:
+            history.check_history_out(out)  # (before minutes of reading, not after)
         with stderr_progress(batch_tasks.name, None) as bar:
-            found = read_batch_tasks(batch_tasks, bar)
+            found = history.read_batch_tasks(batch_tasks, bar)
         if not found.workflows:
             raise IdlegateError(found.none_converted(str(batch_tasks)))
-        workflows = found.workflows if queue is None else in_queue(found.workflows, queue)
+        workflows = found.workflows if queue is None else history.in_queue(found.workflows, queue)
         if out is None:
-            typer.echo(history_text(workflows), nl=False)
+            typer.echo(history.history_text(workflows), nl=False)
         else:
-            write_history(out, workflows)
+            history.write_history(out, workflows)
     written = f" Written to {out}." if out is not None else ""
     typer.echo(f"{found.summary()}.{written}", err=True)
 
@@ -532,8 +534,9 @@ def history_simulate(
     from idlegate.evaluation.comparison import build, check_names
     from idlegate.policy import SchedulerSpec, make_scheduler
     from idlegate.progress import stderr_progress
-    from idlegate.sim.history import simulate_history, write_history
+    from idlegate.sim.history import check_history_out, simulate_history, write_history
 
+    check_history_out(out)  # (before the run, not after)
     check_names(workload)
     spec = SchedulerSpec.parse(scheduler)
     built = build(workload, seed, WorkloadOptions(**options))

@@ -1,7 +1,8 @@
 """Reading a user's text file: one reader for every file a command takes (queues, workflow
 and history files, lint's inputs, configs), so that a file that is missing, unreadable
 or not UTF-8 (latin-1, binary) is one sentence naming it, never a traceback; and the one
-check of a directory a command writes into (``--out``), made before its work starts."""
+check of a directory a command writes into (``--out``), made before its work starts
+(`check_out_dir`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TextIO
 
 from idlegate.errors import IdlegateError
 
-__all__ = ["check_writable_dir", "not_utf8", "read_stdin", "read_text"]
+__all__ = ["check_out_dir", "check_writable_dir", "not_utf8", "read_stdin", "read_text"]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -69,4 +70,16 @@ def check_writable_dir(path: str | Path, what: str = "reports") -> Path:
                     "give --out a directory (a new one is made)"
                 )
             break
+    return out
+
+
+def check_out_dir(out_dir: str | Path, what: str = "reports") -> Path:
+    """Raise IdlegateError unless `out_dir` is a directory or can become one to write
+    `what` into (`check_writable_dir`; it is made now: a folder that cannot be made, under
+    a read-only or missing mount, fails the command before its runs, not after)."""
+    out = check_writable_dir(out_dir, what)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
     return out

@@ -100,7 +100,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import ARRIVALS, Arrivals
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import describe, parse_workflow
+from idlegate.sim.spec import UniqueKeys, describe, parse_workflow
 from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
@@ -234,24 +234,9 @@ def _text(value: Any) -> bool:
 # -- reading manifests ---------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing duplicate keys in a mapping (as kubectl does)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys
-                continue
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (kubectl refuses duplicate fields)",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+class _StrictLoader(UniqueKeys, yaml.SafeLoader):
+    """PyYAML's safe loader (its messages, which lint quotes), refusing duplicate keys in a
+    mapping as kubectl does (`sim.spec.UniqueKeys`, as every reader of a file does)."""
 
 
 @dataclass(frozen=True)
@@ -399,9 +384,10 @@ class _Linter:
                 self.object(source, index, i, item)
             return
         if is_queue_file(doc):  # (read as simulate --queues reads it: QueueFiles)
-            problem = self.queues.add(source, doc, self.pool_size, self.resources)
-            if problem is not None:
+            problems = self.queues.add(source, doc, self.pool_size, self.resources)
+            for problem in problems:
                 self._problem(source, index, None, None, problem)
+            if problems:
                 self.report.invalid += 1
             elif self.pool_size is None and self.resources is None:
                 self.report.notes.append(Note(source, NO_POOL))

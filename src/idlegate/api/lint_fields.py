@@ -17,7 +17,8 @@ from typing import Any
 _PATH = r"[A-Za-z_]\w*(?:\[\d+\]|\.[A-Za-z_]\w*)*"
 _SPEC_PREFIX = "spec: "
 _TEMPLATE_PREFIX = "invalid pod template: "
-_SPEC_PARTS = re.compile(rf"; (?={_PATH}: |and \d+ more problem)")
+# (a DAG's problems, `sim.spec.check_dag`, each start "stage 'NAME'" or "stage name 'NAME'")
+_SPEC_PARTS = re.compile(rf"; (?={_PATH}: |and \d+ more problem|stage (?:name )?')")
 _SPEC_FIELD = re.compile(rf"^({_PATH}): (.*)$", re.S)
 _TEMPLATE_PARTS = re.compile(r"; (?=spec\.stages\[\d+\]\.template|and \d+ more problem)")
 # shape problems read "PATH must ...", namespace rules "PATH: ... is not allowed"

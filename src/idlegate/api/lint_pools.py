@@ -46,7 +46,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queue_files import queue_problem
-from idlegate.sim.queues import QueueSpec, check_cohort, queues_from
+from idlegate.sim.queues import QueueSpec, check_cohort, queue_problems, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -246,20 +246,24 @@ class QueueFiles:
 
     def add(
         self, source: str, doc: Any, pool_size: int | None, resources: ResourceVector | None
-    ) -> str | None:
-        """Read a queues file's document: what is wrong with it, as `simulate --queues`
-        says it (against the pool of ``--pool-size`` and ``--pool-resources`` when
-        given); None when nothing is."""
+    ) -> list[str]:
+        """Read a queues file's document: every problem of it, each as `simulate --queues`
+        says it (`queue_problems`: each bad value apart, with its queue and key), then
+        against the pool of ``--pool-size`` and ``--pool-resources`` when given; empty
+        when nothing is wrong."""
         self.read += 1
+        problems = queue_problems(doc, "queues")
+        if problems:
+            return problems
+        queues = queues_from(doc, "queues")
+        pods = pool_size or int((resources or ResourceVector()).units("pods"))
         try:
-            queues = queues_from(doc, "queues")
-            pods = pool_size or int((resources or ResourceVector()).units("pods"))
             if pods:
                 check_cohort(queues, {**(resources or {}), "pods": pods * MILLI}, "queues")
         except IdlegateError as exc:
-            return str(exc)
+            return [str(exc)]
         self.files.append((source, queues))
-        return None
+        return []
 
     def join(self, where: Where, name: str | None, spec: Any) -> None:
         """A workflow of the default pool at `where`: the queue its spec names, if any."""

@@ -27,13 +27,27 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
-from idlegate.sim.queues import QueueSpec, check_cohort, preemption_problem, queues_from
+from idlegate.sim.queues import (
+    QueueSpec,
+    check_cohort,
+    preemption_problem,
+    queue_problems,
+    queues_from,
+)
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
 
@@ -266,15 +280,16 @@ class PreemptionModel(BaseModel):
         "borrowWithinCohort). Unset: never.",
     )
 
-    @model_validator(mode="before")
+    @field_validator("reclaim", "within_queue", "borrow_below", mode="before")
     @classmethod
-    def _settings(cls, data: Any) -> Any:
-        # (the queues file's own sentences, before pydantic's: one check of each setting)
-        for key, value in data.items() if isinstance(data, Mapping) else ():
-            problem = preemption_problem(key, value)
-            if problem is not None:
-                raise ValueError(f"{key}: {problem}")
-        return data
+    def _setting(cls, value: object, info: ValidationInfo) -> object:
+        # (the queues file's own sentences, before pydantic's: one check of each setting,
+        # each field's apart, so that lint says every bad one)
+        field = cls.model_fields[info.field_name or ""]
+        problem = preemption_problem(field.alias or str(info.field_name), value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class QueueModel(BaseModel):
@@ -605,8 +620,38 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
     try:
         ExecutorPoolSpec.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
-        return validation_problems(exc, ExecutorPoolSpec)
+        problems = validation_problems(exc, ExecutorPoolSpec)
+        every = _queue_problems(raw)
+        if every and ("", every[0]) in problems:  # (the pool's check says the first only)
+            at = problems.index(("", every[0]))
+            problems[at : at + 1] = [(p.partition(": ")[0], p.partition(": ")[2]) for p in every]
+        return [(_named(path, raw), text) for path, text in problems]
     return []
+
+
+def _queue_problems(raw: Any) -> list[str]:
+    """Every problem of the queues of spec `raw` whose every queue's fields read, each led
+    by its place (`queue_problems`, on the queues as the pool reads them); else none."""
+    queues = raw.get("queues") if isinstance(raw, Mapping) else None
+    try:
+        read = [QueueModel.model_validate(q) for q in queues or ()]
+    except (ValidationError, TypeError):
+        return []  # (said by pydantic, field by field)
+    return queue_problems([q.model_dump(by_alias=True, exclude_none=True) for q in read])
+
+
+def _named(path: str, raw: Any) -> str:
+    """`path` with its queue's name after the queue's index (``queues[0][a].weight``), as
+    a queues file's problems place it (`idlegate.sim.queues.queue_problems`)."""
+    at = re.match(r"queues\[(\d+)\]", path)
+    queues = raw.get("queues") if isinstance(raw, Mapping) else None
+    if at is None or not isinstance(queues, list) or int(at[1]) >= len(queues):
+        return path
+    queue = queues[int(at[1])]
+    name = queue.get("name") if isinstance(queue, Mapping) else None
+    if not isinstance(name, str) or path[at.end() :].startswith(f"[{name}]"):
+        return path  # (a queue problem's path has it already: `queue_problems`)
+    return f"{at[0]}[{name}]{path[at.end() :]}"
 
 
 def namespace_labels(namespace: Mapping[str, Any] | None) -> dict[str, str]:

@@ -108,9 +108,13 @@ def register(app: typer.Typer) -> None:
         from idlegate.dashboard.kube import Reader
         from idlegate.dashboard.server import Dashboard
 
-        try:
+        sock = None
+        try:  # (the port first: one out of range was said only once credentials were found)
+            sock = listening(host, port)
             reader = Reader.from_kubeconfig(kubeconfig)
         except IdlegateError as exc:
+            if sock is not None:
+                sock.close()
             typer.echo(f"Error: {exc}", err=True)
             raise typer.Exit(1) from None
         from idlegate.cli_live import namespace as kubectl_namespace
@@ -123,11 +127,6 @@ def register(app: typer.Typer) -> None:
             interval=interval,
             poll_ms=max(500, int(interval * 1000)),
         )
-        try:
-            sock = listening(host, port)
-        except IdlegateError as exc:
-            typer.echo(f"Error: {exc}", err=True)
-            raise typer.Exit(1) from None
         typer.echo(f"The dashboard: http://{host}:{sock.getsockname()[1]}/ (Ctrl-C ends it)")
         aiohttp.web.run_app(board.app(), sock=sock, print=None)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +33,11 @@ from idlegate.progress import stderr_progress
 from idlegate.sim.metrics import RunMetrics
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
     from rich.table import Table
 
 __all__ = [
+    "add_folding",
     "headline_table",
     "idle_table",
     "print_compare",
@@ -57,7 +58,8 @@ def render_comparison_table(cmp: Comparison, width: int | None = None) -> Table:
     not look like the README's table, whose rows these are (compare.md has them as
     Markdown). On a console `width` columns wide that this does not fit (a terminal of
     80), each figure's CI goes on a line of its own below it (``± 16.4``), every row then
-    two lines, and the demo's table 79 wide: the same cells, none cut.
+    two lines, and the demo's table 79 wide: the same cells, none cut (a scheduler's name
+    too long for the rest folds onto its row's second line, not cutting the headers).
     """
     from rich.console import Console
 
@@ -80,8 +82,13 @@ def _comparison_table(cmp: Comparison, *, stacked: bool) -> Table:
         padding=0,
     )
     for i, h in enumerate(table_headers(cmp)):
+        # (stacked, a row is two lines: a name too long for the rest to fit folds onto the
+        # second, as does the baseline's in its header, where they cut headers, "makesp…")
         table.add_column(
-            _two_lines(h) if i else h, justify="left" if i == 0 else "right", no_wrap=i == 0
+            _two_lines(h) if i else h,
+            justify="left" if i == 0 else "right",
+            no_wrap=i == 0 and not stacked,
+            overflow="fold" if stacked else "ellipsis",
         )
     best = cmp.best.name
     for r, cells in zip(cmp.results, table_rows(cmp), strict=True):
@@ -161,8 +168,39 @@ STARTS = frozenset({"prior", "unlike", "prior history"})
 
 
 NARROW = 100
-"""Console columns below which the rounds table folds its figures into the sentence's
-cell: six columns at 80 wrap every sentence a few words a line."""
+"""Console columns below which a table of many columns folds its last ones into a cell
+(`add_folding`): the rounds table's six columns at 80 wrapped every sentence a few words
+a line, and the queues table's eight cut its headers ("workfl…", issue 80)."""
+
+
+def add_folding(
+    table: Table,
+    columns: Sequence[tuple[str, JustifyMethod]],
+    rows: Iterable[Sequence[str]],
+    *,
+    width: int,
+    keep: int,
+    under: int,
+    sep: str = " · ",
+) -> None:
+    """Add `columns` (each its header and justification) and `rows` to `table`. Below
+    :data:`NARROW` columns of `width` only the first `keep` columns are columns: a row's
+    other figures go dim under its cell of column `under`, each after its header and
+    apart by `sep` ("window 40 · its replay (s) 32.4"; a blank cell left out; ``"\\n"``: a
+    line each, for a narrow cell), so that no header or figure is cut, however narrow the
+    terminal, and a row stays one row."""
+    narrow = width < NARROW
+    for head, justify in columns[:keep] if narrow else columns:
+        table.add_column(head, justify=justify)
+    heads = [head for head, _ in columns[keep:]]
+    for row in rows:
+        if not narrow:
+            table.add_row(*row)
+            continue
+        cells = list(row[:keep])
+        folded = [f"{h} {f}" for h, f in zip(heads, row[keep:], strict=True) if f]
+        cells[under] += f"\n[dim]{sep.join(folded)}[/]"
+        table.add_row(*cells)
 
 
 def render_followed(account: Mapping[str, Any], width: int = 120) -> Table:
@@ -172,7 +210,8 @@ def render_followed(account: Mapping[str, Any], width: int = 120) -> Table:
     its outcome in words (`Choice.why`); the share of the run each candidate was followed
     in the caption. The title's switches are the changes of the candidate followed from
     the start on, lookups included. Below :data:`NARROW` columns of `width` a round's
-    figures (window, replay, runner-up, left out) go on a line under its sentence."""
+    figures (window, replay, runner-up, left out) go on a line under its sentence
+    (`add_folding`)."""
     from rich.table import Table
 
     parts = shares_text(shares(account["time_followed"]))
@@ -194,18 +233,10 @@ def render_followed(account: Mapping[str, Any], width: int = 120) -> Table:
             f"{_count(switches, 'switch', 'switches')}"
         )
     table = Table(title=title, caption=f"share of the run: {parts}")
-    narrow = width < NARROW
-    headers = FOLLOWED_HEADERS[:2] if narrow else FOLLOWED_HEADERS
-    for header in headers:
-        table.add_column(header, justify="left" if header == headers[1] else "right")
     cells = [] if started else [_round_cells(None, account["start"])]
     cells += [_round_cells(r, None) for r in account["rounds"]]
-    for at, said, *figures in cells:
-        if narrow:
-            shown = [f"{h} {f}" for h, f in zip(FOLLOWED_HEADERS[2:], figures, strict=True)]
-            table.add_row(at, f"{said}\n[dim]{' · '.join(shown)}[/]")
-        else:
-            table.add_row(at, said, *figures)
+    columns = [(h, "left" if i == 1 else "right") for i, h in enumerate(FOLLOWED_HEADERS)]
+    add_folding(table, columns, cells, width=width, keep=2, under=1)
     return table
 
 
@@ -366,7 +397,7 @@ def print_compare(
     the files written."""
     console.print(render_comparison_table(cmp, console.width))
     if any(r.queues_per_seed for r in cmp.results):
-        console.print(render_compare_queues(cmp))
+        console.print(render_compare_queues(cmp, console.width))
     for line in followed_lines(cmp):
         console.print(line, highlight=False)
     source = source_line(cmp)
@@ -378,15 +409,16 @@ def print_compare(
         console.print(f"wrote {p}", highlight=False)
 
 
-def render_compare_queues(cmp: Comparison) -> Table:
+def render_compare_queues(cmp: Comparison, width: int = 120) -> Table:
     """A rich Table of each scheduler's per-queue figures over the seeds: the mean of the
-    seeds' mean JCT and ρ, the worst wait of any seed, the starts past the bound summed."""
+    seeds' mean JCT and ρ, the worst wait of any seed, the starts past the bound summed.
+    Below :data:`NARROW` columns of `width` Jain's index, the worst wait and the starts
+    past the bound go under the queue, a line each (`add_folding`)."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="queues, over the seeds", caption=QUEUE_CAPTION)
-    heads = ("scheduler", "queue", "mean JCT (s)", "ρ", "Jain", "worst wait (s)", "past bound")
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="left" if i < 2 else "right")
+    rows: list[tuple[str, ...]] = []
     for r in cmp.results:
         seeds = r.queues_per_seed
         if not seeds:
@@ -397,15 +429,22 @@ def render_compare_queues(cmp: Comparison) -> Table:
             runs = [s["queues"][i] for s in seeds]
             rhos = [q["rho"] for q in runs if q["rho"] is not None]
             jcts = [q["mean_jct"] for q in runs if q["workflows"]]
-            table.add_row(
-                r.name if i == 0 else "",
-                name,
-                fmt_number(float(np.mean(jcts)), 1) if jcts else "—",
-                fmt_number(float(np.mean(rhos)), 2) if rhos else "—",
-                jain if i == 0 else "",
-                fmt_number(max(q["worst_wait"] for q in runs), 0),
-                f"{sum(q['overdue'] for q in runs)} ({sum(q['beyond_allowed'] for q in runs)})",
+            rows.append(
+                (
+                    escape(r.name) if i == 0 else "",
+                    escape(name),
+                    fmt_number(float(np.mean(jcts)), 1) if jcts else "—",
+                    fmt_number(float(np.mean(rhos)), 2) if rhos else "—",
+                    jain if i == 0 else "",
+                    fmt_number(max(q["worst_wait"] for q in runs), 0),
+                    f"{sum(q['overdue'] for q in runs)} ({sum(q['beyond_allowed'] for q in runs)})",
+                )
             )
+    heads = ("scheduler", "queue", "mean JCT (s)", "ρ", "Jain", "worst wait (s)", "past bound")
+    columns = [
+        (_two_lines(h) if i < 4 else h, "left" if i < 2 else "right") for i, h in enumerate(heads)
+    ]
+    add_folding(table, columns, rows, width=width, keep=4, under=1, sep="\n")
     return table
 
 
@@ -415,8 +454,11 @@ QUEUE_CAPTION = (
 )
 
 
-def render_queues(figures: dict[str, Any]) -> Table:
-    """A rich Table of a run's per-queue figures (`idlegate.sim.queue_metrics`)."""
+def render_queues(figures: dict[str, Any], width: int = 120) -> Table:
+    """A rich Table of a run's per-queue figures (`idlegate.sim.queue_metrics`). Below
+    :data:`NARROW` columns of `width` the waits, the starts past the bound and the pods
+    borrowed go under the queue, a line each (`add_folding`)."""
+    from rich.markup import escape
     from rich.table import Table
 
     jain = figures.get("jain")
@@ -426,20 +468,29 @@ def render_queues(figures: dict[str, Any]) -> Table:
         + ("—" if jain is None else fmt_number(jain, 3))
         + "; ρ: mean JCT shared ÷ alone on its quota",
     )
-    for head in ("queue", "workflows", "mean JCT (s)", "p95 JCT (s)", "ρ"):
-        table.add_column(head, justify="left" if head == "queue" else "right")
-    for head in ("worst / p99.9 wait (s)", "past bound (beyond allowed)", "borrowed pod-s"):
-        table.add_column(head, justify="right")
+    rows: list[tuple[str, ...]] = []
     for q in figures["queues"]:
-        rho = "—" if q["rho"] is None else fmt_number(q["rho"], 2)
         jcts = (fmt_number(q["mean_jct"], 1), fmt_number(q["p95_jct"], 1))
-        table.add_row(
-            q["queue"],
-            str(q["workflows"]),
-            *(jcts if q["workflows"] else ("—", "—")),  # (a queue no workflow joined)
-            rho,
-            f"{fmt_number(q['worst_wait'], 0)} / {fmt_number(q['p999_wait'], 0)}",
-            f"{q['overdue']} ({q['beyond_allowed']})",
-            fmt_number(q["borrowed"].get("pods", 0.0), 0),
+        rows.append(
+            (
+                escape(q["queue"]),
+                str(q["workflows"]),
+                *(jcts if q["workflows"] else ("—", "—")),  # (a queue no workflow joined)
+                "—" if q["rho"] is None else fmt_number(q["rho"], 2),
+                f"{fmt_number(q['worst_wait'], 0)} / {fmt_number(q['p999_wait'], 0)}",
+                f"{q['overdue']} ({q['beyond_allowed']})",
+                fmt_number(q["borrowed"].get("pods", 0.0), 0),
+            )
         )
+    # (the figures' headers over two lines: the room goes to the queue's cell)
+    columns = [(_two_lines(h), "right") for h in QUEUE_HEADERS[:5]]
+    columns = [("queue", "left"), *columns[1:], *((h, "right") for h in QUEUE_HEADERS[5:])]
+    add_folding(table, columns, rows, width=width, keep=5, under=0, sep="\n")
     return table
+
+
+QUEUE_HEADERS = (
+    *("queue", "workflows", "mean JCT (s)", "p95 JCT (s)", "ρ"),
+    *("worst / p99.9 wait (s)", "past bound (beyond allowed)", "borrowed pod-s"),
+)
+"""A run's queues table's columns (:func:`render_queues`)."""

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from idlegate.errors import IdlegateError
-from idlegate.textfiles import check_writable_dir
+from idlegate.textfiles import check_out_dir
 
-__all__ = ["check_out_dir", "write_file", "write_text"]
+__all__ = ["check_out_dir", "write_file", "write_text"]  # (check_out_dir: textfiles')
 
 
 def write_file(path: str | Path, write: Callable[[Path], object]) -> Path:
@@ -28,15 +28,3 @@ def write_file(path: str | Path, write: Callable[[Path], object]) -> Path:
 def write_text(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` through `write_file`."""
     return write_file(path, lambda p: p.write_text(text, encoding="utf-8"))
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """Raise IdlegateError unless `out_dir` is a directory or can become one
-    (`textfiles.check_writable_dir`; it is made now: a folder that cannot be made fails the
-    command before its runs, not after)."""
-    out = check_writable_dir(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
-    return out

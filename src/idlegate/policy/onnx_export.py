@@ -240,6 +240,18 @@ def check_parity(
 
 def save_onnx(data: bytes, out: str | Path) -> Path:
     """Write the serialized model `data` to `out`, creating its folder; the path."""
+    path = check_onnx_out(out)
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    return path
+
+
+def check_onnx_out(out: str | Path) -> Path:
+    """`out` as a file an ONNX model can be written to, its folder made now; IdlegateError,
+    a sentence, for a folder given or one that cannot be made. A training run that writes
+    its model at the end (`train-window`) checks it first, not after minutes of work."""
     path = Path(out)
     if path.is_dir():
         raise IdlegateError(
@@ -247,13 +259,16 @@ def save_onnx(data: bytes, out: str | Path) -> Path:
         )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
     except OSError as exc:
-        raise IdlegateError(
-            f"cannot write the ONNX policy {path} ({exc.strerror or exc}); give a path in a "
-            "folder you can write to"
-        ) from None
+        raise _unwritable(path, exc) from None
     return path
+
+
+def _unwritable(path: Path, exc: OSError) -> IdlegateError:
+    return IdlegateError(
+        f"cannot write the ONNX policy {path} ({exc.strerror or exc}); give a path in a "
+        "folder you can write to"
+    )
 
 
 def policy_onnx(model: PolicyNet, *, training_config: Any = None) -> tuple[bytes, dict[str, str]]:

@@ -45,6 +45,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
+from idlegate.sim.spec import YamlLoader
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -140,24 +141,32 @@ NEVER = Preemption()
 """A queue's preemption when it gives none: it stops nothing."""
 
 
-def preemption_from(data: object, where: str) -> Preemption:
-    """A queue's ``preemption`` mapping (`where`: its place, for the sentences)."""
+def preemption_problems(data: object, where: str) -> list[str]:
+    """Every problem of a queue's ``preemption`` mapping, each a sentence led by its place
+    (`where`, then the key): lint says them all, `preemption_from` raises the first."""
     if data is None:
-        return NEVER
+        return []
     if not isinstance(data, Mapping):
-        raise IdlegateError(
+        return [
             f"{where}: give a mapping of {', '.join(_PREEMPTION_KEYS)}, e.g. "
             "preemption: {reclaim: LowerPriority}"
-        )
-    unknown = sorted(set(data) - set(_PREEMPTION_KEYS))
-    if unknown:
-        raise IdlegateError(
-            f"{where}: unknown key {unknown[0]!r}; preemption takes {', '.join(_PREEMPTION_KEYS)}"
-        )
-    for key, value in data.items():
-        problem = preemption_problem(key, value)
-        if problem is not None:
-            raise IdlegateError(f"{where}.{key}: {problem}")
+        ]
+    takes = ", ".join(_PREEMPTION_KEYS)
+    unknown = [
+        f"{where}: unknown key {k!r}; preemption takes {takes}"
+        for k in sorted(set(data) - set(_PREEMPTION_KEYS), key=str)
+    ]
+    checked = ((key, preemption_problem(key, value)) for key, value in data.items())
+    return unknown + [f"{where}.{key}: {problem}" for key, problem in checked if problem]
+
+
+def preemption_from(data: object, where: str) -> Preemption:
+    """A queue's ``preemption`` mapping (`where`: its place, for the sentences)."""
+    problems = preemption_problems(data, where)
+    if problems:
+        raise IdlegateError(problems[0])
+    if not isinstance(data, Mapping):
+        return NEVER
     return Preemption(
         reclaim=data.get("reclaim", "Never"),
         within_queue=data.get("withinQueue", "Never"),
@@ -181,28 +190,12 @@ class QueueSpec:
     preemption: Preemption = NEVER
 
     def __post_init__(self) -> None:
-        where = f"queue {self.name!r}"
         check_queue_name(self.name)
-        if isinstance(self.weight, bool) or not (
-            isinstance(self.weight, int | float) and isfinite(self.weight) and self.weight > 0
-        ):
-            raise IdlegateError(f"{where}: weight {self.weight!r} must be a number > 0, e.g. 1")
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise IdlegateError(f"{where}: priority {self.priority!r} must be a whole number")
-        bound = self.wait_bound
-        if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
-            why = " (a bound of 0 would start every task first)" if bound == 0 else ""
-            raise IdlegateError(
-                f"{where}: waitBound {bound!r} must be a number of seconds > 0{why}; leave it "
-                "out for no bound"
-            )
-        if self.lending_limit is not None:
-            over = [n for n in self.lending_limit if self.lending_limit[n] > self.nominal.get(n, 0)]
-            if over:
-                raise IdlegateError(
-                    f"{where}: lendingLimit of {', '.join(over)} is above the nominal quota; "
-                    "a queue lends at most what it owns"
-                )
+        where = f"queue {self.name!r}"
+        for problem in _spec_problems(where, self.weight, self.priority, self.wait_bound):
+            raise IdlegateError(problem)
+        for problem in _lending_problems(where, self.lending_limit, self.nominal):
+            raise IdlegateError(problem)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as `queues_from` reads it (JSON-ready)."""
@@ -224,19 +217,88 @@ class QueueSpec:
         return out
 
 
-def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
-    """One queue from its mapping (the keys of the module docstring)."""
-    if not isinstance(data, Mapping):
-        raise IdlegateError(f"{where}: a queue is a mapping with a name and a nominal quota")
-    unknown = sorted(set(data) - set(_KEYS))
-    if unknown:
-        raise IdlegateError(
-            f"{where}: unknown key {unknown[0]!r}; a queue takes {', '.join(_KEYS)}"
+def _spec_problems(where: str, weight: object, priority: object, bound: object) -> list[str]:
+    """What is wrong with a queue's weight, priority and wait bound, each a sentence led by
+    `where`: `QueueSpec` raises the first, `queue_problems` says them all."""
+    out = []
+    if isinstance(weight, bool) or not (
+        isinstance(weight, int | float) and isfinite(weight) and weight > 0
+    ):
+        out.append(f"{where}: weight {weight!r} must be a number > 0, e.g. 1")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        out.append(f"{where}: priority {priority!r} must be a whole number")
+    if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+        why = " (a bound of 0 would start every task first)" if bound == 0 else ""
+        out.append(
+            f"{where}: waitBound {bound!r} must be a number of seconds > 0{why}; leave it "
+            "out for no bound"
         )
+    return out
+
+
+def _lending_problems(
+    where: str, lending: Mapping[str, int] | None, nominal: Mapping[str, int] | None
+) -> list[str]:
+    """A lendingLimit above the nominal quota, said after `where` (none: nothing)."""
+    lends, owns = lending or {}, nominal or {}
+    over = [n for n in lends if lends[n] > owns.get(n, 0)]
+    if not over:
+        return []
+    return [
+        f"{where}: lendingLimit of {', '.join(over)} is above the nominal quota; a queue "
+        "lends at most what it owns"
+    ]
+
+
+def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
+    """One queue from its mapping (the keys of the module docstring); IdlegateError with
+    the first of its `queue_problems`."""
+    problems: list[str] = []
+    queue = _read_queue(data, where, problems)
+    if queue is None:
+        raise IdlegateError(problems[0])
+    return queue
+
+
+def queue_problems(data: Any, where: str = "queues") -> list[str]:
+    """Every problem of a queues document (a list of queues, or ``{queues: [...]}``), each
+    a sentence led by its place (``queues[0][a].preemption.reclaim``): what `idlegate lint`
+    says, where `queues_from` raises the first. Each queue's keys are checked apart, and the
+    cohort (`check_cohort`) once every queue reads."""
+    try:
+        items = _queue_items(data, where)
+    except IdlegateError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    queues = [_read_queue(item, f"{where}[{i}]", problems) for i, item in enumerate(items)]
+    if not problems:
+        try:
+            check_cohort([q for q in queues if q is not None], where=where)
+        except IdlegateError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
+    """One queue from its mapping; None, with each of its problems added to `problems`
+    (a sentence led by its place), when it has any."""
+    if not isinstance(data, Mapping):
+        problems.append(f"{where}: a queue is a mapping with a name and a nominal quota")
+        return None
+    before = len(problems)
+    problems.extend(
+        f"{where}: unknown key {key!r}; a queue takes {', '.join(_KEYS)}"
+        for key in sorted(set(data) - set(_KEYS), key=str)
+    )
     name = data.get("name")
     if not isinstance(name, str):
-        raise IdlegateError(f"{where}: every queue needs a name, e.g. name: data-eng")
+        problems.append(f"{where}: every queue needs a name, e.g. name: data-eng")
+        return None
     at = f"{where}[{name}]"
+    try:
+        check_queue_name(name)
+    except IdlegateError as exc:
+        problems.append(f"{where}: {exc}")
 
     def vector(key: str) -> dict[str, int] | None:
         value = data.get(key)
@@ -244,30 +306,45 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
             return None
         # (names and quantities checked, and none past Kubernetes' cap: read as the cap, a
         # quota of 1e30 pods would be quoted back as 9223372036854775807)
-        parsed = ResourceVector.capacity(value, f"{at}.{key}", "a quota within the pool")
+        try:
+            parsed = ResourceVector.capacity(value, f"{at}.{key}", "a quota within the pool")
+        except IdlegateError as exc:
+            problems.append(str(exc))
+            return None
         return {name: parsed.get(name, 0) for name in value}  # (a 0 kept: a limit of none)
 
+    nominal, borrowing, lending = (vector(k) for k in ("nominal", "borrowingLimit", "lendingLimit"))
     bound = data.get("waitBound", inf)
     if isinstance(bound, str):
-        raise IdlegateError(f"{at}.waitBound: {bound!r} must be a number of seconds, e.g. 600")
+        problems.append(f"{at}.waitBound: {bound!r} must be a number of seconds, e.g. 600")
+    weight, priority = data.get("weight", 1.0), data.get("priority", 0)
+    problems += _spec_problems(at, weight, priority, inf if isinstance(bound, str) else bound)
     namespaces = data.get("namespaces", ())
-    if isinstance(namespaces, str) or not all(isinstance(n, str) for n in namespaces):
-        raise IdlegateError(f"{at}.namespaces: give a list of namespace names")
+    if (
+        not isinstance(namespaces, Sequence)
+        or isinstance(namespaces, str)
+        or not all(isinstance(n, str) for n in namespaces)
+    ):
+        problems.append(f"{at}.namespaces: give a list of namespace names")
+    problems += preemption_problems(data.get("preemption"), f"{at}.preemption")
+    problems += _lending_problems(at, lending, nominal)
+    if len(problems) > before:
+        return None
     return QueueSpec(
         name=name,
-        nominal=vector("nominal") or {},
-        borrowing_limit=vector("borrowingLimit"),
-        lending_limit=vector("lendingLimit"),
-        weight=data.get("weight", 1.0),
-        priority=data.get("priority", 0),
+        nominal=nominal or {},
+        borrowing_limit=borrowing,
+        lending_limit=lending,
+        weight=weight,
+        priority=priority,
         wait_bound=bound,
         namespaces=tuple(namespaces),
         preemption=preemption_from(data.get("preemption"), f"{at}.preemption"),
     )
 
 
-def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
-    """A pool's queues from a list of mappings (or ``{queues: [...]}``), names unique."""
+def _queue_items(data: Any, where: str) -> Sequence[Any]:
+    """The queues' mappings of a queues document (a list, or ``{queues: [...]}``)."""
     if isinstance(data, Mapping) and "queues" in data:
         data = data["queues"]
     if not isinstance(data, Sequence) or isinstance(data, str) or not data:
@@ -275,7 +352,15 @@ def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
             f"{where}: give a non-empty list of queues, each a '- name: …' item, e.g. "
             "- {name: team-a, nominal: {pods: 10}}"
         )
-    queues = tuple(queue_from(item, f"{where}[{i}]") for i, item in enumerate(data))
+    return data
+
+
+def queues_from(data: Any, where: str = "queues") -> tuple[QueueSpec, ...]:
+    """A pool's queues from a list of mappings (or ``{queues: [...]}``), names unique;
+    IdlegateError with the first problem (`queue_problems` says them all)."""
+    queues = tuple(
+        queue_from(item, f"{where}[{i}]") for i, item in enumerate(_queue_items(data, where))
+    )
     check_cohort(queues, where=where)
     return queues
 
@@ -383,7 +468,7 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
         path, "queues file", "give a list of queues, e.g. - {name: a, nominal: {pods: 4}}"
     )
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
     except yaml.YAMLError as exc:
         raise IdlegateError(
             f"{where} is not YAML or JSON ({' '.join(str(exc).split())}); give a list of "

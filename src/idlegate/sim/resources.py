@@ -193,6 +193,13 @@ class ResourceVector(Mapping[str, int]):
         for key, value in data.items():
             check_resource_name(key, where)
             name = f"{where}.{key}" if where else key
+            if key in ("requests", "limits") and isinstance(value, Mapping):
+                # (a container's resources, written here: "is not a quantity" misled)
+                raise IdlegateError(
+                    f"{name}: a ResourceList names its quantities directly (cpu: 500m, "
+                    "memory: 1Gi), not a container's requests and limits; move the "
+                    f"{key}' quantities up a level, in place of {key}"
+                )
             milli = parse_quantity(value, name)
             if milli % MILLI and is_integer_resource(key):
                 raise IdlegateError(

@@ -288,23 +288,27 @@ class WorkflowSpec(BaseModel):
 
 
 def check_dag(stages: tuple[StageSpec, ...]) -> None:
-    """Raise SpecError for duplicate names, unknown dependencies and cycles."""
-    seen: set[str] = set()
+    """Raise SpecError for duplicate names, unknown dependencies and cycles: every one of
+    them, joined by ``"; "`` (lint says each at its stage: `api.lint_fields`), the cycle
+    only when nothing else is wrong."""
+    problems: list[str] = []
+    names = [s.name for s in stages]
+    seen = set(names)
+    for name in dict.fromkeys(n for n in names if names.count(n) > 1):
+        problems.append(f"stage name {name!r} appears twice; stage names must be unique")
     for stage in stages:
-        if stage.name in seen:
-            raise SpecError(f"stage name {stage.name!r} appears twice; stage names must be unique")
-        seen.add(stage.name)
-    for stage in stages:
-        for dep in stage.depends_on:
+        for dep in dict.fromkeys(stage.depends_on):
             if dep not in seen:
-                raise SpecError(
+                problems.append(
                     f"stage {stage.name!r} depends on {dep!r}, which is not a stage of this "
                     f"workflow (stages: {', '.join(sorted(seen))})"
                 )
-            if dep == stage.name:
-                raise SpecError(f"stage {stage.name!r} depends on itself; remove it from dependsOn")
+            elif dep == stage.name:
+                problems.append(f"stage {stage.name!r} depends on itself; remove it from dependsOn")
         if len(set(stage.depends_on)) != len(stage.depends_on):
-            raise SpecError(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
+            problems.append(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
+    if problems:
+        raise SpecError("; ".join(problems))
     graph = nx.DiGraph((dep, s.name) for s in stages for dep in s.depends_on)
     try:
         cycle = nx.find_cycle(graph)
@@ -464,9 +468,32 @@ class WorkflowItem:
     """A DagWorkflow's `metadata.name`, else None."""
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML was built with it (the same documents, parsed
-several times faster: large history files are YAML too)."""
+class UniqueKeys:
+    """A YAML loader's mix-in that refuses duplicate keys in a mapping, as kubectl does:
+    PyYAML keeps the last, so a repeated ``tasks:`` would run silently with the other
+    value. Lint's loader and the workflow and queues files' share it, so that what lint
+    refuses no command reads."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys
+                continue
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (kubectl refuses duplicate fields)",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class YamlLoader(UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader where PyYAML was built with it (the same documents, parsed
+    several times faster: large history files are YAML too), refusing duplicate keys."""
 
 
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
@@ -484,7 +511,7 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
         elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
             docs = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
-            docs = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if p.suffix in (".json", ".jsonl") else "YAML"
         raise SpecError(

@@ -366,9 +366,7 @@ def load_config(
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise IdlegateError(f"config file {str(p)!r} does not exist")
-        try:
+        try:  # (missing, a directory, not UTF-8: one sentence each, `read_text`'s)
             loaded = yaml.safe_load(read_text(p, "config file", "give a YAML mapping of settings"))
         except yaml.YAMLError as exc:
             raise IdlegateError(f"config file {str(p)!r} is not valid YAML: {exc}") from None

@@ -56,7 +56,7 @@ from idlegate.policy.model import (
 )
 from idlegate.progress import stderr_progress
 from idlegate.sim.workloads import build_workload
-from idlegate.textfiles import check_writable_dir
+from idlegate.textfiles import check_out_dir, check_writable_dir
 from idlegate.training import math as rl
 from idlegate.training.adapter import adapt, freeze_base
 from idlegate.training.config import RUN_ONLY_FIELDS, TrainConfig
@@ -315,7 +315,7 @@ def _prepare_out_dir(config: TrainConfig) -> None:
                 f"{exc} (in a training config, workload options go under "
                 "workload.options, e.g. tpch_dir)"
             ) from None
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out, "a training run")  # (one that cannot be made: a sentence)
 
 
 class _Run:

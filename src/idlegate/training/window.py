@@ -350,6 +350,9 @@ def train_window(
     config: WindowTrainConfig, out: str | Path, log: Callable[[str], None] = print
 ) -> WindowTrainResult:
     """Train with PPO (module docstring), export the best weights to `out` (ONNX)."""
+    from idlegate.policy.onnx_export import check_onnx_out
+
+    check_onnx_out(out)  # (before the run: it is written at the end)
     started = time.monotonic()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -176,6 +176,7 @@ def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> Alib
     `progress` hears how far the reading and the conversion are (the full trace's 14
     million rows take minutes)."""
     p = Path(path)
+    # (read as a stream, not by `textfiles.read_text`: its failures said as it says them)
     try:
         with p.open(newline="") as handle:
             lines: Iterable[str] = handle
@@ -183,13 +184,24 @@ def read_batch_tasks(path: str | Path, progress: Progress | None = None) -> Alib
                 lines = _reported(handle, p.stat().st_size, progress)
             return batch_task_history(csv.reader(lines), str(p), progress)
     except FileNotFoundError:
-        raise IdlegateError(f"batch task file {p} does not exist") from None
-    except UnicodeDecodeError as exc:  # (read as a stream: said as the other readers say it)
-        raise SpecError(
-            f"the batch task file {p} {not_utf8(exc)}, or give the trace's batch_task.csv"
+        raise IdlegateError(
+            f"cannot read the batch task file {p}: it does not exist; {_FIX}"
         ) from None
+    except IsADirectoryError:
+        raise IdlegateError(
+            f"cannot read the batch task file {p}: it is a directory; {_FIX} (e.g. "
+            f"{p / 'batch_task.csv'})"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"the batch task file {p} {not_utf8(exc)}, or {_FIX}") from None
     except OSError as exc:
-        raise IdlegateError(f"cannot read batch task file {p}: {exc.strerror}") from None
+        raise IdlegateError(
+            f"cannot read the batch task file {p} ({exc.strerror}); {_FIX}"
+        ) from None
+
+
+_FIX = "give the trace's batch_task.csv"
+"""How a sentence on a batch task file that cannot be read ends."""
 
 
 def _reported(lines: Iterable[str], size: int, progress: Progress) -> Iterator[str]:

@@ -208,14 +208,33 @@ def history_text(workflows: Sequence[HistoryWorkflow], suffix: str = ".yaml") ->
 def write_history(path: str | Path, workflows: Sequence[HistoryWorkflow]) -> Path:
     """Write `workflows` as a history file (`history_text`, by the file's suffix), its
     folder made if missing (as `compare --out` makes its own)."""
+    p = check_history_out(path)
+    try:
+        p.write_text(history_text(workflows, p.suffix))
+    except OSError as exc:
+        raise SpecError(f"cannot write the history file {p} ({exc.strerror}); {_OUT}") from None
+    return p
+
+
+def check_history_out(path: str | Path) -> Path:
+    """`path` as a history file to write, its folder made now; SpecError, a sentence, for
+    a directory or a folder that cannot be made. The commands that write one check it
+    before their work (Alibaba's whole trace takes minutes), not when they write."""
     p = Path(path)
-    text = history_text(workflows, p.suffix)
+    if p.is_dir():
+        raise SpecError(
+            f"cannot write the history file {p}: it is a directory; {_OUT}, e.g. "
+            f"{p / 'history.yaml'}"
+        )
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
     except OSError as exc:
-        raise SpecError(f"cannot write history file {p}: {exc.strerror}") from None
+        raise SpecError(f"cannot write the history file {p} ({exc.strerror}); {_OUT}") from None
     return p
+
+
+_OUT = "give --out a file in a folder you can write to"
+"""How a sentence on a history file that cannot be written ends."""
 
 
 @dataclass(frozen=True)
