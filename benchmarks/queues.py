@@ -227,7 +227,7 @@ def report(
     scenario: str, table: dict[str, list[dict[str, Any]]], policy: str, grace: float | None = None
 ) -> None:
     """The scenario's table and its targets."""
-    ours = table[f"queues:{policy}"]
+    ours = table.get(f"queues:{policy}")  # (absent: "vs queues" is nan)
     print(f"\n## {scenario}")
     print(
         "| row | mean JCT (s) | vs queues | steady teams' mean ρ (worst seed) | Jain | "
@@ -236,7 +236,9 @@ def report(
     print("|---|---|---|---|---|---|---|---|")
     for label, runs in table.items():
         mean = _mean([r["mean_jct"] for r in runs])
-        paired = _mean([r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours, strict=True)])
+        paired = _mean(
+            [r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours or [], strict=False)]
+        )
         steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
         rho = _mean([_mean(s) for s in steady])
         worst_rho = max((max(s) for s in steady if s), default=float("nan"))

@@ -24,7 +24,7 @@ given and reads no clock of its own (the caller's `clock`).
   from its start, so its own workflow finishes at most L seconds later (less where the
   task was not on its critical path); at 1:1 a stop goes ahead only where the owners
   gain more than the victims' workflows could lose.
-* *The cases* (`Verdict.case`), tried in this order:
+* *The cases* (`ReclaimVerdict.case`), tried in this order:
   - `BOUND`: in more than half of the replays without the stops, a task of the owners'
     queue starts later than its wait bound plus the grace a lent task has
     (`idlegate.sim.reclaim_ledger.Calm.grace`): the stops go ahead whatever they lose;
@@ -40,7 +40,7 @@ given and reads no clock of its own (the caller's `clock`).
   pair left out. `benchmarks/queues.py` measures each decision's CPU time beside it.
 
 The verdict rides on the plan's stops (`idlegate.sim.reclaim_plan.Reclaim.verdict`) and
-says which case held with both figures (`Verdict.sentence`: the ``Preempted`` Event's
+says which case held with both figures (`ReclaimVerdict.sentence`: the ``Preempted`` Event's
 clause, `idlegate.api.notices.preempted`); the reclaim keeps every verdict, declined
 ones included (`Reclaimer.verdicts`), for the benchmark to count.
 """
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from idlegate.sim.forecast import ReplayCut, replay
-from idlegate.sim.reclaim_verdict import BOUND, CUT, DECLINED, PAYS, RATE, Verdict
+from idlegate.sim.reclaim_verdict import BOUND, CUT, DECLINED, PAYS, RATE, ReclaimVerdict
 from idlegate.sim.rollout import Future
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class ForecastJudge:
         self.seconds = seconds
         self.clock = clock
 
-    def __call__(self, pool: Cluster, plan: Reclaim, queue: int, now: float) -> Verdict:
+    def __call__(self, pool: Cluster, plan: Reclaim, queue: int, now: float) -> ReclaimVerdict:
         """The verdict on `plan`'s stops for `queue`'s waiting task at `now`."""
         owners = {j.id for j in pool.jobs if j.queue == queue and j.finish is None}
         without = _fork(pool)
@@ -137,13 +137,13 @@ class ForecastJudge:
         del late[len(gains) :]  # (a pair cut after its replay without the stops)
         used = None if clock is None else clock() - began
         if not gains:
-            return Verdict(CUT, float("nan"), plan.lost, 0.0, 0, spent, used)
+            return ReclaimVerdict(CUT, float("nan"), plan.lost, 0.0, 0, spent, used)
         gain = float(np.median(gains))
         overshoot = float(np.median(late))
         if 2 * sum(1 for x in late if x > 0) > len(late):
-            return Verdict(BOUND, gain, plan.lost, overshoot, len(gains), spent, used)
+            return ReclaimVerdict(BOUND, gain, plan.lost, overshoot, len(gains), spent, used)
         case = PAYS if gain > RATE * plan.lost else DECLINED
-        return Verdict(case, gain, plan.lost, overshoot, len(gains), spent, used)
+        return ReclaimVerdict(case, gain, plan.lost, overshoot, len(gains), spent, used)
 
     def _stop(self, before: int, began: float) -> Callable[[], bool]:
         """A replay's `stop`: True once the budget is spent, `before` events of the
@@ -175,7 +175,7 @@ def forecast_judge(
     clock: Callable[[], float] | None = None,
 ) -> ForecastJudge:
     """A run's judge (`idlegate.sim.reclaim_plan.JudgeMaker`): `EVENTS` a decision, the
-    grace of `calm`; `clock` measures each decision (`Verdict.spent`), cutting nothing."""
+    grace of `calm`; `clock` measures each decision (`ReclaimVerdict.spent`), cutting nothing."""
     return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, clock=clock)
 
 

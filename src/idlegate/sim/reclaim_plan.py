@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
     from idlegate.sim.protocol import Scheduler, Stage
     from idlegate.sim.queues import QueueSpec
-    from idlegate.sim.reclaim_verdict import Verdict
+    from idlegate.sim.reclaim_verdict import ReclaimVerdict
 
 VICTIMS = ("least", "kueue")
 """How victims are chosen: idlegate's least work lost, or the Kueue-like baseline."""
@@ -90,7 +90,7 @@ class Reclaim(NamedTuple):
     reason: str
     lost: float
     spare: tuple[int, ...] = ()
-    verdict: Verdict | None = None
+    verdict: ReclaimVerdict | None = None
     """A ``decide: Forecast`` queue's: which case let the stops go ahead, with both
     figures (`idlegate.sim.reclaim_forecast`); None: decided by the rules alone."""
 
@@ -113,7 +113,9 @@ class Judge(Protocol):
     """Who decides a ``decide: Forecast`` queue's stops (`idlegate.sim.reclaim_forecast.
     ForecastJudge`): the pool, the rules' stops, the claimant's queue and the time."""
 
-    def __call__(self, pool: PoolState, plan: Reclaim, queue: int, now: float) -> Verdict: ...
+    def __call__(
+        self, pool: PoolState, plan: Reclaim, queue: int, now: float
+    ) -> ReclaimVerdict: ...
 
 
 class JudgeMaker(Protocol):
@@ -148,7 +150,7 @@ class Reclaimer:
         self.judge: Judge | None = None
         """The judge of the ``decide: Forecast`` queues' stops, set by the driver (the
         simulator's engine); None: the rules decide them too (a fork's, the operator's)."""
-        self.verdicts: list[Verdict] = []
+        self.verdicts: list[ReclaimVerdict] = []
         """The judge's verdicts, declined ones included (the benchmark counts them)."""
         self.declined: dict[int, float] = {}
         """Per queue whose stops the judge declined, until when it is not judged again."""

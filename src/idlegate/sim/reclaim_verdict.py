@@ -25,7 +25,7 @@ RATE = 1.0
 (`idlegate.sim.reclaim_forecast`'s docstring says why 1:1)."""
 
 
-class Verdict(NamedTuple):
+class ReclaimVerdict(NamedTuple):
     """A decision on a reclaim's stops: which case held (`CASES`), the owners' forecast
     wait saved (seconds, summed over their workflows; nan when cut), the work the stops
     lose (executor-seconds), the owners' latest forecast start past their bound without
@@ -64,9 +64,9 @@ class Verdict(NamedTuple):
         return f"declined on forecasts: {gain}, not more than the {lost}"
 
 
-def counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
+def counts(verdicts: Sequence[ReclaimVerdict]) -> dict[str, int]:
     """How many verdicts of each case (`CASES`, in order)."""
     return {case: sum(1 for v in verdicts if v.case == case) for case in CASES}
 
 
-__all__ = ["BOUND", "CASES", "CUT", "DECLINED", "PAYS", "RATE", "Verdict", "counts"]
+__all__ = ["BOUND", "CASES", "CUT", "DECLINED", "PAYS", "RATE", "ReclaimVerdict", "counts"]
