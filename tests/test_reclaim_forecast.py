@@ -74,14 +74,15 @@ def b_start(engine: Engine) -> float:
 def test_a_stop_that_saves_the_owner_more_than_it_loses_goes_ahead():
     engine = lent(100.0)
     engine.run()
-    # Z (80 s run) stopped at 100 s: B ends at 105 s, not 205 s (counted at the horizon,
-    # 100 s ahead: 200 s): 95 s saved > 80 lost
+    # Z (80 s run) stopped at 100 s: B ends at 105 s, not 205 s (still waiting at the
+    # replay's horizon, 200 s, it is counted as ending its 5 s of work after it): 100 s
+    # saved > 80 lost
     assert events(engine, "preempted") == [(100.0, "preempted", 2, 0, (3, 80.0))]
     assert b_start(engine) == 100.0
     (verdict,) = verdicts(engine)
-    assert verdict == ReclaimVerdict(PAYS, 95.0, 80.0, 0.0, 2, verdict.events)
+    assert verdict == ReclaimVerdict(PAYS, 100.0, 80.0, 0.0, 2, verdict.events)
     assert verdict.sentence() == (
-        "decided on forecasts: the owners' forecast wait falls by 95 s, more than the 80 "
+        "decided on forecasts: the owners' forecast wait falls by 100 s, more than the 80 "
         "executor-seconds lost"
     )
 

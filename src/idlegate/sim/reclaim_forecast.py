@@ -48,6 +48,7 @@ ones included (`Reclaimer.verdicts`), for the benchmark to count.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from math import inf, isfinite
 from typing import TYPE_CHECKING
@@ -67,9 +68,9 @@ if TYPE_CHECKING:
 PAIRS = 2
 """Pairs of replays a decision runs (within its budget)."""
 HORIZON = 100.0
-"""Seconds a replay looks ahead: an owner's finish later than that counts at it (what a
-stop saves is mostly how long the tasks it stops had left, and a replay's cost grows
-with how far it runs)."""
+"""Seconds a replay looks ahead (its cost grows with how far it runs): an owner's
+workflow not finished by then finishes, at the soonest, its remaining critical path
+later, and is counted so."""
 EVENTS = 6_000
 """Events a decision's replays may take in all: at 20-30 µs an event on `-w teams`' 30
 executors, at most about 0.2 s of CPU (`benchmarks/queues.py` measures each decision's)."""
@@ -117,21 +118,31 @@ class ForecastJudge:
         gains: list[float] = []
         late: list[float] = []
         until = now + self.horizon
+
+        def read(sim: Cluster, into: dict[int, float], without: bool) -> None:
+            into.update(_left(sim, owners))
+            if without:
+                late.append(_overshoot(sim, queue, self.grace))
+
         for _ in range(self.pairs):
             future = Future((), int(self.rng.integers(2**63)))
+            left: tuple[dict[int, float], dict[int, float]] = ({}, {})
+            read0 = functools.partial(read, into=left[0], without=True)
+            read1 = functools.partial(read, into=left[1], without=False)
             try:
                 seen0, n0 = replay(
                     without, self.scheduler, future, until, self.waves, owners,
-                    self._stop(spent, began),
-                    after=lambda sim: late.append(_overshoot(sim, queue, self.grace)),
+                    self._stop(spent, began), after=read0,
                 )  # fmt: skip
                 spent += n0
-                stop = self._stop(spent, began)
-                seen1, n1 = replay(with_, self.scheduler, future, until, self.waves, owners, stop)
+                seen1, n1 = replay(
+                    with_, self.scheduler, future, until, self.waves, owners,
+                    self._stop(spent, began), after=read1,
+                )  # fmt: skip
                 spent += n1
             except ReplayCut:
                 break
-            gains.append(sum(_saved(seen0, seen1, o, until) for o in owners))
+            gains.append(sum(_saved(seen0, seen1, left, o) for o in owners))
             if self._spent(spent, began):
                 break
         del late[len(gains) :]  # (a pair cut after its replay without the stops)
@@ -192,14 +203,23 @@ def _fork(pool: Cluster) -> Cluster:
 def _saved(
     without: dict[int, tuple[float, float]],
     with_: dict[int, tuple[float, float]],
+    left: tuple[dict[int, float], dict[int, float]],
     job: int,
-    until: float,
 ) -> float:
-    """What a workflow's finish moves by the stops in a pair of replays, a finish after
-    `until` (the horizon) counted at it (0 with no horizon: it never finished)."""
-    a = min(without.get(job, (inf, inf))[1], until)
-    b = min(with_.get(job, (inf, inf))[1], until)
+    """What a workflow's finish moves by the stops in a pair of replays; one still in the
+    pool at a replay's horizon finishes, at the soonest, its remaining critical path
+    after it (`left`; 0 where it never finishes in one of them)."""
+    a = without.get(job, (inf, inf))[1]
+    b = with_.get(job, (inf, inf))[1]
+    a = a if isfinite(a) else left[0].get(job, inf)
+    b = b if isfinite(b) else left[1].get(job, inf)
     return a - b if isfinite(a) and isfinite(b) else 0.0
+
+
+def _left(sim: Cluster, owners: set[int]) -> dict[int, float]:
+    """The soonest finish of each owner's workflow still in a replayed fork at its end:
+    its remaining critical path after then."""
+    return {j.id: sim.now + j.remaining_cp for j in sim.jobs if j.id in owners}
 
 
 def _overshoot(sim: Cluster, queue: int, grace: float) -> float:

@@ -24,6 +24,12 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   or with ``victims="kueue"`` the Kueue-like baseline's
   (`idlegate.sim.reclaim_baselines.kueue_victims`, under the same cooldown and budget).
   None found: the next claimant is tried; none at all, nothing is stopped.
+* *Decided on forecasts.* A claimant whose queue says ``decide: Forecast`` has its
+  victims judged before they are stopped, where the driver gave a judge (`judge`, the
+  simulator's engine: `idlegate.sim.reclaim_forecast`): a verdict that declines stops
+  nothing for it, the next claimant is tried, and its queue is not judged again for
+  `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
+  Without a judge (a fork, the operator) the rules decide.
 * *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
   again as the next task its stage launches (`Cluster.rerun_of`, kept by
   `idlegate.sim.reclaim_stop`): that task is no candidate until the ledger's cooldown
