@@ -110,8 +110,8 @@ def test_a_declined_queue_is_not_judged_again_before_its_recheck():
 
 
 def test_a_wait_bound_the_owner_would_break_stops_whatever_is_lost():
-    # bound 30 s, no grace: without the stop B starts 20 s past 150 + 30
-    engine = lent(150.0, bound=30.0, policy="admission?grace=0:fifo")
+    # bound 30 s, no grace (the default): without the stop B starts 20 s past 150 + 30
+    engine = lent(150.0, bound=30.0)
     engine.run()
     assert events(engine, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
     (verdict,) = verdicts(engine)
@@ -122,9 +122,9 @@ def test_a_wait_bound_the_owner_would_break_stops_whatever_is_lost():
         20.0,
     )
     assert "20 s past its wait bound" in verdict.sentence()
-    # with the default grace (60 s) the same start is within bound + grace: declined (at
-    # 150 s, and again at 180 s, the bound's question, once its recheck has come)
-    graced = lent(150.0, bound=30.0)
+    # with a grace of 60 s the same start is within bound + grace: declined (at 150 s,
+    # and again at 180 s, the bound's question, once its recheck has come)
+    graced = lent(150.0, bound=30.0, policy="admission?grace=60:fifo")
     graced.run()
     assert [(v.case, v.overshoot) for v in verdicts(graced)] == [(DECLINED, 0.0)] * 2
     assert not events(graced, "preempted") and b_start(graced) == 200.0
@@ -199,9 +199,11 @@ def test_an_executor_pool_refuses_forecast_until_the_operator_runs_it():
 
 
 def test_an_admission_spec_sets_the_grace():
-    engine = lent(150.0, policy="admission?grace=0:fifo")
+    engine = lent(150.0, policy="admission?grace=60:fifo")
     reclaimer = engine.cluster.admission.reclaimer  # type: ignore[union-attr]
-    assert reclaimer.ledger.calm == Calm(grace=0.0)
+    assert reclaimer.ledger.calm == Calm(grace=60.0)
+    assert reclaimer.judge.grace == 60.0  # type: ignore[union-attr]
+    assert lent(150.0).cluster.admission.reclaimer.ledger.calm.grace == 0.0  # type: ignore[union-attr]
     with pytest.raises(IdlegateError, match="grace"):
         make_scheduler("admission?grace=soon:fifo")
 

@@ -71,7 +71,7 @@ HORIZON = 100.0
 """Seconds a replay looks ahead (its cost grows with how far it runs): an owner's
 workflow not finished by then finishes, at the soonest, its remaining critical path
 later, and is counted so."""
-EVENTS = 6_000
+EVENTS = 5_000
 """Events a decision's replays may take in all: at 20-30 µs an event on `-w teams`' 30
 executors, at most about 0.2 s of CPU (`benchmarks/queues.py` measures each decision's)."""
 
@@ -87,7 +87,7 @@ class ForecastJudge:
         *,
         seed: int = 0,
         waves: bool = True,
-        grace: float = 60.0,
+        grace: float = 0.0,
         pairs: int = PAIRS,
         horizon: float = HORIZON,
         events: int | None = EVENTS,
