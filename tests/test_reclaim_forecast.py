@@ -82,51 +82,55 @@ def test_a_stop_that_saves_the_owner_more_than_it_loses_goes_ahead():
     (verdict,) = verdicts(engine)
     assert verdict == ReclaimVerdict(PAYS, 100.0, 80.0, 0.0, 2, verdict.events)
     assert verdict.sentence() == (
-        "decided on forecasts: the owners' forecast wait falls by 100 s, more than the 80 "
-        "executor-seconds lost"
+        "decided on forecasts: the owners' forecast wait falls by 100 s, more than the 20 s "
+        "the 80 executor-seconds lost are worth (0.25 s each)"
     )
 
 
 def test_a_stop_that_loses_more_than_it_saves_is_declined_and_the_owner_waits():
-    engine = lent(150.0)
+    engine = lent(190.0)
     engine.run()
-    # Z has run 130 s; B would wait only until 200 s: 50 s saved, not more than 130 lost
+    # Z has run 170 s; B would wait only until 200 s: 10 s saved, not more than 170 lost
+    # are worth (42.5 s)
     assert not events(engine, "preempted")
     assert b_start(engine) == 200.0
-    assert [(v.case, v.gain, v.lost) for v in verdicts(engine)] == [(DECLINED, 50.0, 130.0)]
+    assert [(v.case, v.gain, v.lost) for v in verdicts(engine)] == [(DECLINED, 10.0, 170.0)]
+    assert verdicts(engine)[0].sentence() == (
+        "declined on forecasts: the owners' forecast wait falls by 10 s, not more than the "
+        "42 s the 170 executor-seconds lost are worth (0.25 s each)"
+    )
     # the rules alone stop Z
-    rules = lent(150.0, decide="Rules")
+    rules = lent(190.0, decide="Rules")
     rules.run()
-    assert events(rules, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
+    assert events(rules, "preempted") == [(190.0, "preempted", 2, 0, (3, 170.0))]
     assert verdicts(rules) == []
 
 
 def test_a_declined_queue_is_not_judged_again_before_its_recheck():
-    engine = lent(150.0)
-    engine.run(150.0 + RECHECK - 1)
+    engine = lent(190.0)
+    engine.run(190.0 + RECHECK - 1)
     assert len(verdicts(engine)) == 1
     reclaimer = engine.cluster.admission.reclaimer  # type: ignore[union-attr]
-    assert reclaimer.declined == {1: 150.0 + RECHECK}
+    assert reclaimer.declined == {1: 190.0 + RECHECK}
 
 
 def test_a_wait_bound_the_owner_would_break_stops_whatever_is_lost():
-    # bound 30 s, no grace (the default): without the stop B starts 20 s past 150 + 30
-    engine = lent(150.0, bound=30.0)
+    # bound 5 s, no grace (the default): without the stop B starts 5 s past 190 + 5
+    engine = lent(190.0, bound=5.0)
     engine.run()
-    assert events(engine, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
+    assert events(engine, "preempted") == [(190.0, "preempted", 2, 0, (3, 170.0))]
     (verdict,) = verdicts(engine)
     assert (verdict.case, verdict.gain, verdict.lost, verdict.overshoot) == (
         BOUND,
-        50.0,
-        130.0,
-        20.0,
+        10.0,
+        170.0,
+        5.0,
     )
-    assert "20 s past its wait bound" in verdict.sentence()
-    # with a grace of 60 s the same start is within bound + grace: declined (at 150 s,
-    # and again at 180 s, the bound's question, once its recheck has come)
-    graced = lent(150.0, bound=30.0, policy="admission?grace=60:fifo")
+    assert "5 s past its wait bound" in verdict.sentence()
+    # with a grace of 60 s the same start is within bound + grace: declined
+    graced = lent(190.0, bound=5.0, policy="admission?grace=60:fifo")
     graced.run()
-    assert [(v.case, v.overshoot) for v in verdicts(graced)] == [(DECLINED, 0.0)] * 2
+    assert {(v.case, v.overshoot) for v in verdicts(graced)} == {(DECLINED, 0.0)}
     assert not events(graced, "preempted") and b_start(graced) == 200.0
 
 
@@ -134,9 +138,9 @@ def test_past_the_budget_the_rules_answer_and_the_verdict_says_so():
     def tiny(scheduler, seed, waves, calm):  # (one event: no replay ends within it)
         return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, events=1)
 
-    engine = lent(150.0, judge=tiny)
+    engine = lent(190.0, judge=tiny)
     engine.run()
-    assert events(engine, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
+    assert events(engine, "preempted") == [(190.0, "preempted", 2, 0, (3, 170.0))]
     (verdict,) = verdicts(engine)
     assert verdict.case == CUT and verdict.pairs == 0
     assert verdict.sentence().startswith("decided by the rules: the forecast's budget ran out")
@@ -169,8 +173,8 @@ def test_the_preempted_event_says_which_case_held_with_both_figures():
     verdict = ReclaimVerdict(PAYS, 95.0, 80.0, 0.0, 2)
     _kind, _reason, message = preempted("s", "b", "Reclaim", 80.0, verdict.sentence())
     assert message.endswith(
-        "Decided on forecasts: the owners' forecast wait falls by 95 s, more than the 80 "
-        "executor-seconds lost."
+        "Decided on forecasts: the owners' forecast wait falls by 95 s, more than the 20 s "
+        "the 80 executor-seconds lost are worth (0.25 s each)."
     )
     assert "forecast" not in preempted("s", "b", "Reclaim", 80.0)[2]
 

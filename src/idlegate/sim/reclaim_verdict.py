@@ -20,9 +20,9 @@ CUT = "cut"
 """The budget was spent before one pair of replays ended: the rules' answer."""
 CASES = (BOUND, PAYS, DECLINED, CUT)
 
-RATE = 1.0
-"""Executor-seconds of work lost one second of an owner workflow's wait saved is worth
-(`idlegate.sim.reclaim_forecast`'s docstring says why 1:1)."""
+RATE = 0.25
+"""Seconds of the owners' wait saved one executor-second of work lost costs
+(`idlegate.sim.reclaim_forecast`'s docstring says why a quarter)."""
 
 
 class ReclaimVerdict(NamedTuple):
@@ -59,9 +59,10 @@ class ReclaimVerdict(NamedTuple):
                 f"decided on forecasts: without it a task of the queue would start "
                 f"{self.overshoot:.0f} s past its wait bound ({gain}, {lost})"
             )
+        worth = f"the {self.lost:.0f} executor-seconds lost are worth ({RATE:g} s each)"
         if self.case == PAYS:
-            return f"decided on forecasts: {gain}, more than the {lost}"
-        return f"declined on forecasts: {gain}, not more than the {lost}"
+            return f"decided on forecasts: {gain}, more than the {RATE * self.lost:.0f} s {worth}"
+        return f"declined on forecasts: {gain}, not more than the {RATE * self.lost:.0f} s {worth}"
 
 
 def counts(verdicts: Sequence[ReclaimVerdict]) -> dict[str, int]:
