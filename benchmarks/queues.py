@@ -33,7 +33,8 @@ over the seeds), each steady team's ρ beside, the starts later than the bound p
 reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
 With forecast rows, a third: each row's verdicts by case and the CPU time of a decision
 (median, p99, worst). `--grace S` gives the reclaim rows' lent tasks a grace of S seconds
-(``admission?grace=S``; the starts counted past bound + grace use it too).
+(``admission?grace=S``; the starts counted past bound + grace use it too); `--rate R`
+the forecast rows' exchange rate (`idlegate.sim.reclaim_verdict.RATE`).
 `--from-json FILE` prints the tables of a `--json` file again, without running.
 """
 
@@ -55,7 +56,7 @@ from idlegate.sim.engine import Engine, Workload
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
 from idlegate.sim.reclaim_forecast import forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
-from idlegate.sim.reclaim_verdict import counts
+from idlegate.sim.reclaim_verdict import RATE, counts
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large", "flood100", "steady")
@@ -104,11 +105,13 @@ def inner(spec: str) -> str:
     return spec.rsplit(":", 1)[-1] if spec.startswith("admission") else spec
 
 
-def run_row(workload: Workload, spec: str, seed: int, grace: float = GRACE) -> dict[str, Any]:
+def run_row(
+    workload: Workload, spec: str, seed: int, grace: float = GRACE, rate: float = RATE
+) -> dict[str, Any]:
     """One row on one seed: the run's figures and each queue's (and, deciding on
-    forecasts, the verdicts by case and each decision's CPU seconds)."""
+    forecasts at `rate`, the verdicts by case and each decision's CPU seconds)."""
     scheduler = make_scheduler(spec)
-    judge = functools.partial(forecast_judge, clock=time.thread_time)
+    judge = functools.partial(forecast_judge, clock=time.thread_time, rate=rate)
     engine = Engine.for_workload(workload, scheduler, seed, record_tasks=True, judge=judge)
     engine.run()
     result = engine.result(workload.name, getattr(scheduler, "name", spec), seed)
@@ -163,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=RATE,
+        help=f"the forecast rows' exchange rate (s of wait an executor-second lost is worth; "
+        f"default {RATE:g})",
+    )
     args = parser.parse_args(argv)
     if args.cost:
         return cost(args.first_seed, args.policy)
@@ -198,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                         **scenes(scenario, args.jobs),
                     )
                     grace = GRACE if args.grace is None else args.grace
-                    row = run_row(workload, graced(label, spec, args.grace), seed, grace)
+                    spec_g = graced(label, spec, args.grace)
+                    row = run_row(workload, spec_g, seed, grace, args.rate)
                     per_seed.append(row)
                     done += 1
                     bar(done, total, f"{scenario} {label} seed {seed}")

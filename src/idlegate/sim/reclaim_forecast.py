@@ -92,6 +92,7 @@ class ForecastJudge:
         waves: bool = True,
         grace: float = 0.0,
         pairs: int = PAIRS,
+        rate: float = RATE,
         horizon: float = HORIZON,
         events: int | None = EVENTS,
         seconds: float | None = None,
@@ -104,6 +105,7 @@ class ForecastJudge:
         self.waves = waves
         self.grace = grace
         self.pairs = pairs
+        self.rate = rate
         self.horizon = horizon
         self.events = events
         self.seconds = seconds
@@ -151,13 +153,14 @@ class ForecastJudge:
         del late[len(gains) :]  # (a pair cut after its replay without the stops)
         used = None if clock is None else clock() - began
         if not gains:
-            return ReclaimVerdict(CUT, float("nan"), plan.lost, 0.0, 0, spent, used)
+            return ReclaimVerdict(CUT, float("nan"), plan.lost, 0.0, 0, spent, used, self.rate)
         gain = float(np.median(gains))
         overshoot = float(np.median(late))
         if 2 * sum(1 for x in late if x > 0) > len(late):
-            return ReclaimVerdict(BOUND, gain, plan.lost, overshoot, len(gains), spent, used)
-        case = PAYS if gain > RATE * plan.lost else DECLINED
-        return ReclaimVerdict(case, gain, plan.lost, overshoot, len(gains), spent, used)
+            case = BOUND
+        else:
+            case = PAYS if gain > self.rate * plan.lost else DECLINED
+        return ReclaimVerdict(case, gain, plan.lost, overshoot, len(gains), spent, used, self.rate)
 
     def _stop(self, before: int, began: float) -> Callable[[], bool]:
         """A replay's `stop`: True once the budget is spent, `before` events of the
@@ -187,10 +190,14 @@ def forecast_judge(
     waves: bool,
     calm: Calm,
     clock: Callable[[], float] | None = None,
+    rate: float = RATE,
 ) -> ForecastJudge:
     """A run's judge (`idlegate.sim.reclaim_plan.JudgeMaker`): `EVENTS` a decision, the
-    grace of `calm`; `clock` measures each decision (`ReclaimVerdict.spent`), cutting nothing."""
-    return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, clock=clock)
+    grace of `calm`; `clock` measures each decision (`ReclaimVerdict.spent`), cutting
+    nothing; `rate`, the exchange rate (`RATE`; another for the benchmark's tuning)."""
+    return ForecastJudge(
+        scheduler, seed=seed, waves=waves, grace=calm.grace, clock=clock, rate=rate
+    )
 
 
 def _fork(pool: Cluster) -> Cluster:

@@ -39,6 +39,8 @@ class ReclaimVerdict(NamedTuple):
     pairs: int
     events: int = 0
     spent: float | None = None
+    rate: float = RATE
+    """The exchange rate it was decided at (`RATE`)."""
 
     @property
     def stops(self) -> bool:
@@ -59,10 +61,11 @@ class ReclaimVerdict(NamedTuple):
                 f"decided on forecasts: without it a task of the queue would start "
                 f"{self.overshoot:.0f} s past its wait bound ({gain}, {lost})"
             )
-        worth = f"the {self.lost:.0f} executor-seconds lost are worth ({RATE:g} s each)"
+        rate = self.rate
+        worth = f"{rate * self.lost:.0f} s the {self.lost:.0f} executor-seconds lost are worth"
         if self.case == PAYS:
-            return f"decided on forecasts: {gain}, more than the {RATE * self.lost:.0f} s {worth}"
-        return f"declined on forecasts: {gain}, not more than the {RATE * self.lost:.0f} s {worth}"
+            return f"decided on forecasts: {gain}, more than the {worth} ({rate:g} s each)"
+        return f"declined on forecasts: {gain}, not more than the {worth} ({rate:g} s each)"
 
 
 def counts(verdicts: Sequence[ReclaimVerdict]) -> dict[str, int]:
