@@ -11,7 +11,7 @@ import pytest
 
 from idlegate.api.crd import render_crd
 from idlegate.api.notices import preempted
-from idlegate.api.pool_spec import FORECAST_REFUSED, pool_spec_problems
+from idlegate.api.pool_spec import FORECAST_REFUSED, parse_pool_spec, pool_spec_problems
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, JobArrival, Workload
@@ -192,6 +192,8 @@ def test_an_executor_pool_refuses_forecast_until_the_operator_runs_it():
     spec = {"size": 4, "queues": [{"name": "b", "preemption": {"decide": "Forecast"}}]}
     problems = pool_spec_problems(spec)
     assert any(FORECAST_REFUSED in text for _path, text in problems)
+    with pytest.raises(IdlegateError, match="decide: Forecast is decided in the simulator only"):
+        parse_pool_spec(spec, "shared")  # (the operator's reading: the pool is Invalid)
     rules = {"size": 4, "queues": [{"name": "b", "preemption": {"decide": "Rules"}}]}
     assert pool_spec_problems(rules) == []
     schema = render_crd("ExecutorPool")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
