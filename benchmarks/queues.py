@@ -19,7 +19,10 @@ team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows
 * ``reclaim:POLICY``: ``queues:POLICY`` with every queue's ``preemption.reclaim: Any``
   (a team under its quota stops the least work of the teams above theirs: issue 82);
 * ``reclaim-kueue:POLICY``: the same, its victims chosen as Kueue does (whole workflows,
-  lowest priority, newest admitted first).
+  lowest priority, newest admitted first);
+* ``reclaim-forecast:POLICY``: ``reclaim:POLICY`` with every queue's ``preemption.decide:
+  Forecast`` (a stop goes ahead only where a replay with and without it says it pays:
+  `idlegate.sim.reclaim_forecast`).
 
 Per row: the mean JCT over all teams (and paired against ``queues:POLICY``), each steady
 team's mean ρ (its mean JCT over its mean JCT alone on its quota under the row's policy),
@@ -28,12 +31,17 @@ overshoot, the worst and p99.9 wait, and each team's mean JCT. With reclaim rows
 second table: each row's tasks stopped, its work lost (% of all executor-seconds run,
 over the seeds), each steady team's ρ beside, the starts later than the bound plus the
 reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
+With forecast rows, a third: each row's verdicts by case and the CPU time of a decision
+(median, p99, worst). `--grace S` gives the reclaim rows' lent tasks a grace of S seconds
+(``admission?grace=S``; the starts counted past bound + grace use it too); `--rate R`
+the forecast rows' exchange rate (`idlegate.sim.reclaim_verdict.RATE`).
 `--from-json FILE` prints the tables of a `--json` file again, without running.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -44,9 +52,11 @@ import numpy as np
 
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
-from idlegate.sim.engine import Engine, Workload, simulate
+from idlegate.sim.engine import Engine, Workload
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
+from idlegate.sim.reclaim_forecast import forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
+from idlegate.sim.reclaim_verdict import RATE, counts
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large", "flood100", "steady")
@@ -66,7 +76,18 @@ def rows(policy: str) -> dict[str, str]:
         f"drf:{policy}": f"admission?mode=drf:{policy}",
         f"reclaim:{policy}": policy,
         f"reclaim-kueue:{policy}": f"admission?victims=kueue:{policy}",
+        f"reclaim-forecast:{policy}": policy,
     }
+
+
+def graced(label: str, spec: str, grace: float | None) -> str:
+    """A row's spec with the reclaim's grace `grace` (None: the default, `GRACE`)."""
+    if grace is None or not label.startswith("reclaim"):
+        return spec
+    if spec.startswith("admission?"):
+        head, tail = spec.split(":", 1)
+        return f"{head}&grace={grace:g}:{tail}"
+    return f"admission?grace={grace:g}:{spec}"
 
 
 def reclaims(label: str) -> str:
@@ -74,14 +95,29 @@ def reclaims(label: str) -> str:
     return "Any" if label.startswith("reclaim") else "Never"
 
 
+def decides(label: str) -> str:
+    """A row's queues' ``preemption.decide`` (the ``reclaim-forecast`` rows: ``Forecast``)."""
+    return "Forecast" if label.startswith("reclaim-forecast") else "Rules"
+
+
 def inner(spec: str) -> str:
     """The policy inside a row's spec (what its teams replay alone with)."""
     return spec.rsplit(":", 1)[-1] if spec.startswith("admission") else spec
 
 
-def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
-    """One row on one seed: the run's figures and each queue's."""
-    result = simulate(workload, make_scheduler(spec), seed, record_tasks=True)
+def run_row(
+    workload: Workload, spec: str, seed: int, grace: float = GRACE, rate: float = RATE
+) -> dict[str, Any]:
+    """One row on one seed: the run's figures and each queue's (and, deciding on
+    forecasts at `rate`, the verdicts by case and each decision's CPU seconds)."""
+    scheduler = make_scheduler(spec)
+    judge = functools.partial(forecast_judge, clock=time.thread_time, rate=rate)
+    engine = Engine.for_workload(workload, scheduler, seed, record_tasks=True, judge=judge)
+    engine.run()
+    result = engine.result(workload.name, getattr(scheduler, "name", spec), seed)
+    admission = engine.cluster.admission
+    reclaimer = None if admission is None else admission.reclaimer
+    verdicts = [] if reclaimer is None else reclaimer.verdicts
     overdue = [] if result.queues is None else result.queues.overdue
     alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
     figures = queue_figures(workload, result, alone_runs)
@@ -102,8 +138,15 @@ def run_row(workload: Workload, spec: str, seed: int) -> dict[str, Any]:
         "preempted": result.preempted,
         "lost_seconds": result.preempted_seconds,
         "busy_seconds": result.busy_seconds,
-        "over_grace": sum(1 for _q, due, start in overdue if start - due > GRACE + 1e-6),
-    }
+        "over_grace": sum(1 for _q, due, start in overdue if start - due > grace + 1e-6),
+    } | (
+        {
+            "verdicts": counts(verdicts),
+            "decision_cpu": [v.spent for v in verdicts],
+        }
+        if verdicts
+        else {}
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,13 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
     parser.add_argument("--from-json", help="only print the tables of a --json file written")
+    parser.add_argument(
+        "--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=RATE,
+        help=f"the forecast rows' exchange rate (s of wait an executor-second lost is worth; "
+        f"default {RATE:g})",
+    )
     args = parser.parse_args(argv)
     if args.cost:
         return cost(args.first_seed, args.policy)
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
             for scenario, table in json.load(f).items():
-                report(scenario, table, args.policy)
+                report(scenario, table, args.policy, args.grace)
         return 0
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out: dict[str, Any] = {}
@@ -151,13 +204,17 @@ def main(argv: list[str] | None = None) -> int:
                         wait_bound=args.bound,
                         num_jobs=args.jobs,
                         reclaim=reclaims(label),
+                        decide=decides(label),
                         **scenes(scenario, args.jobs),
                     )
-                    per_seed.append(run_row(workload, spec, seed))
+                    grace = GRACE if args.grace is None else args.grace
+                    spec_g = graced(label, spec, args.grace)
+                    row = run_row(workload, spec_g, seed, grace, args.rate)
+                    per_seed.append(row)
                     done += 1
                     bar(done, total, f"{scenario} {label} seed {seed}")
                 out[scenario][label] = per_seed
-            report(scenario, out[scenario], args.policy)
+            report(scenario, out[scenario], args.policy, args.grace)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w", encoding="utf-8") as f:
@@ -177,9 +234,11 @@ def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -> None:
+def report(
+    scenario: str, table: dict[str, list[dict[str, Any]]], policy: str, grace: float | None = None
+) -> None:
     """The scenario's table and its targets."""
-    ours = table[f"queues:{policy}"]
+    ours = table.get(f"queues:{policy}")  # (absent: "vs queues" is nan)
     print(f"\n## {scenario}")
     print(
         "| row | mean JCT (s) | vs queues | steady teams' mean ρ (worst seed) | Jain | "
@@ -188,7 +247,9 @@ def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -
     print("|---|---|---|---|---|---|---|---|")
     for label, runs in table.items():
         mean = _mean([r["mean_jct"] for r in runs])
-        paired = _mean([r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours, strict=True)])
+        paired = _mean(
+            [r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours or [], strict=False)]
+        )
         steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
         rho = _mean([_mean(s) for s in steady])
         worst_rho = max((max(s) for s in steady if s), default=float("nan"))
@@ -204,15 +265,17 @@ def report(scenario: str, table: dict[str, list[dict[str, Any]]], policy: str) -
             + f" {team_jcts(runs)} |"
         )
     if any(label.startswith("reclaim") for label in table):
-        report_reclaim(table)
+        report_reclaim(table, GRACE if grace is None else grace)
+    if any("verdicts" in r for runs in table.values() for r in runs):
+        report_verdicts(table)
 
 
-def report_reclaim(table: dict[str, list[dict[str, Any]]]) -> None:
+def report_reclaim(table: dict[str, list[dict[str, Any]]], grace: float = GRACE) -> None:
     """The reclaim's table: tasks stopped, work lost, the steady teams' ρ (mean, worst
-    seed) and the starts later than the bound plus `GRACE`, per row."""
+    seed) and the starts later than the bound plus `grace`, per row."""
     print(
         "\n| row | tasks stopped | work lost (% of executor-seconds) | steady teams' mean ρ "
-        f"(worst seed) | starts past bound + {GRACE:.0f} s | steady teams' worst start "
+        f"(worst seed) | starts past bound + {grace:.0f} s | steady teams' worst start "
         "past bound (s) |"
     )
     print("|---|---|---|---|---|---|")
@@ -225,6 +288,26 @@ def report_reclaim(table: dict[str, list[dict[str, Any]]]) -> None:
             f"{_mean([_mean(s) for s in steady]):.2f} ({worst:.2f}) | "
             f"{sum(r['over_grace'] for r in runs)} of {sum(r['overdue'] for r in runs)} | "
             f"{max(q['worst_overshoot'] for r in runs for q in r['queues'][1:]):,.0f} |"
+        )
+
+
+def report_verdicts(table: dict[str, list[dict[str, Any]]]) -> None:
+    """The forecast rows' verdicts by case over the seeds, and a decision's CPU time."""
+    print(
+        "\n| row | stops: bound / pays | declined | cut (the rules' stops) | a decision's CPU "
+        "(ms): median / p99 / worst |"
+    )
+    print("|---|---|---|---|---|")
+    for label, runs in table.items():
+        got = [r["verdicts"] for r in runs if "verdicts" in r]
+        if not got:
+            continue
+        case = {k: sum(g[k] for g in got) for k in got[0]}
+        cpu = [c for r in runs for c in r.get("decision_cpu", []) if c is not None]
+        ms = np.array(cpu) * 1000 if cpu else np.array([float("nan")])
+        print(
+            f"| {label} | {case['bound']} / {case['pays']} | {case['declined']} | {case['cut']} "
+            f"| {np.median(ms):.0f} / {np.percentile(ms, 99):.0f} / {ms.max():.0f} |"
         )
 
 

@@ -39,9 +39,10 @@ def two_queues(reclaim: Preemption = ANY) -> tuple[QueueSpec, ...]:
     return (QueueSpec("a", {"pods": 2000}), QueueSpec("b", {"pods": 2000}, preemption=reclaim))
 
 
-def lent(*owner: JobArrival, reclaim: Preemption = ANY, victims: str = "least"):
+def lent(*owner: JobArrival, reclaim: Preemption = ANY, victims: str = "least", grace: float = 0):
     """Queue a runs X (two tasks, at 0 s), Y (at 10 s) and Z (at 20 s), all of 200 s, on
-    the 4 pods: Y and Z on b's idle quota; then `owner` (b's) arrives."""
+    the 4 pods: Y and Z on b's idle quota; then `owner` (b's) arrives; a lent task is
+    spared `grace` seconds."""
     jobs = [
         JobArrival(0.0, "X", chain(200.0, tasks=2), queue="a"),
         JobArrival(10.0, "Y", chain(200.0), queue="a"),
@@ -49,6 +50,8 @@ def lent(*owner: JobArrival, reclaim: Preemption = ANY, victims: str = "least"):
         *owner,
     ]
     policy = "fifo" if victims == "least" else f"admission?victims={victims}:fifo"
+    if grace:
+        policy = f"admission?grace={grace:g}:fifo"
     return engine_of(*jobs, executors=4, policy=policy, queues=two_queues(reclaim))
 
 
@@ -102,10 +105,14 @@ def test_kueue_like_victims_stop_every_running_task_of_the_workflow():
 
 
 def test_a_young_lent_task_is_spared_where_an_older_one_would_do():
-    # at 70 s: Z (50 s run) is within the 60 s grace, Y (60 s) is not: Y's is stopped
-    engine = lent(JobArrival(70.0, "B", chain(5.0), queue="b"))
+    # at 70 s: Z (50 s run) is within a 60 s grace, Y (60 s) is not: Y's is stopped
+    engine = lent(JobArrival(70.0, "B", chain(5.0), queue="b"), grace=60.0)
     engine.run()
     assert events(engine, "preempted") == [(70.0, "preempted", 1, 0, (2, 60.0))]
+    # with no grace (the default) the least work lost: Z's
+    engine = lent(JobArrival(70.0, "B", chain(5.0), queue="b"))
+    engine.run()
+    assert events(engine, "preempted") == [(70.0, "preempted", 2, 0, (3, 50.0))]
 
 
 def test_a_gangs_tasks_are_no_candidates():

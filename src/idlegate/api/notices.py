@@ -336,12 +336,18 @@ def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
     return ("Normal", "Succeeded", message)
 
 
-def preempted(stage: str, queue: str, reason: str, lost: float) -> Notice:
+def preempted(
+    stage: str, queue: str, reason: str, lost: float, decided: str | None = None
+) -> Notice:
     """A task of `stage` was stopped (its pod evicted) to give quota back to `queue`: the
-    work it lost (executor-seconds), none for a checkpointed stage; it runs again."""
+    work it lost (executor-seconds), none for a checkpointed stage; it runs again.
+    `decided`: a ``decide: Forecast`` queue's verdict, which case held with both figures
+    (`idlegate.sim.reclaim_verdict.ReclaimVerdict.sentence`)."""
     loss = f"{lost:.1f} executor-seconds of work lost" if lost else "no work lost (checkpointed)"
     message = (
         f"A task of stage {stage!r} was stopped, its pod evicted, to give quota back to queue "
         f"{queue!r} ({reason}): {loss}. It runs again when released, counted as no failure."
     )
+    if decided:
+        message += f" {decided[0].upper()}{decided[1:]}."
     return ("Normal", "Preempted", message)

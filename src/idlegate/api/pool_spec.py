@@ -253,6 +253,14 @@ def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return all(r.matches(labels) for r in selector.match_expressions)
 
 
+FORECAST_REFUSED = (
+    "decide: Forecast is decided in the simulator only: the operator does not replay the "
+    "pool's future before a stop yet (its replay process does not run it); use decide: "
+    "Rules or leave it out (idlegate simulate --queues FILE measures Forecast)"
+)
+"""Why an ExecutorPool refuses ``preemption.decide: Forecast`` (docs/queues.md)."""
+
+
 class PreemptionModel(BaseModel):
     """Which running tasks a queue's ready task may stop to start (docs/queues.md,
     "Preemption", being built: read and checked, not yet applied)."""
@@ -279,6 +287,12 @@ class PreemptionModel(BaseModel):
         "nominal quota, of lower priority than the waiting task and below this one (Kueue's "
         "borrowWithinCohort). Unset: never.",
     )
+    decide: Literal["Rules", "Forecast"] | None = Field(
+        default=None,
+        description="Rules: stop what the rules choose; Forecast: only where a replay of the "
+        "pool with and without the stops says they pay (the simulator's; an ExecutorPool "
+        "refuses it until the operator's replay process runs it). Unset: Rules.",
+    )
 
     @field_validator("reclaim", "within_queue", "borrow_below", mode="before")
     @classmethod
@@ -289,6 +303,16 @@ class PreemptionModel(BaseModel):
         problem = preemption_problem(field.alias or str(info.field_name), value)
         if problem is not None:
             raise ValueError(problem)
+        return value
+
+    @field_validator("decide", mode="before")
+    @classmethod
+    def _decide(cls, value: object) -> object:
+        problem = preemption_problem("decide", value)
+        if problem is not None:
+            raise ValueError(problem)
+        if value == "Forecast":
+            raise ValueError(FORECAST_REFUSED)  # (the judge runs in the simulator only, yet)
         return value
 
 

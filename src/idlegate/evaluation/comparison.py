@@ -46,6 +46,7 @@ from idlegate.sim.protocol import PodsGate, Scheduler
 from idlegate.sim.queue_files import check_named
 from idlegate.sim.queue_metrics import jain, queue_figures, replay_alone
 from idlegate.sim.queues import QUEUE_LABEL, check_cohort, read_queues
+from idlegate.sim.reclaim_forecast import forecast_judge
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.workloads import build_workload, workload_kind
 
@@ -426,7 +427,14 @@ def _simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> RunOutcome:
     queued = bool(workload.queues)
-    result = simulate(workload, scheduler, seed=seed, record_tasks=queued, progress=progress)
+    result = simulate(
+        workload,
+        scheduler,
+        seed=seed,
+        record_tasks=queued,
+        progress=progress,
+        judge=forecast_judge,
+    )
     jm = job_metrics(result)
     followed = None
     inner = scheduler.scheduler if isinstance(scheduler, PodsGate) else scheduler

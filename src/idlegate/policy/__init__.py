@@ -139,13 +139,18 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
 
 
 def _admission(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
-    """``admission?mode=MODE[&victims=V]:BASE`` (`sim.admission_baselines.Admitted`)."""
-    reject_unknown(keywords, ["mode", "victims"], "admission")
+    """``admission?mode=MODE[&victims=V][&grace=S]:BASE`` (`sim.admission_baselines.
+    Admitted`)."""
+    reject_unknown(keywords, ["mode", "victims", "grace"], "admission")
     if spec.base is None or spec.base.kind == "admission":
         raise IdlegateError(f"{spec} needs one base scheduler, e.g. admission?mode=kueue:fifo")
     mode = keywords.get("mode", "queues")  # (``mode=none`` reads as None)
     victims = str(keywords.get("victims", "least"))
-    return Admitted(make_scheduler(spec.base), "none" if mode is None else str(mode), victims)
+    grace = keywords.get("grace")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int | float)):
+        raise IdlegateError(f"admission grace {grace!r} must be a number of seconds, e.g. 60")
+    base = make_scheduler(spec.base)
+    return Admitted(base, "none" if mode is None else str(mode), victims, grace)
 
 
 def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:

@@ -144,6 +144,7 @@ from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need
 from idlegate.sim.admission_view import PoolView, QueueView, Views
 from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
+from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.reclaim_plan import VICTIMS, Reclaimer
 from idlegate.sim.resources import MILLI, ResourceVector
 
@@ -165,6 +166,7 @@ class Admission(Usage, Entries, Views):
         mode: str = "queues",
         ranked: bool = True,
         victims: str = "least",
+        calm: Calm | None = None,
     ) -> None:
         if mode not in MODES:
             raise IdlegateError(f"admission mode {mode!r} is unknown; use {', '.join(MODES)}")
@@ -180,7 +182,8 @@ class Admission(Usage, Entries, Views):
         if victims not in VICTIMS:
             raise IdlegateError(f"victims {victims!r} is unknown; use {', '.join(VICTIMS)}")
         reclaims = self.ours and any(not q.preemption.never for q in queues)
-        self.reclaimer = Reclaimer(queues, ("pods", *resource_names), victims) if reclaims else None
+        dims = ("pods", *resource_names)
+        self.reclaimer = Reclaimer(queues, dims, victims, calm) if reclaims else None
         """The reclaim phase (`idlegate.sim.reclaim_plan`; None: no queue may stop a task)."""
         self.dims = ("pods", *resource_names)
         dims = self.dims

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.protocol import Action, Job, Scheduler, Stage, launchable
+from idlegate.sim.reclaim_ledger import Calm
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_ledger import Usage
@@ -129,9 +130,12 @@ class Admitted:
     """BASE behind an admission mode (``admission?mode=kueue:fifo``): the simulator's
     engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
     `mode` (``none``: one queue, today's pool, whatever queues the workload has), a
-    reclaim's victims chosen by `victims` (``admission?victims=kueue:srpt``: Kueue's)."""
+    reclaim's victims chosen by `victims` (``admission?victims=kueue:srpt``: Kueue's), a
+    lent task spared for `grace` seconds (``admission?grace=0:srpt``; None: `Calm`'s)."""
 
-    def __init__(self, scheduler: Scheduler, mode: str, victims: str = "least") -> None:
+    def __init__(
+        self, scheduler: Scheduler, mode: str, victims: str = "least", grace: float | None = None
+    ) -> None:
         if mode not in (*MODES, "none"):
             raise IdlegateError(
                 f"admission mode {mode!r} is unknown; use {', '.join((*MODES, 'none'))}"
@@ -145,8 +149,11 @@ class Admitted:
         self.mode = mode
         self.victims = victims
         """How a reclaim chooses its victims (`idlegate.sim.reclaim_plan.VICTIMS`)."""
+        self.calm = None if grace is None else Calm(grace=grace)
+        """A reclaim's no-thrash settings with another grace (None: the defaults)."""
         inner = getattr(scheduler, "name", type(scheduler).__name__)
         also = "" if victims == "least" else f"&victims={victims}"
+        also += "" if grace is None else f"&grace={grace:g}"
         self.name = f"admission?mode={mode}{also}:{inner}"
 
     def reset(self, rng: Any) -> None:

@@ -29,6 +29,7 @@ from idlegate.sim.protocol import (
     Stage,
 )
 from idlegate.sim.queues import queue_of
+from idlegate.sim.reclaim_plan import JudgeMaker
 from idlegate.sim.reclaim_stop import checkpointed
 from idlegate.sim.runs import Fidelity as Fidelity
 from idlegate.sim.runs import JobArrival as JobArrival
@@ -109,19 +110,23 @@ class Engine:
         max_time: float = inf,
         trace: bool = False,
         record_tasks: bool = False,
+        judge: JudgeMaker | None = None,
     ) -> Engine:
         """An engine at time 0 with the workload's arrivals queued (`simulate`'s arguments).
 
         The run owns one Generator seeded with `seed`: task durations and the scheduler's
         own random choices come from it. The scheduler's stream is drawn first even
         without a scheduler, so a driver deciding itself sees the same task durations.
+        `judge` makes the judge of the ``decide: Forecast`` queues' stops (`idlegate.sim.
+        reclaim_forecast.forecast_judge`, which replays with engines, so it is given from
+        above); None: the rules decide them.
         """
         fid = fidelity or workload.fidelity
         rng = np.random.default_rng(seed)
         scheduler_seed = rng.integers(2**63)
-        mode, victims = "queues", "least"
+        mode, victims, calm = "queues", "least", None
         if isinstance(scheduler, Admitted):
-            mode, victims = scheduler.mode, scheduler.victims
+            mode, victims, calm = scheduler.mode, scheduler.victims, scheduler.calm
             scheduler = scheduler.scheduler
         gate = scheduler if isinstance(scheduler, PodsGate) else None
         if gate is not None:  # (the engine asks the scheduler behind the gate itself)
@@ -156,8 +161,11 @@ class Engine:
         if workload.queues and mode != "none":
             names = cluster.resource_names
             cluster.admission = Admission(
-                workload.queues, cluster.capacity, names, mode, victims=victims
+                workload.queues, cluster.capacity, names, mode, victims=victims, calm=calm
             )
+            reclaimer = cluster.admission.reclaimer
+            if judge and scheduler is not None and reclaimer is not None and reclaimer.forecasts:
+                reclaimer.judge = judge(scheduler, seed, fid.wave_durations, reclaimer.ledger.calm)
             for j in workload.jobs:  # (a queue named that does not exist: refused now)
                 queue_of(workload.queues, j.namespace, j.queue, j.labels)
         engine.push_arrivals(workload.jobs)
@@ -513,12 +521,13 @@ def simulate(
     trace: bool = False,
     record_tasks: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    judge: JudgeMaker | None = None,
 ) -> SimResult:
     """Run `scheduler` on `workload` until every job finishes (or `max_time`).
 
     One `Engine.for_workload` run: the same inputs give the same trace. `progress(arrived,
     total)` is told at each arrival time (the run stops there, as at any event: the same
-    run), for a command's progress line.
+    run), for a command's progress line. `judge`: `Engine.for_workload`'s.
     """
     engine = Engine.for_workload(
         workload,
@@ -529,6 +538,7 @@ def simulate(
         max_time=max_time,
         trace=trace,
         record_tasks=record_tasks,
+        judge=judge,
     )
     if progress is not None:
         times = sorted(a.time for a in workload.jobs)

@@ -223,7 +223,7 @@ def forecast(
     for future in futures:
         try:
             seen, events = replay(cluster, scheduler, future, now + horizon, waves, watch, stop)
-        except _Cut:
+        except ReplayCut:
             break
         except Exception as exc:  # (any policy error: the forecast says so, never a guess)
             name = getattr(scheduler, "name", type(scheduler).__name__)
@@ -258,8 +258,8 @@ def forecast(
     )
 
 
-class _Cut(Exception):
-    """A replay stopped by `forecast`'s `cut`."""
+class ReplayCut(Exception):
+    """A replay stopped by its `stop` (`forecast`'s `cut`, a reclaim's budget)."""
 
 
 def _past(clock: Callable[[], float], deadline: float) -> bool:
@@ -274,11 +274,14 @@ def replay(
     waves: bool = True,
     watch: Collection[int] | None = None,
     stop: Callable[[], bool] | None = None,
+    after: Callable[[Cluster], object] | None = None,
 ) -> tuple[dict[int, tuple[float, float]], int]:
     """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
     (inf: not by `until`), and the events it simulated; it ends once the workflows of
     `watch` (None: every one present) finished. `stop` is asked after each event: True
-    raises `_Cut` (`forecast`'s `cut`)."""
+    raises `ReplayCut` (`forecast`'s `cut`). `after` is given the replayed fork once it
+    ended, for what a caller reads of it beyond starts and finishes (a reclaim's judge:
+    the starts past a wait bound, `idlegate.sim.reclaim_forecast`)."""
     sim = planning_fork(cluster)
     now = sim.now
     streams = np.random.default_rng(future.seed)
@@ -305,7 +308,9 @@ def replay(
                 left -= record.id in wanted
             read = len(sim.done)
             if stop is not None and stop():
-                raise _Cut
+                raise ReplayCut
+    if after is not None:
+        after(sim)
     seen = {r.id: (r.first_start, r.finish) for r in sim.done if r.id in present}
     for job in sim.jobs:
         if job.id in present:

@@ -22,7 +22,10 @@ executors), and the cohort lends what a queue leaves idle to the others:
   ``withinQueue`` (its own queue's tasks of lower priority: ``Never``, ``LowerPriority``)
   and ``borrowBelow`` (while it borrows, other queues' borrowed tasks of lower priority
   than it and below this one; absent: never). All absent: never, today's behaviour. The
-  victims are chosen by `idlegate.sim.reclaim`, by the rules of `idlegate.sim.reclaim_rules`.
+  victims are chosen by `idlegate.sim.reclaim`, by the rules of `idlegate.sim.reclaim_rules`;
+  ``decide`` says whether the rules' stops are carried out as they are (``Rules``, the
+  default) or only where a replay of the pool's future says they pay (``Forecast``:
+  `idlegate.sim.reclaim_forecast`; the simulator's only, the operator refuses it yet).
 
 The admission stage that applies them is `idlegate.sim.admission`. A workflow joins
 (`queue_of`, in the simulator and in the operator alike): the queue it names (a
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import inf, isfinite
 from pathlib import Path
 from typing import Any
@@ -69,7 +72,10 @@ RECLAIM = ("Never", "LowerPriority", "Any")
 """A queue's ``preemption.reclaim`` settings (Kueue's ``reclaimWithinCohort``)."""
 WITHIN_QUEUE = ("Never", "LowerPriority")
 """A queue's ``preemption.withinQueue`` settings (Kueue's ``withinClusterQueue``)."""
-_PREEMPTION_KEYS = ("reclaim", "withinQueue", "borrowBelow")
+DECIDE = ("Rules", "Forecast")
+"""A queue's ``preemption.decide`` settings: the rules' stops as they are, or only those a
+replay with and without them says pay (`idlegate.sim.reclaim_forecast`)."""
+_PREEMPTION_KEYS = ("reclaim", "withinQueue", "borrowBelow", "decide")
 
 
 def check_queue_name(name: object) -> None:
@@ -96,6 +102,11 @@ def preemption_problem(key: str, value: object) -> str | None:
             f"{value!r} is not a withinQueue setting; use Never (the default) or "
             "LowerPriority (stop the queue's own tasks of lower priority)"
         )
+    if key == "decide" and value not in DECIDE:
+        return (
+            f"{value!r} is not a decide setting; use Rules (the default: stop what the rules "
+            "choose) or Forecast (stop it only where a replay of the pool says it pays)"
+        )
     if key == "borrowBelow" and (isinstance(value, bool) or not isinstance(value, int)):
         return (
             f"{value!r} is not a priority; give a whole number (a borrowing task may stop "
@@ -113,6 +124,8 @@ class Preemption:
     within_queue: str = "Never"
     borrow_below: int | None = None
     """Absent (None): a borrowing task stops nothing."""
+    decide: str = "Rules"
+    """``Rules``: the rules' stops as they are; ``Forecast``: only those that pay."""
 
     def __post_init__(self) -> None:
         for key, value in self.to_dict().items():
@@ -122,8 +135,9 @@ class Preemption:
 
     @property
     def never(self) -> bool:
-        """Whether it stops nothing, ever (the default: today's behaviour)."""
-        return self == NEVER
+        """Whether it stops nothing, ever (the default: today's behaviour; ``decide``
+        alone stops nothing)."""
+        return replace(self, decide="Rules") == NEVER
 
     def to_dict(self) -> dict[str, Any]:
         """The settings that are not the default, as `preemption_from` reads them."""
@@ -134,6 +148,8 @@ class Preemption:
             out["withinQueue"] = self.within_queue
         if self.borrow_below is not None:
             out["borrowBelow"] = self.borrow_below
+        if self.decide != "Rules":
+            out["decide"] = self.decide
         return out
 
 
@@ -171,6 +187,7 @@ def preemption_from(data: object, where: str) -> Preemption:
         reclaim=data.get("reclaim", "Never"),
         within_queue=data.get("withinQueue", "Never"),
         borrow_below=data.get("borrowBelow"),
+        decide=data.get("decide", "Rules"),
     )
 
 

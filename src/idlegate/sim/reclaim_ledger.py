@@ -18,7 +18,10 @@ Semantics (the settings are `Calm`'s):
   its queue borrows), younger than ``grace`` (started after now − grace) is not stopped
   where older ones would do: the choice is made first without the young lent tasks, and
   only if none fits, with them. So a task started on lent quota is not stopped at once
-  when the owner's work comes back, unless nothing else frees the room.
+  when the owner's work comes back, unless nothing else frees the room. By default there
+  is none (0 s): on `-w teams`' large scenario a grace of 60 s made the choice stop
+  older tasks, losing more work at a worse ρ (tuning seeds, then held-out ones:
+  docs/queues.md, "The grace").
 * `calm_victims` is the choice under these rules, the waiting task's candidates being
   `idlegate.sim.reclaim_rules.eligible`'s and the choice `idlegate.sim.reclaim`'s;
   `StopLedger.stopped` records what the driver then stopped (the ledger does not assume a
@@ -47,8 +50,8 @@ class Calm:
     """Seconds a stopped task is not stopped again."""
     per_minute: int = 20
     """Tasks the pool stops at most in any 60 seconds."""
-    grace: float = 60.0
-    """Seconds a lent task is spared where an older one would do."""
+    grace: float = 0.0
+    """Seconds a lent task is spared where an older one would do (none by default)."""
 
     def __post_init__(self) -> None:
         for name in ("cooldown", "grace"):

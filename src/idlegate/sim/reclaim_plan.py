@@ -24,6 +24,12 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   or with ``victims="kueue"`` the Kueue-like baseline's
   (`idlegate.sim.reclaim_baselines.kueue_victims`, under the same cooldown and budget).
   None found: the next claimant is tried; none at all, nothing is stopped.
+* *Decided on forecasts.* A claimant whose queue says ``decide: Forecast`` has its
+  victims judged before they are stopped, where the driver gave a judge (`judge`, the
+  simulator's engine: `idlegate.sim.reclaim_forecast`): a verdict that declines stops
+  nothing for it, the next claimant is tried, and its queue is not judged again for
+  `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
+  Without a judge (a fork, the operator) the rules decide.
 * *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
   again as the next task its stage launches (`Cluster.rerun_of`, kept by
   `idlegate.sim.reclaim_stop`): that task is no candidate until the ledger's cooldown
@@ -59,6 +65,7 @@ candidates, not every running task; one with no claimant, or no queue borrowing 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from math import inf
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from idlegate.sim.reclaim import MILLI as LOSS_UNIT
@@ -69,8 +76,9 @@ from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
-    from idlegate.sim.protocol import Stage
+    from idlegate.sim.protocol import Scheduler, Stage
     from idlegate.sim.queues import QueueSpec
+    from idlegate.sim.reclaim_verdict import ReclaimVerdict
 
 VICTIMS = ("least", "kueue")
 """How victims are chosen: idlegate's least work lost, or the Kueue-like baseline."""
@@ -79,6 +87,9 @@ PENDING_FOR = 300.0
 docstring's *pending*)."""
 FIRST = 4
 """Candidates read before the first choice (then twice as many each time)."""
+RECHECK = 30.0
+"""Seconds a queue whose stops the judge declined is not judged again (its waiting task
+meanwhile starts as borrowed tasks end, as with ``reclaim: Never``)."""
 
 
 class Reclaim(NamedTuple):
@@ -93,6 +104,9 @@ class Reclaim(NamedTuple):
     reason: str
     lost: float
     spare: tuple[int, ...] = ()
+    verdict: ReclaimVerdict | None = None
+    """A ``decide: Forecast`` queue's: which case let the stops go ahead, with both
+    figures (`idlegate.sim.reclaim_forecast`); None: decided by the rules alone."""
 
 
 class Queues(Protocol):
@@ -107,6 +121,23 @@ class Queues(Protocol):
     def share(self, q: int) -> float: ...
 
     def entitled_for(self, q: int, amounts: tuple[int, ...] | None) -> tuple[int, int]: ...
+
+
+class Judge(Protocol):
+    """Who decides a ``decide: Forecast`` queue's stops (`idlegate.sim.reclaim_forecast.
+    ForecastJudge`): the pool, the rules' stops, the claimant's queue and the time."""
+
+    def __call__(
+        self, pool: PoolState, plan: Reclaim, queue: int, now: float
+    ) -> ReclaimVerdict: ...
+
+
+class JudgeMaker(Protocol):
+    """How a driver makes a run's judge (`idlegate.sim.reclaim_forecast.forecast_judge`):
+    from a copy of the pool's scheduler, the run's seed, whether tasks draw their
+    durations (`Fidelity.wave_durations`) and the no-thrash settings."""
+
+    def __call__(self, scheduler: Scheduler, seed: int, waves: bool, calm: Calm) -> Judge: ...
 
 
 class Reclaimer:
@@ -130,13 +161,27 @@ class Reclaimer:
         """Each running stage's demand by name, made once."""
         self.claiming = [q for q, spec in enumerate(queues) if not spec.preemption.never]
         """The queues whose settings may stop a task."""
+        self.judge: Judge | None = None
+        """The judge of the ``decide: Forecast`` queues' stops, set by the driver (the
+        simulator's engine); None: the rules decide them too (a fork's, the operator's)."""
+        self.verdicts: list[ReclaimVerdict] = []
+        """The judge's verdicts, declined ones included (the benchmark counts them)."""
+        self.declined: dict[int, float] = {}
+        """Per queue whose stops the judge declined, until when it is not judged again."""
+
+    @property
+    def forecasts(self) -> bool:
+        """Whether a queue's stops are decided on forecasts (``decide: Forecast``)."""
+        return any(self.queues[q].preemption.decide == "Forecast" for q in self.claiming)
 
     def copy(self) -> Reclaimer:
-        """An independent copy (a forked cluster's admission)."""
+        """An independent copy (a forked cluster's admission: its stops are decided by the
+        rules, a replay judging none of its own)."""
         twin = object.__new__(Reclaimer)
         twin.__dict__.update(self.__dict__)
         twin.ledger = self.ledger.copy()
         twin.pending = dict(self.pending)
+        twin.judge, twin.verdicts, twin.declined = None, [], dict(self.declined)
         return twin
 
     def plan(
@@ -190,13 +235,29 @@ class Reclaimer:
                 wanted.add(q)
             if not wanted:
                 continue
+            judged = self.judge is not None and settings.decide == "Forecast"
+            if judged and now < self.declined.get(q, -inf):
+                continue  # (declined lately: its task waits for borrowed tasks to end)
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
             mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
             got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on)
+            if got is not None and judged:
+                got = self._judged(pool, got, q, now)
             if got is not None:
                 return got
         return None
+
+    def _judged(self, pool: PoolState, got: Reclaim, q: int, now: float) -> Reclaim | None:
+        """`got` with the judge's verdict, or None where it declines (`q` is then not
+        judged again for `RECHECK` seconds)."""
+        assert self.judge is not None
+        verdict = self.judge(pool, got, q, now)
+        self.verdicts.append(verdict)
+        if not verdict.stops:
+            self.declined[q] = now + RECHECK
+            return None
+        return got._replace(verdict=verdict)
 
     def _choose(
         self,
@@ -406,4 +467,13 @@ def _above(used: Sequence[float], nominal: Sequence[float]) -> bool:
     return any(u > n for u, n in zip(used, nominal, strict=True))
 
 
-__all__ = ["PENDING_FOR", "VICTIMS", "Queues", "Reclaim", "Reclaimer"]
+__all__ = [
+    "PENDING_FOR",
+    "RECHECK",
+    "VICTIMS",
+    "Judge",
+    "JudgeMaker",
+    "Queues",
+    "Reclaim",
+    "Reclaimer",
+]

@@ -63,6 +63,9 @@ class TeamsConfig(_Options):
     reclaim: Literal["Never", "LowerPriority", "Any"] = "Never"
     """Every queue's ``preemption.reclaim`` (`idlegate.sim.queues.Preemption`): whether a
     team under its quota stops the tasks of teams above theirs."""
+    decide: Literal["Rules", "Forecast"] = "Rules"
+    """Every queue's ``preemption.decide``: the reclaim's stops as the rules choose them, or
+    only those a replay says pay (`idlegate.sim.reclaim_forecast`)."""
 
 
 def team_name(i: int) -> str:
@@ -111,7 +114,7 @@ def teams_workload(config: TeamsConfig, seed: SeedLike = 0) -> Workload:
             wait_bound=inf
             if config.wait_bound is None or (i == 0 and config.scenario == "flood")
             else config.wait_bound,
-            preemption=Preemption(reclaim=config.reclaim),
+            preemption=Preemption(reclaim=config.reclaim, decide=config.decide),
         )
         for i in range(n)
     )
