@@ -68,6 +68,10 @@ class Sampler:
         self.functions: Counter[str] = Counter()
         """Per function on the stack (inclusive): samples."""
         self._main = threading.main_thread().ident or 0
+        # (the sampler runs when the main thread lets go of the interpreter's lock: at
+        # once in a call that releases it, an ONNX run, else after the switch interval,
+        # which a short one keeps from weighing the releasing calls several times over)
+        sys.setswitchinterval(interval / 20)
         threading.Thread(target=self._sample, daemon=True).start()
 
     def _sample(self) -> None:
@@ -90,7 +94,9 @@ class Sampler:
             f"{self.samples} samples of the rounds; by line running, then by function on the stack"
         )
         for counter in (self.lines, self.functions):
-            for where, count in counter.most_common(top):
+            # (those on every sample's stack, the run and the round's own calls, say nothing)
+            shown = [(w, c) for w, c in counter.most_common() if c < 0.99 * n][:top]
+            for where, count in shown:
                 print(f"{100 * count / n:6.1f} %  {where}")
 
 

@@ -132,15 +132,17 @@ def _due_after(brain: PortfolioScheduler, prefix: str) -> int:
 @pytest.mark.parametrize(("window", "full", "paces"), [
     # the first round, on 10 of 20: not full, the stretch up to `backoff` (2); then full
     (20, "8", [10, 20, 40, 80, 80]),  # on full windows the stretch doubles up to 8
+    (20, None, [10, 20, 40, 80, 160]),  # the default: up to 16
     (20, "none", [10, 20, 20, 20, 20]),  # `backoff` alone: up to 2
     (200, "8", [10, 20, 20, 20, 20]),  # a window never full: `backoff`'s pace
 ])  # fmt: skip
 def test_rounds_that_keep_the_leader_on_a_full_window_back_off_up_to_backoff_full(
-    window: int, full: str, paces: list[int]
+    window: int, full: str | None, paces: list[int]
 ) -> None:
     brain = make_scheduler(
         "portfolio?candidates=srpt&replayer=worker&records=fed&start=srpt&min_window=2"
-        f"&confidence=0&every=10&period=none&backoff=2&window={window}&backoff_full={full}"
+        f"&confidence=0&every=10&period=none&backoff=2&window={window}"
+        + ("" if full is None else f"&backoff_full={full}")
     )
     assert isinstance(brain, PortfolioScheduler)
     assert [_due_after(brain, f"r{i}-") for i in range(5)] == paces

@@ -510,8 +510,8 @@ class AnalyticIdleScheduler:
         l1 = max(job.remaining_work / (job.held + n), job.remaining_cp)
         pool = effective_executors(view, [j.dag for j in view.jobs])
         est = estimate_arrivals(view.arrival_log, view.now, pool, cfg)
-        # (statistics.median: numpy's value, the middle one or the mean of the two, at a
-        # fifth of np.median's cost on a list, asked at every question of every replay)
+        # (statistics.median: numpy's value, the middle one or the mean of the two, for
+        # less than np.median's array and partition, asked at every question of a replay)
         width = median([j.average_width for j in view.jobs])
         k2 = min(float(n), max(1.0, width))
         release = expected_first_release(view.jobs) if cfg.account_busy else math.inf

@@ -159,8 +159,8 @@ class JobRows:
             )
         block = self.block
         if dynamic:
-            # (a column of rows against the columns: the cells of np.ix_, at a third of
-            # its cost, which was a sixth of a learned candidate's replay)
+            # (a column of rows against the columns: the cells of np.ix_, without its
+            # two index arrays, at each decision of a learned candidate's replay)
             block[np.asarray(rows, dtype=np.intp)[:, None], _DYNAMIC] = dynamic
         # The runnable list is part of the signature, so the mask columns can be cached
         # too; only gang stages and stages with a demand on the pool's resources depend
