@@ -10,9 +10,15 @@ seed, the brain's mean JCT and what its rounds followed. A change meant to leave
 brain's behaviour alone (a refactor) is checked by running this before and after it: with
 ``--against BEFORE.json`` it prints every run whose mean JCT or followed candidates
 differ, and exits 1 if any does. A change meant to move some runs (a new rule) says
-which ones, seed by seed, without rerunning the fixed candidates. It also prints, per
+which ones, seed by seed, and their change paired per seed with the rounds' CPU
+(`paired`), without rerunning the fixed candidates. It also prints, per
 workload, the CPU seconds of the rounds that replayed a window (thread time,
 `Choice.cpu_seconds`): their median, their maximum and how many took more than 2 s.
+
+The long held-out streams (`--jobs-count 500 --first-seed 3000`): longer than a round's
+window (200 finished workflows) from seeds no tuning or figure used before, so a rule
+for rounds on full windows (`backoff_full`) is judged where it acts; the streams of 100
+workflows never fill a window (docs/brain.md, "What a round may cost").
 """
 
 from __future__ import annotations
@@ -87,6 +93,32 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return lines
 
 
+def paired(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Per workload and over all, `after`'s mean JCT against `before`'s, paired per seed
+    (the mean of the per-seed changes, ± their standard deviation), and the rounds' CPU
+    seconds summed over the seeds: how a rule meant to move runs moved them."""
+    lines, changes, cpu = [], [], [0.0, 0.0]
+    for key, seeds in after.items():
+        pairs = [(before[key][s], run) for s, run in seeds.items() if s in before.get(key, {})]
+        if not pairs:
+            continue
+        change = [100.0 * (new["mean"] / old["mean"] - 1.0) for old, new in pairs]
+        spent = [sum(sum(run["round_cpu"]) for run in side) for side in zip(*pairs, strict=True)]
+        changes += change
+        cpu = [cpu[0] + spent[0], cpu[1] + spent[1]]
+        lines.append(
+            f"{key}: mean JCT {np.mean(change):+.2f} % ± {np.std(change):.2f} over "
+            f"{len(change)} seeds (per seed {', '.join(f'{c:+.2f}' for c in change)}); "
+            f"rounds' CPU {spent[0]:.1f} s -> {spent[1]:.1f} s"
+        )
+    if changes:
+        lines.append(
+            f"all: mean JCT {np.mean(changes):+.2f} % ± {np.std(changes):.2f} over "
+            f"{len(changes)} runs; rounds' CPU {cpu[0]:.1f} s -> {cpu[1]:.1f} s"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -110,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         print(round_cost(key, [x for run in seeds.values() for x in run["round_cpu"]]))
     if args.against is None:
         return 0
-    lines = differences(json.loads(args.against.read_text()), runs)
+    before = json.loads(args.against.read_text())
+    lines = differences(before, runs)
     for line in lines:
         print(line)
+    if lines:
+        print("\n".join(paired(before, runs)))
     print(f"{len(lines)} of {total} runs differ from {args.against}")
     return 1 if lines else 0
 

@@ -8,7 +8,9 @@ every round: when, its window (running, trimmed), modelled and measured CPU, its
 candidates and how many of their replays it cut (`policy.portfolio.runs`), and what it
 chose. With ``--profile AT`` it profiles (cProfile) every round that starts within a
 second of the clock's AT and prints where its CPU went (process time, so the profiler's
-own cost is in it). The figures of docs/brain.md, "What a round may cost":
+own cost is in it); with ``--sample``, where every round's time goes by sampling the
+stack (`Sampler`: cProfile's shares are mostly its own on these small calls). The
+figures of docs/brain.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
         --schedulers "srpt,default?budget=none,default,default?hourly=20"
@@ -22,7 +24,10 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +55,85 @@ def profiled(scheduler: Any, at: float) -> None:
     scheduler.replay = replay  # type: ignore[method-assign]
 
 
-def run(workload: Any, spec: str, seed: int, profile: float | None = None) -> dict[str, Any]:
-    """One run of `spec`: its CPU, its rounds' and its mean JCT (`profile`: `profiled`)."""
+class Sampler:
+    """Where the rounds' time goes, by sampling the main thread's stack every `interval`
+    seconds while a round runs (`sampled`): cProfile's cost per call is most of a call
+    of the replays' small functions, so its shares are its own (it put the idle rule's
+    stage scan first on teams, which a sample puts below 1 %)."""
+
+    def __init__(self, interval: float = 0.002) -> None:
+        self.interval, self.on, self.samples = interval, False, 0
+        self.lines: Counter[str] = Counter()
+        """Per line of code running (the innermost frame): samples."""
+        self.functions: Counter[str] = Counter()
+        """Per function on the stack (inclusive): samples."""
+        self._main = threading.main_thread().ident or 0
+        # (the sampler runs when the main thread lets go of the interpreter's lock: at
+        # once in a call that releases it, an ONNX run, else after the switch interval,
+        # which a short one keeps from weighing the releasing calls several times over)
+        sys.setswitchinterval(interval / 20)
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            frame = sys._current_frames().get(self._main) if self.on else None
+            if frame is None:
+                continue
+            self.samples += 1
+            self.lines[f"{_where(frame.f_code)} line {frame.f_lineno}"] += 1
+            seen = set()
+            while frame is not None:
+                seen.add(_where(frame.f_code))
+                frame = frame.f_back
+            self.functions.update(seen)
+
+    def report(self, top: int = 25) -> None:
+        n = max(1, self.samples)
+        print(
+            f"{self.samples} samples of the rounds; by line running, then by function on the stack"
+        )
+        for counter in (self.lines, self.functions):
+            # (those on every sample's stack, the run and the round's own calls, say nothing)
+            shown = [(w, c) for w, c in counter.most_common() if c < 0.99 * n][:top]
+            for where, count in shown:
+                print(f"{100 * count / n:6.1f} %  {where}")
+
+
+def _where(code: Any) -> str:
+    return f"{code.co_filename.rsplit('/src/', 1)[-1]}:{code.co_firstlineno}({code.co_name})"
+
+
+def sampled(scheduler: Any, sampler: Sampler) -> None:
+    """`sampler` on while `scheduler`'s rounds run (a portfolio's)."""
+    if not isinstance(scheduler, PortfolioScheduler):
+        return
+    own = scheduler.replay
+
+    def replay(request: Any, check: Any = None) -> Any:
+        sampler.on = True
+        try:
+            return own(request, check)
+        finally:
+            sampler.on = False
+
+    scheduler.replay = replay  # type: ignore[method-assign]
+
+
+def run(
+    workload: Any,
+    spec: str,
+    seed: int,
+    profile: float | None = None,
+    sampler: Sampler | None = None,
+) -> dict[str, Any]:
+    """One run of `spec`: its CPU, its rounds' and its mean JCT (`profile`: `profiled`;
+    `sampler`: `sampled`)."""
     scheduler = make_scheduler(spec)
     if profile is not None:
         profiled(scheduler, profile)
+    if sampler is not None:
+        sampled(scheduler, sampler)
     began = time.process_time()
     result = simulate(workload, scheduler, seed=seed)
     cpu = time.process_time() - began
@@ -81,7 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--schedulers", default="srpt,default?budget=none,default")
     ap.add_argument("--rounds", action="store_true", help="list every round")
     ap.add_argument("--profile", type=float, default=None, metavar="AT", help="profile a round")
+    ap.add_argument("--sample", action="store_true", help="sample where the rounds' time goes")
     args = ap.parse_args(argv)
+    sampler = Sampler() if args.sample else None
     options = WorkloadOptions(
         num_executors=args.executors,
         interarrival=args.interarrival,
@@ -89,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
         tpch_dir=args.tpch_dir,
     )
     workload = build(args.workload, args.seed, options)
-    runs = [run(workload, spec, args.seed, args.profile) for spec in args.schedulers.split(",")]
+    specs = args.schedulers.split(",")
+    runs = [run(workload, spec, args.seed, args.profile, sampler) for spec in specs]
     base = runs[0]["cpu"]
     print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
     print(f"{'scheduler':32} {'run CPU s':>9} {'× first':>8} {'rounds':>6} {'their CPU s':>11} "
@@ -108,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"{c.cpu_seconds:.2f} s, {len(c.scores)} candidates ({len(c.cut)} cut), "
                     f"{c.candidate} ({c.reason})"
                 )
+    if sampler is not None:
+        sampler.report()
 
 
 if __name__ == "__main__":

@@ -141,3 +141,20 @@ def test_window_lags_count_only_full_windows_that_scored_the_best(brain) -> None
         choice(250, {"srpt": 9.0}),  # the best left out of the round: not counted
     ]
     assert brain.window_lags(run, "fair", 200) == pytest.approx([0.0, 0.05])
+
+
+def test_brain_only_pairs_a_rule_against_a_run_before_seed_by_seed(brain) -> None:
+    only = load_benchmark("brain_only")  # (after `brain`: it imports the modules beside it)
+
+    def run(mean: float, cpu: list[float]) -> dict[str, object]:
+        return {"mean": mean, "followed": [], "why": [], "round_cpu": cpu}
+
+    before = {"a": {"1": run(100.0, [2.0, 2.0]), "2": run(50.0, [1.0])}}
+    after = {"a": {"1": run(101.0, [1.0]), "2": run(49.0, [0.5])}, "b": {"1": run(9.0, [])}}
+    lines = only.paired(before, after)
+    assert lines[0] == (
+        "a: mean JCT -0.50 % ± 1.50 over 2 seeds (per seed +1.00, -2.00); "
+        "rounds' CPU 5.0 s -> 1.5 s"
+    )
+    assert lines[1].startswith("all: mean JCT -0.50 % ± 1.50 over 2 runs;")
+    assert len(lines) == 2  # ("b" has no run before: not paired)

@@ -1,6 +1,7 @@
 """What a portfolio's round may cost (`PortfolioConfig.budget`, `hourly`): the window's
 running workflows trimmed to a modelled budget (`replay.trim`), and a credit per hour of
-the scheduler's clock (`state.Credit`), with known answers."""
+the scheduler's clock (`state.Credit`), and the pace after rounds on full windows
+(`backoff_full`), with known answers."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from idlegate.policy.portfolio.replay import (
     trim,
 )
 from idlegate.policy.portfolio.state import Credit
+from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival, simulate
 from idlegate.sim.workloads import build_workload
 from tests.helpers import dag
@@ -108,3 +110,39 @@ def test_a_budget_of_nothing_keeps_two_workflows_and_the_rounds_say_what_they_le
     from idlegate.evaluation.console import _left
 
     assert "out of the window to fit its budget" in _left(said[0].to_dict())
+
+
+def _jobs(prefix: str, count: int) -> list[JobArrival]:
+    return [JobArrival(float(i), f"{prefix}{i}", dag(("a", 1, 1.0, []))) for i in range(count)]
+
+
+def _due_after(brain: PortfolioScheduler, prefix: str) -> int:
+    """Workflows recorded, ten at a time, until a round is due; then that round, adopted
+    (every candidate ties on jobs of one size: each round keeps the one followed)."""
+    recorded = 0
+    while not brain.needs_replay(0.0):
+        brain.record(_jobs(f"{prefix}{recorded}-", 10))
+        recorded += 10
+    choice = brain.replay(brain.request(Cluster(1)))
+    brain.adopt(choice)
+    assert choice.candidate == choice.previous == "srpt"
+    return recorded
+
+
+@pytest.mark.parametrize(("window", "full", "paces"), [
+    # the first round, on 10 of 20: not full, the stretch up to `backoff` (2); then full
+    (20, "8", [10, 20, 40, 80, 80]),  # on full windows the stretch doubles up to 8
+    (20, None, [10, 20, 40, 80, 160]),  # the default: up to 16
+    (20, "none", [10, 20, 20, 20, 20]),  # `backoff` alone: up to 2
+    (200, "8", [10, 20, 20, 20, 20]),  # a window never full: `backoff`'s pace
+])  # fmt: skip
+def test_rounds_that_keep_the_leader_on_a_full_window_back_off_up_to_backoff_full(
+    window: int, full: str | None, paces: list[int]
+) -> None:
+    brain = make_scheduler(
+        "portfolio?candidates=srpt&replayer=worker&records=fed&start=srpt&min_window=2"
+        f"&confidence=0&every=10&period=none&backoff=2&window={window}"
+        + ("" if full is None else f"&backoff_full={full}")
+    )
+    assert isinstance(brain, PortfolioScheduler)
+    assert [_due_after(brain, f"r{i}-") for i in range(5)] == paces

@@ -103,6 +103,7 @@ import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import numpy as np
@@ -509,7 +510,9 @@ class AnalyticIdleScheduler:
         l1 = max(job.remaining_work / (job.held + n), job.remaining_cp)
         pool = effective_executors(view, [j.dag for j in view.jobs])
         est = estimate_arrivals(view.arrival_log, view.now, pool, cfg)
-        width = float(np.median([j.average_width for j in view.jobs]))
+        # (statistics.median: numpy's value, the middle one or the mean of the two, for
+        # less than np.median's array and partition, asked at every question of a replay)
+        width = median([j.average_width for j in view.jobs])
         k2 = min(float(n), max(1.0, width))
         release = expected_first_release(view.jobs) if cfg.account_busy else math.inf
         d, gain = best_idle(l1, est.works / k2, est.rate, cfg, release)
@@ -531,10 +534,12 @@ class AnalyticIdleScheduler:
         n = min(n, stage.remaining, room)
         if n != room or n <= 0:
             return 0
-        if any(s.idle_until is not None for j in view.jobs for s in j.stages):
-            return 0
         others = view.runnable_stages()
         if len(others) != 1 or others[0] is not stage:
+            return 0
+        # (last: a pass over every stage of every job, where the one above is over the
+        # jobs' runnable lists; the conditions are pure, so their order is no answer's)
+        if any(s.idle_until is not None for j in view.jobs for s in j.stages):
             return 0
         return n
 

@@ -36,6 +36,7 @@ DYNAMIC_COLUMNS: Final = [
     for name in ("remaining_tasks", "executors", "remaining_work", "delayed", "idling", "progress")
 ]
 """Stage columns that change with the state (the rest come from the DAG)."""
+_DYNAMIC: Final = np.array(DYNAMIC_COLUMNS, dtype=np.intp)
 
 
 class DagColumns:
@@ -158,7 +159,9 @@ class JobRows:
             )
         block = self.block
         if dynamic:
-            block[np.ix_(rows, DYNAMIC_COLUMNS)] = dynamic
+            # (a column of rows against the columns: the cells of np.ix_, without its
+            # two index arrays, at each decision of a learned candidate's replay)
+            block[np.asarray(rows, dtype=np.intp)[:, None], _DYNAMIC] = dynamic
         # The runnable list is part of the signature, so the mask columns can be cached
         # too; only gang stages and stages with a demand on the pool's resources depend
         # on what is free, and they are set per call.

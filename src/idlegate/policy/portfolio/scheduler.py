@@ -721,7 +721,10 @@ class PortfolioScheduler:
         if kept and choice.early:
             return  # (the pace is that of the rounds on finished workflows)
         if kept:
-            pace.stretch = min(pace.stretch * 2, self.config.backoff)
+            cfg, most = self.config, self.config.backoff
+            if cfg.backoff_full is not None and choice.workflows - choice.running >= cfg.window:
+                most = cfg.backoff_full  # (a round on a full window: `backoff_full`)
+            pace.stretch = min(pace.stretch * 2, most)
         else:
             pace.stretch = 1
             self.switches += 1
