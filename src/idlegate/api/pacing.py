@@ -11,8 +11,12 @@
   recorder): an Event equal to one said before on the same object (type, reason and
   message) is no new Event, it adds to that one's ``count`` and moves its
   ``lastTimestamp`` (`Series`), written by one PATCH at most every `SERIES_SECONDS` from
-  its post (a burst's repeats are one write, after the burst); and an object gets at most `per_object` distinct Events, after
-  which only the first of each new type and reason is posted. The operator's messages
+  its post (a burst's repeats are one write, after the burst); an Event said while one of
+  the same type and reason on the same object waits to be posted (`EventBook.join`) is
+  joined to it: one Event says both, its ``count`` the times said, its ``firstTimestamp``
+  the first's and ``lastTimestamp`` the last's (a flood's burst of decisions about one
+  workflow is one request, not one each); and an object gets at most `per_object` distinct
+  Events, after which only the first of each new type and reason is posted. The operator's messages
   repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
   of Events. An Event is named after what makes it equal (`event_name`), so the API server
   itself refuses an equal one (409) that a restarted operator posts again with its book
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from idlegate.api.status import MAX_MESSAGE
 from idlegate.api.task_pods import Owner
 from idlegate.sim.timestamps import stamp
 
@@ -100,6 +105,17 @@ class Series:
     """Loop time it was posted, then the last write of its count started."""
     pending: bool = False
     """A write of its count is armed or queued."""
+    waits: dict[tuple[str, str], Series] | None = None
+    """While its post waits (`EventBook.join`): its object's Events waiting to be posted,
+    where it is, by type and reason."""
+
+    def posted(self) -> dict[str, Any]:
+        """Its post starts: the Event as it is to be posted, what was joined to it too
+        (later ones said of its object are Events of their own, or its count)."""
+        if self.waits is not None:
+            self.waits.pop((self.body["type"], self.body["reason"]), None)
+            self.waits = None
+        return {**self.body, "count": self.count, "lastTimestamp": self.last}
 
     def patch(self) -> dict[str, Any]:
         """The merge patch writing its count and last time (core/v1 Event)."""
@@ -110,16 +126,25 @@ class Series:
 class _Book:
     said: dict[tuple[str, str, str], Series] = field(default_factory=dict)
     reasons: set[tuple[str, str]] = field(default_factory=set)
+    waits: dict[tuple[str, str], Series] = field(default_factory=dict)
 
 
 class EventBook:
     """The Events said of each object, the least recent objects forgotten beyond `size`;
-    they are posted by `component`'s replica `instance`."""
+    they are posted by `component`'s replica `instance`. With `join`, an Event said while
+    one of the same type and reason on the same object waits to be posted is joined to it
+    (its message added, if the two fit in `MAX_MESSAGE`; the caller says when the post
+    starts, `Series.posted`)."""
 
     def __init__(
-        self, per_object: int, component: str, instance: str, size: int = MAX_BOOKS
+        self,
+        per_object: int,
+        component: str,
+        instance: str,
+        size: int = MAX_BOOKS,
+        join: bool = False,
     ) -> None:
-        self.per_object, self.size = per_object, size
+        self.per_object, self.size, self.join = per_object, size, join
         self.component, self.instance = component, instance
         self._books: OrderedDict[str, _Book] = OrderedDict()
 
@@ -136,6 +161,12 @@ class EventBook:
         while len(self._books) > self.size:
             self._books.popitem(last=False)
         series = book.said.get(said)
+        waiting = book.waits.get(said[:2]) if series is None else None
+        if waiting is not None:  # (joined to the one waiting to be posted, if it fits)
+            message = f"{waiting.body['message']} {said[2]}"
+            if len(message) <= MAX_MESSAGE:
+                waiting.body = {**waiting.body, "message": message}
+                series = book.said[said] = waiting
         if series is not None:
             series.count += 1
             series.last = stamp(wall)
@@ -146,7 +177,17 @@ class EventBook:
         body = event_body(owner, name, said, stamp(wall), (self.component, self.instance))
         series = book.said[said] = Series(name, body, last=stamp(wall), patched=at)
         book.reasons.add((said[0], said[1]))
+        if self.join:
+            series.waits, book.waits[said[:2]] = book.waits, series
         return series
+
+
+def pause_after(cost: float, least: float = 0.0) -> float:
+    """Seconds the next run of a repeated costly job (a remap of thousands of steps, a
+    reading of a thousand nodes) waits after one that took `cost` seconds of CPU: nine
+    times that, so it takes a tenth of a core at most, once it took over 10 ms (a small
+    one never waits); at least `least`."""
+    return max(least, 9 * cost) if cost > 0.01 else least
 
 
 def event_name(name: str, key: str, type_: str, reason: str, message: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from idlegate.api import notices
 from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
+from idlegate.api.pacing import pause_after
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -69,7 +70,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import ExternalJob, pause_after
+from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
