@@ -161,12 +161,11 @@ class EventBook:
         while len(self._books) > self.size:
             self._books.popitem(last=False)
         series = book.said.get(said)
-        waiting = book.waits.get(said[:2]) if series is None else None
-        if waiting is not None:  # (joined to the one waiting to be posted, if it fits)
+        if series is None and (waiting := book.waits.get(said[:2])) is not None:
             message = f"{waiting.body['message']} {said[2]}"
-            if len(message) <= MAX_MESSAGE:
+            if len(message) <= MAX_MESSAGE:  # (joined to the one waiting to be posted)
                 waiting.body = {**waiting.body, "message": message}
-                series = book.said[said] = waiting
+                series = waiting
         if series is not None:
             series.count += 1
             series.last = stamp(wall)

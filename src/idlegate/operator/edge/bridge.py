@@ -256,6 +256,17 @@ class Bridge:
         self._last = max(self._last, self.settings.clock.now())
         return self._last
 
+    def round_soon(self) -> None:
+        """One round at the loop turn's end for the workflows admitted in it (`Core.round_due`):
+        a burst of arrivals is one round, as the simulator's arrivals at one time are."""
+        if not self.core.round_due:
+            self.core.round_due = True
+            asyncio.get_running_loop().call_soon(self._round_now)
+
+    def _round_now(self) -> None:
+        self.core.round_due = False
+        self.handle(Schedule(force=False))
+
     def handle(self, event: Event | Outcome) -> None:
         """Hand the core `event`, now, and carry out its answer."""
         try:
