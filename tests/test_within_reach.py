@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
@@ -109,18 +110,24 @@ def test_a_workflow_that_must_wait_gets_one_event_at_its_admission() -> None:
     )
 
 
+@pytest.mark.looptime
 @pytest.mark.asyncio
-async def test_a_burst_of_arrivals_in_one_loop_turn_is_one_round_and_an_accepted_event_each():
+async def test_a_burst_of_arrivals_is_one_round_and_an_accepted_event_each():
     """Three workflows admitted in one turn of the loop (kopf's create handler: `soon`) are
     decided by one round at its end, as the simulator's arrivals at one time are: the first
-    starts, and each gets its Accepted Event, the two that wait with why (no Waiting)."""
+    starts, and each gets its Accepted Event, the two that wait with why (no Waiting). Two
+    more right after are decided by one round `ARRIVALS_ROUND` after that one."""
     h = harness(pool=1)
     rounds = []
     decide = h.core.decider.decide
     h.core.decider.decide = lambda *a: rounds.append(a) or decide(*a)  # type: ignore[method-assign]
-    for name in ("w0", "w1", "w2"):
+
+    def submit(name: str) -> None:
         body = h.kube.add_workflow(name, {"stages": [stage("a")]})
         h.pools.admit(copy.deepcopy(body), *h.indexed(body), soon=True)
+
+    for name in ("w0", "w1", "w2"):
+        submit(name)
     assert rounds == [] and h.kube.events == []  # (the round comes at the turn's end)
     await asyncio.sleep(0)
     await h.settle()
@@ -134,5 +141,10 @@ async def test_a_burst_of_arrivals_in_one_loop_turn_is_one_round_and_an_accepted
         "Pending",
         "Pending",
     ]
-    h.admit(h.kube.add_workflow("w3", {"stages": [stage("a")]}))  # (alone: its round at once)
-    assert len(rounds) == 2
+    submit("w3")
+    submit("w4")
+    await asyncio.sleep(ARRIVALS_ROUND / 2)
+    assert len(rounds) == 1  # (not before 0.2 s after the last)
+    await asyncio.sleep(ARRIVALS_ROUND / 2)
+    await h.settle()
+    assert len(rounds) == 2 and h.kube.reasons("w3") == h.kube.reasons("w4") == ["Accepted"]

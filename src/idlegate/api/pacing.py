@@ -48,6 +48,11 @@ SERIES_SECONDS = 30.0
 """Least seconds from an Event's post to the first write of its count, and between two
 (client-go's series write the second occurrence at once and later ones every 30 minutes;
 the count here is current to half a minute, and repeats in a burst cost one write)."""
+ARRIVALS_ROUND = 0.2
+"""Least loop seconds between two rounds for arrivals (`Bridge.round_soon`): a workflow
+submitted alone is decided at once; a flood, which kopf hands the operator over several
+seconds (a turn of its loop each), by a round every 0.2 s with all admitted since, not by
+a round each, as the simulator decides the arrivals of one time in one round."""
 MAX_BOOKS = 4096
 """Objects whose Events are remembered (the least recent are forgotten)."""
 

@@ -166,8 +166,8 @@ class Core(Lifecycle):
         self.accepted: dict[Job, PostEvent] = {}
         """The Accepted Events of this handling's admissions, which a first Waiting joins."""
         self.round_due = False
-        """A round comes at the loop turn's end (`Bridge.round_soon`): the Accepted Events
-        meanwhile wait in `unsaid`, said before its Events (or by a handling with none)."""
+        """A round for arrivals is due (`Bridge.round_soon`): the Accepted Events meanwhile
+        wait in `unsaid`, said before its Events (or by a handling with none)."""
         self.unsaid = Outbox()
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
