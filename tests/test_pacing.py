@@ -80,9 +80,10 @@ def test_an_event_said_while_one_of_its_reason_waits_to_be_posted_is_joined_to_i
     waiting = book.record(owner, ("Normal", "Waiting", "Stage 'd' waits."), T0 + 2, 2)
     assert joined is first and first.count == 2  # (one Event says both)
     assert waiting is not None and waiting is not first  # (another reason: its own)
-    too_long = book.record(owner, ("Normal", "Released", "x" * 1024), T0 + 3, 3)
+    too_long = book.record(owner, ("Normal", "Released", "x" * 1010), T0 + 3, 3)
     assert too_long is not None and too_long.count == 1  # (not joined: it would not fit)
-    body = first.posted()
+    body = first.posted()  # (the one waiting now is `too_long`: it still takes what comes)
+    assert book.record(owner, ("Normal", "Released", "y"), T0 + 4, 4) is too_long
     assert body["message"] == "Stage 'b': 1. Stage 'c': 1."
     assert (body["count"], body["firstTimestamp"], body["lastTimestamp"]) == (
         2,

@@ -16,9 +16,9 @@
   joined to it: one Event says both, its ``count`` the times said, its ``firstTimestamp``
   the first's and ``lastTimestamp`` the last's (a flood's burst of decisions about one
   workflow is one request, not one each); and an object gets at most `per_object` distinct
-  Events, after which only the first of each new type and reason is posted. The operator's messages
-  repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
-  of Events. An Event is named after what makes it equal (`event_name`), so the API server
+  Events, after which only the first of each new type and reason is posted. The
+  operator's messages repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000
+  tasks leaves a handful of Events. An Event is named after what makes it equal (`event_name`), so the API server
   itself refuses an equal one (409) that a restarted operator posts again with its book
   empty (the count it writes later is the one it saw since its start).
 * `Priority` and `Slots`: in what order the writes ready at once take the API client's
@@ -117,9 +117,10 @@ class Series:
     def posted(self) -> dict[str, Any]:
         """Its post starts: the Event as it is to be posted, what was joined to it too
         (later ones said of its object are Events of their own, or its count)."""
-        if self.waits is not None:
-            self.waits.pop((self.body["type"], self.body["reason"]), None)
-            self.waits = None
+        key = (self.body["type"], self.body["reason"])
+        if self.waits is not None and self.waits.get(key) is self:  # (not one after it)
+            del self.waits[key]
+        self.waits = None
         return {**self.body, "count": self.count, "lastTimestamp": self.last}
 
     def patch(self) -> dict[str, Any]:
