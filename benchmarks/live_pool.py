@@ -49,10 +49,14 @@ on its metrics port) is asked every SECONDS wall seconds from the first submissi
 last end, and how long its answers took is printed under each run. With `--burn N`, N
 CPU-bound processes run beside it all; with `--against DIR/src` the same
 scenario runs with that checkout's operator too (its sources on the operator's path; the
-API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times.
+API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times;
+with `--variant FLAGS` this checkout's operator runs it once more given FLAGS besides (e.g.
+``--variant=--gated-workflows-ahead=0``), in the same turn. Under each run: the operator's
+write requests in the flood's first `BURST` seconds, by what they wrote.
 
     python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
         [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--visibility 4]
+        [--variant=--gated-workflows-ahead=0]
         [--json out.json]
 
 (run from the repository root: the script imports the test API server from tests/k8s).
@@ -71,13 +75,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from benchmarks.live_figures import Figures, Recorder, figures, quantile
+from benchmarks.live_figures import Figures, Recorder, category, figures, quantile
 from benchmarks.live_operator import (
     POOLS,
     ROOT,
@@ -256,10 +260,11 @@ def run(
     log: Any,
     flood_seconds: float = 4.0,
     visibility: float | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """One run of the scenario (the module docstring) under `policy` with `src`'s operator,
-    the flood's tasks `flood_seconds` long, its visibility API asked every `visibility`
-    wall seconds (None: never): its figures."""
+    """One run of the scenario (the module docstring) under `policy` with `src`'s operator
+    given the flags `extra` besides, the flood's tasks `flood_seconds` long, its visibility
+    API asked every `visibility` wall seconds (None: never): its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         nodes = [node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY) for i in range(NODE_COUNT)]
         prepare(api, [*TEAMS.values(), *ALONE.values()], nodes)
@@ -270,7 +275,7 @@ def run(
                 for ns in [*TEAMS.values(), *ALONE.values()]:
                     stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
                 served = [*TEAMS.values(), *ALONE.values()]
-                flags = [f"--pool-size={POOL_PODS}"]
+                flags = [f"--pool-size={POOL_PODS}", *extra]
                 proc, port = stack.enter_context(
                     operator_process(api, src, speed, anchor, log, served, flags)
                 )
@@ -311,10 +316,30 @@ def run(
         "wall_seconds": wall,
         "load": os.getloadavg()[0],
         "flooded": flooded,
+        "burst": burst_requests(writes, flooded),
         "loop": {k: loop_after[k] - loop_before.get(k, 0.0) for k in loop_after},
         "visibility": answers,
         "visibility_asks": 0 if visibility is None else int(wall // visibility),
     }
+
+
+def burst_requests(writes: list[Any], flooded: float) -> dict[str, int]:
+    """The operator's write requests by what they wrote (`category`) in the `BURST` wall
+    seconds from the flood's submission (`flooded`, epoch) on."""
+    found = Counter(category(w) for w in writes if flooded <= w.t < flooded + BURST)
+    return dict(sorted(found.items()))
+
+
+def burst_line(result: dict[str, Any]) -> str:
+    """The operator's write requests in the flood's first `BURST` seconds, a pod (of the
+    run's pods created) and in all, by what they wrote."""
+    burst, pods = result["burst"], max(result["figures"].pods, 1)
+    kinds = ("pod creates", "pod patches", "events", "status", "pool status")
+    said = ", ".join(f"{k} {burst.get(k, 0)}" for k in kinds)
+    return (
+        f"first {BURST:g} s after the flood: {sum(burst.values()) / pods:.2f} requests a pod "
+        f"({said})"
+    )
 
 
 def seconds(value: float | None) -> str:
@@ -371,6 +396,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         type=float,
         help="ask the operator's visibility API every so many wall seconds (default: never)",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="operator flags (one string) this checkout also runs with, in turn, e.g. "
+        "'--gated-workflows-ahead=0'",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
     args = parser.parse_args(argv)
@@ -387,18 +419,23 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"--burn {args.burn}",
         f"--runs {args.runs}",
         *([f"--visibility {args.visibility:g}"] if args.visibility else []),
+        *(f"--variant={shlex.quote(v)}" for v in args.variant),
         *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
     ]
     print(" ".join(command), flush=True)
     print(HEADER, flush=True)
+    codes = [
+        (sources[0], "this", ()),
+        *((sources[0], v, tuple(shlex.split(v))) for v in args.variant),
+        *((src, src.parent.name, ()) for src in sources[1:]),
+    ]
     results = []
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
     with log, burning(args.burn):
         for policy in args.policies.split(","):
             for _ in range(args.runs):
-                for src in sources:
-                    code = "this" if src == sources[0] else src.parent.name
+                for src, code, extra in codes:
                     try:
                         result = run(
                             policy,
@@ -408,6 +445,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             log,
                             args.flood_seconds,
                             args.visibility,
+                            extra,
                         )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
@@ -417,10 +455,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     )
                     print(f"{'':24}operator CPU s: {spent}", flush=True)
                     print(f"{'':24}{after_burst(result)}", flush=True)
+                    print(f"{'':24}{burst_line(result)}", flush=True)
                     print(f"{'':24}{loop_line(result)}", flush=True)
                     if args.visibility:
                         print(f"{'':24}{visibility_line(result)}", flush=True)
-                    results.append({**result, "code": str(src)})
+                    results.append({**result, "code": str(src), "flags": list(extra)})
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
@@ -497,8 +536,10 @@ def jsonable(result: dict[str, Any]) -> dict[str, Any]:
         **{k: v for k, v in result.items() if k != "figures"},
         "pods": f.pods,
         "watch_lags": f.watch_lags,
+        "watch_at": f.watch_at,
         "unanswered": f.unanswered,
         "event_lags": f.event_lags,
+        "event_at": f.event_at,
         "binds": f.binds,
         "requests": dict(f.requests),
     }

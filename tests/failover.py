@@ -64,7 +64,7 @@ SCENARIOS = ("kill", "term", "term-both", "same-name")
 TERM_GAP = 0.3
 """Seconds between the SIGTERMs of the leader and of the standby (`term-both`)."""
 OPERATOR_AGENT = re.compile(r"idlegate/\S+ \((?P<identity>.*)\)")
-"""The User-Agent of the operator's client (idlegate.operator.edge.kube.user_agent)."""
+"""The User-Agent of the operator's client (idlegate.api.paths.user_agent)."""
 
 
 class Timeline:

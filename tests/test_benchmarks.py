@@ -524,6 +524,30 @@ def test_live_pool_says_the_lags_after_the_floods_burst_apart() -> None:
     )
 
 
+def test_live_pool_counts_the_requests_of_the_floods_first_seconds() -> None:
+    live_figures, live = load_benchmark("live_figures"), load_benchmark("live_pool")
+    t0 = 1_000_000.0
+
+    def request(t: float, method: str, kind: str, sub: str = "") -> object:
+        return live_figures.Request(t0 + t, method, kind, "team-a", "x", sub, 200, 1)
+
+    writes = [
+        request(-1, "POST", "events"),  # (before the flood)
+        request(0, "POST", "events"),
+        request(2, "POST", "pods"),
+        request(3, "PATCH", "pods"),
+        request(29, "PATCH", "dagworkflows", "status"),
+        request(30, "PATCH", "executorpools", "status"),  # (after its first 30 s)
+    ]
+    burst = live.burst_requests(writes, t0)
+    assert burst == {"events": 1, "pod creates": 1, "pod patches": 1, "status": 1}
+    found = live_figures.Figures(2, [], 0, [], [], Counter())
+    assert live.burst_line({"burst": burst, "figures": found}) == (
+        "first 30 s after the flood: 2.00 requests a pod (pod creates 1, pod patches 1, "
+        "events 1, status 1, pool status 0)"
+    )
+
+
 def test_live_pool_says_how_the_visibility_api_answered() -> None:
     live = load_benchmark("live_pool")
     answered = {"visibility": [0.004, 0.012, 0.008], "visibility_asks": 4}

@@ -129,8 +129,11 @@ def test_diamond_completes_with_the_right_jct(api, ns, kubelet, monitor):
             env["STAGE_NAME"] == labels["idlegate.io/stage"] and env["WORKFLOW_NAME"] == "diamond"
         )
     assert monitor.max_total <= 4 and not monitor.duplicates
-    reasons = Counter(e["reason"] for e in events_of(api, ns, "diamond"))
-    assert reasons["Accepted"] == 1 and reasons["Succeeded"] == 1 and reasons["Released"] >= 4
+    said = events_of(api, ns, "diamond")
+    reasons = Counter(e["reason"] for e in said)
+    released = sum(e.get("count", 1) for e in said if e["reason"] == "Released")
+    assert reasons["Accepted"] == 1 and reasons["Succeeded"] == 1 and released >= 4  # (joined:
+    # b's and c's releases of one round, said while the first waited, are one Event, counted)
     assert (
         op.metrics.value("idlegate_workflow_completion_time_seconds_count", result="succeeded") == 1
     )

@@ -361,11 +361,13 @@ def test_equal_events_are_posted_once_and_a_workflows_events_are_bounded():
         owner = Owner("default", "wf", "uid-x")
         for _ in range(5):
             h.bridge.carry([PostEvent(owner, "Normal", "Same", "the same message")])
-        for n in range(4):
+        for n in range(4):  # (each posted before the next: not joined to one waiting)
             h.bridge.carry([PostEvent(owner, "Warning", "TaskRetry", f"retry {n}")])
+            await h.settle()
         h.bridge.carry([PostEvent(owner, "Normal", "Succeeded", "done")])
         await h.settle()
         posted = [(e["type"], e["reason"], e["message"]) for e in h.kube.events]
+        assert h.kube.events[0]["count"] == 5  # (said while its post waited: in it)
         assert posted == [
             ("Normal", "Same", "the same message"),
             ("Warning", "TaskRetry", "retry 0"),

@@ -71,6 +71,33 @@ def test_an_event_said_again_is_its_series_and_an_objects_events_are_bounded():
     assert other is not None and other.count == 1  # (another object's)
 
 
+def test_an_event_said_while_one_of_its_reason_waits_to_be_posted_is_joined_to_it():
+    book = EventBook(30, "idlegate", "r", join=True)
+    owner = Owner("default", "w", "uid-w")
+    first = book.record(owner, ("Normal", "Released", "Stage 'b': 1."), T0, 0)
+    assert first is not None and first.count == 1  # (a new Event: its post is asked for)
+    joined = book.record(owner, ("Normal", "Released", "Stage 'c': 1."), T0 + 2, 2)
+    waiting = book.record(owner, ("Normal", "Waiting", "Stage 'd' waits."), T0 + 2, 2)
+    assert joined is first and first.count == 2  # (one Event says both)
+    assert waiting is not None and waiting is not first  # (another reason: its own)
+    too_long = book.record(owner, ("Normal", "Released", "x" * 1010), T0 + 3, 3)
+    assert too_long is not None and too_long.count == 1  # (not joined: it would not fit)
+    body = first.posted()  # (the one waiting now is `too_long`: it still takes what comes)
+    assert book.record(owner, ("Normal", "Released", "y"), T0 + 4, 4) is too_long
+    assert body["message"] == "Stage 'b': 1. Stage 'c': 1."
+    assert (body["count"], body["firstTimestamp"], body["lastTimestamp"]) == (
+        2,
+        "2023-11-14T22:13:20Z",
+        "2023-11-14T22:13:22Z",
+    )
+    later = book.record(owner, ("Normal", "Released", "Stage 'b': 2."), T0 + 5, 5)
+    assert later is not None and later.count == 1  # (posted: a new Event again)
+    plain = EventBook(30, "idlegate", "r")  # (without join: each message its own Event)
+    plain.record(owner, ("Normal", "Released", "one"), T0, 0)
+    two = plain.record(owner, ("Normal", "Released", "two"), T0, 0)
+    assert two is not None and two.count == 1
+
+
 def test_the_least_recent_objects_are_forgotten():
     book = EventBook(30, "idlegate", "r", size=1)
     a, b = Owner("default", "a", "uid-a"), Owner("default", "b", "uid-b")
@@ -163,3 +190,52 @@ async def test_a_release_write_lag_is_from_its_decision_to_the_writes_end():
     assert e.metrics.value("idlegate_write_lag_seconds_bucket", write="release", le="2.0") == 0
     assert e.metrics.value("idlegate_write_lag_seconds_bucket", write="release", le="5.0") == 1
     assert e.metrics.value("idlegate_write_lag_seconds_count", write="pod") == 0
+
+
+@pytest.mark.looptime
+@pytest.mark.asyncio
+async def test_events_said_of_a_workflow_while_its_post_waits_are_one_event():
+    """The one connection is held 3 s: three Released of workflow w and a Waiting said
+    meanwhile are two Events (each reason's messages joined, counted), another workflow's
+    its own; one said after the post is a new Event, and no count is patched later."""
+    e = Edge(concurrency=1)
+    w, _ = e.workflow("w")
+    v, _ = e.workflow("v")
+    held = asyncio.get_running_loop().create_future()
+    e.lanes.submit("x", Op("busy", lambda api: held), lane="busy")
+    await asyncio.sleep(0)
+    for n in (1, 2, 3):
+        e.applier.apply([PostEvent(w, "Normal", "Released", f"Released {n} of 3.")])
+        await asyncio.sleep(0.5)
+    e.applier.apply([PostEvent(w, "Normal", "Waiting", "Stage 'c' waits.")])
+    e.applier.apply([PostEvent(v, "Normal", "Released", "Released 1 of 3.")])
+    asyncio.get_running_loop().call_later(3.0, held.set_result, None)
+    await e.settle()
+    said = {(x["involvedObject"]["name"], x["reason"]): x for x in e.kube.events}
+    released = said[("w", "Released")]
+    assert released["message"] == "Released 1 of 3. Released 2 of 3. Released 3 of 3."
+    assert released["count"] == 3  # (its first and last times: the known answer above)
+    assert said[("w", "Waiting")]["count"] == 1 and said[("v", "Released")]["count"] == 1
+    assert e.kube.calls.count("create_event") == 3
+    e.applier.apply([PostEvent(w, "Normal", "Released", "Released 1 of 2.")])
+    await asyncio.sleep(SERIES_SECONDS * 2)
+    await e.settle()
+    assert e.kube.calls.count("create_event") == 4 and "patch_event" not in e.kube.calls
+
+
+@pytest.mark.looptime
+@pytest.mark.asyncio
+async def test_an_event_dropped_unsent_takes_no_later_one_with_it():
+    """An Event whose post waits is dropped with its workflow's writes (the workflow left):
+    one of the same reason said after is posted, not joined to the one never sent."""
+    e = Edge(concurrency=1)
+    w, _ = e.workflow("w")
+    held = asyncio.get_running_loop().create_future()
+    e.lanes.submit("x", Op("busy", lambda api: held), lane="busy")
+    await asyncio.sleep(0)
+    e.applier.apply([PostEvent(w, "Normal", "Suspended", "Suspended.")])
+    e.applier.cancel(w)
+    e.applier.apply([PostEvent(w, "Normal", "Suspended", "Suspended again.")])
+    held.set_result(None)
+    await e.settle()
+    assert [x["message"] for x in e.kube.events] == ["Suspended again."]

@@ -9,8 +9,13 @@ waits), not Accepted then Waiting. Over the operator's pure core, in its own tim
 
 from __future__ import annotations
 
+import asyncio
+import copy
 from typing import Any
 
+import pytest
+
+from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
@@ -20,6 +25,7 @@ from idlegate.operator.core.intents import CreatePod, PostEvent, RemoveGate
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.spec import StageSpec
+from tests.operator_fakes import harness, stage
 
 T0 = 1_700_000_000.0
 SPEC = {"name": "a", "tasks": 1, "taskDurationSeconds": 10.0}
@@ -102,3 +108,43 @@ def test_a_workflow_that_must_wait_gets_one_event_at_its_admission() -> None:
         "pool of 1 executors. Stage 'a' is runnable and waits for an executor: all 1 "
         "executors of the pool are busy."
     )
+
+
+@pytest.mark.looptime
+@pytest.mark.asyncio
+async def test_a_burst_of_arrivals_is_one_round_and_an_accepted_event_each():
+    """Three workflows admitted in one turn of the loop (kopf's create handler: `soon`) are
+    decided by one round at its end, as the simulator's arrivals at one time are: the first
+    starts, and each gets its Accepted Event, the two that wait with why (no Waiting). Two
+    more right after are decided by one round `ARRIVALS_ROUND` after that one."""
+    h = harness(pool=1)
+    rounds = []
+    decide = h.core.decider.decide
+    h.core.decider.decide = lambda *a: rounds.append(a) or decide(*a)  # type: ignore[method-assign]
+
+    def submit(name: str) -> None:
+        body = h.kube.add_workflow(name, {"stages": [stage("a")]})
+        h.pools.admit(copy.deepcopy(body), *h.indexed(body), soon=True)
+
+    for name in ("w0", "w1", "w2"):
+        submit(name)
+    assert rounds == [] and h.kube.events == []  # (the round comes at the turn's end)
+    await asyncio.sleep(0)
+    await h.settle()
+    assert len(rounds) == 1
+    assert h.kube.reasons("w0") == ["Accepted", "Released"]
+    assert h.kube.reasons("w1") == h.kube.reasons("w2") == ["Accepted"]
+    (said,) = [e["message"] for e in h.kube.events if e["involvedObject"]["name"] == "w2"]
+    assert "Stage 'a' is runnable and waits for an executor" in said
+    assert [h.kube.status(n).get("phase") for n in ("w0", "w1", "w2")] == [
+        "Running",
+        "Pending",
+        "Pending",
+    ]
+    submit("w3")
+    submit("w4")
+    await asyncio.sleep(ARRIVALS_ROUND / 2)
+    assert len(rounds) == 1  # (not before 0.2 s after the last)
+    await asyncio.sleep(ARRIVALS_ROUND / 2)
+    await h.settle()
+    assert len(rounds) == 2 and h.kube.reasons("w3") == h.kube.reasons("w4") == ["Accepted"]

@@ -11,10 +11,14 @@
   recorder): an Event equal to one said before on the same object (type, reason and
   message) is no new Event, it adds to that one's ``count`` and moves its
   ``lastTimestamp`` (`Series`), written by one PATCH at most every `SERIES_SECONDS` from
-  its post (a burst's repeats are one write, after the burst); and an object gets at most `per_object` distinct Events, after
-  which only the first of each new type and reason is posted. The operator's messages
-  repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000 tasks leaves a handful
-  of Events. An Event is named after what makes it equal (`event_name`), so the API server
+  its post (a burst's repeats are one write, after the burst); an Event said while one of
+  the same type and reason on the same object waits to be posted (`EventBook.join`) is
+  joined to it: one Event says both, its ``count`` the times said, its ``firstTimestamp``
+  the first's and ``lastTimestamp`` the last's (a flood's burst of decisions about one
+  workflow is one request, not one each); and an object gets at most `per_object` distinct
+  Events, after which only the first of each new type and reason is posted. The
+  operator's messages repeat equal (:mod:`idlegate.api.notices`), so a stage of 100,000
+  tasks leaves a handful of Events. An Event is named after what makes it equal (`event_name`), so the API server
   itself refuses an equal one (409) that a restarted operator posts again with its book
   empty (the count it writes later is the one it saw since its start).
 * `Priority` and `Slots`: in what order the writes ready at once take the API client's
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from idlegate.api.status import MAX_MESSAGE
 from idlegate.api.task_pods import Owner
 from idlegate.sim.timestamps import stamp
 
@@ -43,6 +48,11 @@ SERIES_SECONDS = 30.0
 """Least seconds from an Event's post to the first write of its count, and between two
 (client-go's series write the second occurrence at once and later ones every 30 minutes;
 the count here is current to half a minute, and repeats in a burst cost one write)."""
+ARRIVALS_ROUND = 0.2
+"""Least loop seconds between two rounds for arrivals (`Bridge.round_soon`): a workflow
+submitted alone is decided at once; a flood, which kopf hands the operator over several
+seconds (a turn of its loop each), by a round every 0.2 s with all admitted since, not by
+a round each, as the simulator decides the arrivals of one time in one round."""
 MAX_BOOKS = 4096
 """Objects whose Events are remembered (the least recent are forgotten)."""
 
@@ -100,6 +110,18 @@ class Series:
     """Loop time it was posted, then the last write of its count started."""
     pending: bool = False
     """A write of its count is armed or queued."""
+    waits: dict[tuple[str, str], Series] | None = None
+    """While its post waits (`EventBook.join`): its object's Events waiting to be posted,
+    where it is, by type and reason."""
+
+    def posted(self) -> dict[str, Any]:
+        """Its post starts: the Event as it is to be posted, what was joined to it too
+        (later ones said of its object are Events of their own, or its count)."""
+        key = (self.body["type"], self.body["reason"])
+        if self.waits is not None and self.waits.get(key) is self:  # (not one after it)
+            del self.waits[key]
+        self.waits = None
+        return {**self.body, "count": self.count, "lastTimestamp": self.last}
 
     def patch(self) -> dict[str, Any]:
         """The merge patch writing its count and last time (core/v1 Event)."""
@@ -110,16 +132,25 @@ class Series:
 class _Book:
     said: dict[tuple[str, str, str], Series] = field(default_factory=dict)
     reasons: set[tuple[str, str]] = field(default_factory=set)
+    waits: dict[tuple[str, str], Series] = field(default_factory=dict)
 
 
 class EventBook:
     """The Events said of each object, the least recent objects forgotten beyond `size`;
-    they are posted by `component`'s replica `instance`."""
+    they are posted by `component`'s replica `instance`. With `join`, an Event said while
+    one of the same type and reason on the same object waits to be posted is joined to it
+    (its message added, if the two fit in `MAX_MESSAGE`; the caller says when the post
+    starts, `Series.posted`)."""
 
     def __init__(
-        self, per_object: int, component: str, instance: str, size: int = MAX_BOOKS
+        self,
+        per_object: int,
+        component: str,
+        instance: str,
+        size: int = MAX_BOOKS,
+        join: bool = False,
     ) -> None:
-        self.per_object, self.size = per_object, size
+        self.per_object, self.size, self.join = per_object, size, join
         self.component, self.instance = component, instance
         self._books: OrderedDict[str, _Book] = OrderedDict()
 
@@ -136,6 +167,11 @@ class EventBook:
         while len(self._books) > self.size:
             self._books.popitem(last=False)
         series = book.said.get(said)
+        if series is None and (waiting := book.waits.get(said[:2])) is not None:
+            message = f"{waiting.body['message']} {said[2]}"
+            if len(message) <= MAX_MESSAGE:  # (joined to the one waiting to be posted)
+                waiting.body = {**waiting.body, "message": message}
+                series = waiting
         if series is not None:
             series.count += 1
             series.last = stamp(wall)
@@ -146,7 +182,17 @@ class EventBook:
         body = event_body(owner, name, said, stamp(wall), (self.component, self.instance))
         series = book.said[said] = Series(name, body, last=stamp(wall), patched=at)
         book.reasons.add((said[0], said[1]))
+        if self.join:
+            series.waits, book.waits[said[:2]] = book.waits, series
         return series
+
+
+def pause_after(cost: float, least: float = 0.0) -> float:
+    """Seconds the next run of a repeated costly job (a remap of thousands of steps, a
+    reading of a thousand nodes) waits after one that took `cost` seconds of CPU: nine
+    times that, so it takes a tenth of a core at most, once it took over 10 ms (a small
+    one never waits); at least `least`."""
+    return max(least, 9 * cost) if cost > 0.01 else least
 
 
 def event_name(name: str, key: str, type_: str, reason: str, message: str) -> str:

@@ -57,7 +57,6 @@ from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.kubeconfig import load_configuration
 from idlegate.operator.core.admission import AdmitLaterError
-from idlegate.operator.core.decider import followed
 from idlegate.operator.core.events import Forget, PodSeen
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
@@ -81,7 +80,7 @@ from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
-from idlegate.sim.protocol import Scheduler
+from idlegate.sim.protocol import Scheduler, followed
 
 log = logging.getLogger(__name__)
 
@@ -577,7 +576,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         if not fresh:  # (the rebuild admitted it, or found it finished or gone)
             return
         with _retried(AdmitLaterError):
-            pools.admit(plain(body), *operator.indexed(body))
+            pools.admit(plain(body), *operator.indexed(body), soon=True)
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry, id="spec", field="spec", when=ours)
     async def spec_changed(body: kopf.Body, **_: Any) -> None:

@@ -371,3 +371,9 @@ class JobRecord:
     @property
     def jct(self) -> float:
         return self.finish - self.arrival
+
+
+def followed(policy: Scheduler) -> str:
+    """The rule `policy` follows now: a planner's or a portfolio's (`following`), else itself."""
+    following = getattr(policy, "following", None)
+    return following if isinstance(following, str) else policy.name

@@ -21,6 +21,11 @@ def stamp(t: float) -> str:
     return f"{to_datetime(t):%Y-%m-%dT%H:%M:%SZ}"
 
 
+def micro_time(t: float) -> str:
+    """`t` (epoch seconds) as the API's MicroTime (RFC 3339, microseconds, UTC)."""
+    return f"{to_datetime(t):%Y-%m-%dT%H:%M:%S.%fZ}"
+
+
 def timestamp_precision(value: str) -> float:
     """Seconds of precision of an RFC 3339 timestamp: 1 for the API server's usual
     ``2024-01-01T00:00:00Z`` (metav1.Time), 0 for one with a fraction (metav1.MicroTime)."""

@@ -165,6 +165,10 @@ class Core(Lifecycle):
         """Workflows whose gated pods wait until they are within reach (`_within_reach`)."""
         self.accepted: dict[Job, PostEvent] = {}
         """The Accepted Events of this handling's admissions, which a first Waiting joins."""
+        self.round_due = False
+        """A round for arrivals is due (`Bridge.round_soon`): the Accepted Events meanwhile
+        wait in `unsaid`, said before its Events (or by a handling with none)."""
+        self.unsaid = Outbox()
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
         """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
@@ -254,6 +258,8 @@ class Core(Lifecycle):
                     self.drop(external)
             case StopTasks(victims, needed, reason, queue):
                 self.stop_tasks(victims, needed, reason, queue)
+        if not self.round_due:  # (no round came for the Accepted Events held: said now)
+            self.intents.intents += self.unsaid.take()
         return self.intents.take()
 
     def holding(self, owner: Owner) -> Any:
@@ -340,7 +346,8 @@ class Core(Lifecycle):
             self.metrics.admission_lag.observe(wf.admitted - wf.arrival)
             rule, capacity = self.decider.policy.name, self.cluster.capacity
             notice = notices.accepted(wf.dag, rule, self.settings, capacity)
-            self.accepted[wf.job] = self.intents.event(owner, *notice)
+            said = self.accepted[wf.job] = PostEvent(owner, *notice)
+            (self.unsaid if self.round_due else self.intents).add(said)
         if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
             wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
@@ -539,6 +546,7 @@ class Core(Lifecycle):
         # (while a task runs beyond the pool, the pool is over its size: nothing new)
         if self.cluster.needs_schedule and not self.cluster.beyond:
             done = self.decider.decide(self.cluster, self.now())
+            self.intents.intents += self.unsaid.take()
             for answer in done.taken:
                 if answer.decision.idle_delay > 0:
                     self._idle_started(answer)

@@ -33,7 +33,7 @@ from idlegate.api import notices
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
-from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage
+from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage, followed
 
 if TYPE_CHECKING:
     from idlegate.api.task_pods import Owner
@@ -104,12 +104,6 @@ class Round:
     Holding Event to post."""
     followed: Choice | None = None
     """A portfolio's choice of another candidate in the round: the PolicyFollowed Event."""
-
-
-def followed(policy: Scheduler) -> str:
-    """The rule `policy` follows now: a planner's or a portfolio's (`following`), else itself."""
-    following = getattr(policy, "following", None)
-    return following if isinstance(following, str) else policy.name
 
 
 def fed_portfolio(policy: Scheduler) -> PortfolioScheduler | None:

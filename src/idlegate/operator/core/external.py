@@ -27,14 +27,6 @@ from idlegate.sim.protocol import Launch
 log = logging.getLogger(__name__)
 
 
-def pause_after(cost: float, least: float = 0.0) -> float:
-    """Seconds the next run of a repeated costly job (a remap of thousands of steps, a
-    reading of a thousand nodes) waits after one that took `cost` seconds of CPU: nine
-    times that, so it takes a tenth of a core at most, once it took over 10 ms (a small
-    one never waits); at least `least`."""
-    return max(least, 9 * cost) if cost > 0.01 else least
-
-
 class ExternalJob(PodPairing, JobKind):
     """One workflow's job in a cluster and its pods (`PodPairing`), as a
     :class:`~.kinds.JobKind`: the core only releases its pods (and says why on the

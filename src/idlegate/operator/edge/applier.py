@@ -103,6 +103,8 @@ class Op:
     write: str = ""
     """Its success's label in `Lanes.written`, its lag read from `since` (made, by default)."""
     since: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+    dropped: Callable[[], object] = lambda: None
+    """Told if it is dropped unsent (its workflow left, this replica may not write)."""
 
 
 LaneKey = tuple[Hashable, Hashable]
@@ -163,7 +165,8 @@ class Lanes:
             if of == key:
                 dropped += len(queue)
                 self.queued[lane] -= len(queue)
-                queue.clear()
+                while queue:
+                    queue.popleft().dropped()
         return dropped
 
     def pending(self) -> int:
@@ -215,6 +218,7 @@ class Lanes:
                 async with slot:
                     if not self.gate.open():  # (checked once its turn has come)
                         log.info("Not written, this replica is not the leader: %s.", op.what)
+                        op.dropped()
                         return
                     await op.run(self.kube)
                 self.written(op.write, op.since)
@@ -240,7 +244,9 @@ class EventRecorder:
         self.component, self.instance = settings.component, identity()
         """The Events' component, and reporting instance: this replica (two under one Pod
         name differ)."""
-        self._book = EventBook(settings.max_events_per_workflow, self.component, self.instance)
+        self._book = EventBook(
+            settings.max_events_per_workflow, self.component, self.instance, join=True
+        )
         self._there: set[str] = set()
         """Names of the component's Events the API server had when `recall` read them."""
         self._held: list[tuple[Owner, Series, bool]] | None = None
@@ -288,7 +294,7 @@ class EventRecorder:
         series = self._book.record(owner, (type_, reason, message), time.time(), loop.time())
         if series is not None and series.count == 1:
             self._submit(owner, series, True)
-        elif series is not None and not series.pending:  # (its count, once in SERIES_SECONDS)
+        elif series is not None and not (series.pending or series.waits):  # (its count: 30 s)
             series.pending, at = True, series.patched + SERIES_SECONDS
             loop.call_at(at, self._submit, owner, series, False)
 
@@ -314,7 +320,8 @@ class EventRecorder:
         if self._held is not None:
             self._held.append((owner, series, post))
             return
-        if post and series.name in self._there:
+        if post and series.name in self._there:  # (posted before: not again)
+            series.posted()
             return
         if not post and self._full():  # (its count: written with the next one said)
             series.pending = False
@@ -323,7 +330,7 @@ class EventRecorder:
         async def run(kube: KubeApi) -> None:
             try:
                 if post:
-                    await kube.create_event(owner.namespace, series.body)
+                    await kube.create_event(owner.namespace, series.posted())
                     return
                 series.pending, series.patched = False, asyncio.get_running_loop().time()
                 await kube.patch_event(owner.namespace, series.name, series.patch())
@@ -332,7 +339,8 @@ class EventRecorder:
                     log.warning("Event %s on %s not written: %s", series.name, owner.name, exc)
 
         what, write = f"event {series.name}", "event" if post else ""
-        op = Op(what, run, priority=Priority.EVENT, write=write)
+        dropped = series.posted if post else (lambda: None)
+        op = Op(what, run, priority=Priority.EVENT, write=write, dropped=dropped)
         self.lanes.submit((owner.namespace, owner.name), op, lane=EVENTS)
 
 

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
@@ -89,7 +90,7 @@ class Bridge:
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
-        self._last = float("-inf")
+        self._last = self._rounded = float("-inf")
         self._reads: set[asyncio.Task[None]] = set()
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
@@ -255,6 +256,17 @@ class Bridge:
         reading shared by the core and its writes."""
         self._last = max(self._last, self.settings.clock.now())
         return self._last
+
+    def round_soon(self) -> None:
+        """One round for the workflows admitted meanwhile (`Core.round_due`): at the loop
+        turn's end, and `ARRIVALS_ROUND` after the last one at the earliest (`_rounded`)."""
+        if not self.core.round_due:
+            self.core.round_due, loop = True, asyncio.get_running_loop()
+            loop.call_at(max(loop.time(), self._rounded + ARRIVALS_ROUND), self._round_now)
+
+    def _round_now(self) -> None:
+        self.core.round_due, self._rounded = False, asyncio.get_running_loop().time()
+        self.handle(Schedule(force=False))
 
     def handle(self, event: Event | Outcome) -> None:
         """Hand the core `event`, now, and carry out its answer."""

@@ -16,7 +16,8 @@ Retry-After does not. Closing the client ends the retries.
 The write gate (:class:`WriteGate`) refuses every write of a
 replica that does not lead (:class:`NotLeaderError`); the Lease's own requests are exempt
 and have a thread of their own, so that no burst of reads delays a renewal. Each request
-names its replica in its User-Agent (:func:`user_agent`), which audit logs record.
+names its replica in its User-Agent (:func:`~idlegate.api.paths.user_agent`), which audit
+logs record.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Self
-from urllib.parse import quote
 
-from idlegate import __version__
 from idlegate.api.eviction import eviction_body
 from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.paths import api_path as _path
+from idlegate.api.paths import user_agent
 
 log = logging.getLogger(__name__)
 RETRYABLE = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
@@ -155,12 +156,6 @@ def identity() -> str:
     both lead."""
     name = os.environ.get("POD_NAME") or os.environ.get("POD_ID") or socket.gethostname()
     return f"{name}_{secrets.token_hex(4)}"
-
-
-def user_agent(identity: str | None) -> str:
-    """The User-Agent of the operator's requests: ``idlegate/VERSION (IDENTITY)``, or
-    without the parentheses when there is no identity (a one-off command's client)."""
-    return f"idlegate/{__version__} ({identity})" if identity else f"idlegate/{__version__}"
 
 
 def connection_info(configuration: Any) -> Any:
@@ -425,12 +420,3 @@ class KubeApi:
     async def ping(self) -> None:
         """A cheap request (GET /version) that succeeds whenever the API server answers."""
         await self._request("GET", "/version")
-
-
-def _path(api: str, plural: str, namespace: str | None, name: str = "") -> str:
-    """The path of the `plural` objects of `api` in `namespace` (None: of every namespace or
-    cluster-scoped), or of the one named `name`."""
-    path = (
-        f"{api}/namespaces/{quote(namespace, safe='')}/{plural}" if namespace else f"{api}/{plural}"
-    )
-    return f"{path}/{quote(name, safe='')}" if name else path

@@ -42,12 +42,12 @@ import os
 import random
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.api.settings import Settings
 from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.kube import ApiError, KubeApi, identity
+from idlegate.sim.timestamps import micro_time
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,6 @@ EXPIRY_SLACK = 1e-3
 sleeps to the expiry it saw, but the event loop fires a timer up to its clock's resolution
 early (a fake loop time rounds sleeps to its own): without the slack, a look a hair before
 the expiry would sleep that hair again, and again, without the time ever advancing."""
-
-
-def micro_time(t: float) -> str:
-    """`t` (epoch seconds) as the API's MicroTime (RFC 3339, microseconds, UTC)."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Elector:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from idlegate.api import notices
 from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
+from idlegate.api.pacing import pause_after
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -69,7 +70,7 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import ExternalJob, pause_after
+from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
@@ -202,6 +203,7 @@ class Pools:
         namespace: Mapping[str, Any] | None,
         *,
         schedule: bool = True,
+        soon: bool = False,
     ) -> Workflow | None:
         """Admit `body` with its `pods` into the pool it routes to (by its `namespace`'s
         labels, unless its spec names one), or make it wait for its pool; None if it is not
@@ -226,6 +228,8 @@ class Pools:
         name = placed.pool if placed is not None else None
         bridge = self.bridges[name] if name is not None else self.default
         key = (owner.namespace, owner.name)
+        if soon:  # (its round: `Bridge.round_soon`'s, armed first: its Accepted Event waits)
+            bridge.round_soon()
         try:
             # (an ExecutorPool may grow again; the default pool is --pool-size's)
             waits = name is not None and name != DEFAULT_POOL
@@ -234,7 +238,7 @@ class Pools:
                     body,
                     list(pods),
                     policy,
-                    schedule,
+                    schedule and not soon,
                     waits,
                     pool=name,
                     waited=key in self.waiting,

@@ -34,6 +34,7 @@ from prometheus_client import Counter
 
 from idlegate.api.external_jobs import too_large
 from idlegate.api.notices import pool_of
+from idlegate.api.pacing import pause_after
 from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
@@ -56,7 +57,7 @@ from idlegate.integrations.airflow_pods import (
 )
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import pause_after, unscheduled
+from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import gate_pods
 
