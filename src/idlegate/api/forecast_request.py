@@ -131,7 +131,9 @@ def compute(
         **options,
     )
     if request.overtake is not None and request.arrivals == "none":
-        result = widen(result, request.fork, request.overtake, getattr(scheduler, "order_key", None))
+        result = widen(
+            result, request.fork, request.overtake, getattr(scheduler, "order_key", None)
+        )
     return result, time.thread_time() - began
 
 

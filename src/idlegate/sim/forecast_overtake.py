@@ -165,8 +165,7 @@ def widen(
     """`result` (a forecast of `cluster`, whose replays invented no arrivals) with each
     waiting workflow's start and finish interval tops raised by `Overtake.delay` over
     its wait (from the forecast to its start), under the rule's order `key`."""
-    field = KEYS.get(key or "")
-    if field is None:
+    if key is None or key not in KEYS:
         return result
     waiting = {j.id: j for j in cluster.jobs if j.first_start is None}
     out = []
