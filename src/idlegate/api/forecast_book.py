@@ -45,6 +45,9 @@ and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefres
   (`times`, `sim.task_times`); its replays draw from them (:meth:`live`), its calibration
   has no simulator prior, and until `EVIDENCE` of its tasks have ended each workflow's
   forecast is Unavailable with why (:meth:`unknown`; their becoming known is a change).
+  Where its replays invent no arrivals, its waiting workflows' interval tops are raised
+  by the chance of being overtaken, counted from its own arrival events (:meth:`overtake`,
+  `sim.forecast_overtake`).
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
