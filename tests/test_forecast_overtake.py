@@ -25,6 +25,7 @@ from idlegate.sim.forecast_overtake import (
 )
 from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from tests.helpers import chain
+from tests.operator_fakes import stage
 from tests.test_forecast_refresh import T0, Held, refresh_of
 
 
@@ -167,3 +168,16 @@ def test_a_pool_that_learns_no_task_times_or_invents_arrivals_adds_nothing():
     invents, _ = refresh_of(cluster, SrptScheduler(), times=live_times(), arrivals="poisson")
     assert invents.request().overtake is None  # (its replays spread over arrivals already)
     invents.close()
+
+
+def test_a_what_if_counts_being_overtaken_as_the_refresh_does():
+    from idlegate.api.forecast_whatif import what_if
+
+    cluster = two_events()
+    refresh, _ = refresh_of(cluster, SrptScheduler(), times=live_times())
+    body = {"kind": "DagWorkflow", "metadata": {"name": "asked"}, "spec": {"stages": [stage("a")]}}
+    snap, _ = what_if(cluster, SrptScheduler(), body, 0, 0, cluster.now)
+    asked, _ = refresh.for_what_if(snap)
+    assert asked.overtake == refresh.request().overtake
+    assert asked.overtake is not None
+    refresh.close()
