@@ -13,7 +13,6 @@ from idlegate.api.forecast_request import ForecastRequest, compute
 from idlegate.api.task_pods import Owner
 from idlegate.policy.heuristics import SrptScheduler
 from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import Dag
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import PoolForecast, Span, WorkflowForecast
 from idlegate.sim.forecast_overtake import (
@@ -21,6 +20,7 @@ from idlegate.sim.forecast_overtake import (
     Overtake,
     arrival_events,
     count_quantile,
+    size_of,
     widen,
 )
 from idlegate.sim.task_times import EVIDENCE, TaskTimes
@@ -61,8 +61,8 @@ def test_past_its_exact_range_the_count_quantile_is_near_the_sums():
     assert count_quantile(shape, s) == pytest.approx(k, rel=0.02)
 
 
-def dags(*works: float) -> list[Dag]:
-    return [chain(w) for w in works]
+def dags(*works: float) -> list[tuple[float, float]]:
+    return [size_of(chain(w)) for w in works]
 
 
 def test_a_pool_without_a_gap_between_two_events_has_no_rate():

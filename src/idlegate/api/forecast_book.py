@@ -108,7 +108,7 @@ from idlegate.sim.forecast import PoolForecast
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
-from idlegate.sim.forecast_overtake import Overtake
+from idlegate.sim.forecast_overtake import Overtake, size_of
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.pool import effective_executors
 from idlegate.sim.protocol import Job, Scheduler
@@ -475,7 +475,8 @@ class ForecastBook:
         self.note_arrivals()
         dags = [t.dag for t in self.recent]
         log = self.rate_log(fork) or fork.arrival_log
-        return Overtake.of(log, fork.now, dags, effective_executors(fork, dags))
+        sizes = [size_of(d) for d in dags]
+        return Overtake.of(log, fork.now, sizes, effective_executors(fork, dags))
 
     def for_what_if(
         self, request: ForecastRequest

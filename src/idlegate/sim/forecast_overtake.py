@@ -114,14 +114,14 @@ class Overtake:
         cls,
         log: Sequence[tuple[float, float]],
         now: float,
-        dags: Iterable[Dag],
+        sizes: Iterable[tuple[float, float]],
         executors: float,
     ) -> Overtake | None:
         """From the pool's (time, work) arrival `log` until `now`, its recent arrivals'
-        `dags` and its size in tasks; None while it has seen no gap between two events
-        (no rate), nor any arrival to copy."""
+        (total work, critical path) `sizes` (`size_of`) and its size in tasks; None while
+        it has seen no gap between two events (no rate), nor any arrival to copy."""
         events = arrival_events(t for t, _ in log if t <= now)[-EVENTS:]
-        sizes = tuple((d.total_work, d.critical_path) for d in dags)
+        sizes = tuple(sizes)
         if len(events) < 2 or not sizes or executors <= 0 or now <= events[0]:
             return None
         return cls(len(events) - 1, now - events[0], sizes, float(executors))
@@ -152,6 +152,11 @@ class Overtake:
         return _ordered(self.sizes, 1)
 
 
+def size_of(dag: Dag) -> tuple[float, float]:
+    """A recent arrival's size as `Overtake.sizes` keeps it: (total work, critical path)."""
+    return dag.total_work, dag.critical_path
+
+
 def _ordered(sizes: Sequence[tuple[float, float]], index: int) -> tuple[list[float], list[float]]:
     """The keys (item `index` of each of `sizes`) in order, and the running sums of the
     work in that order (once per forecast: `Overtake.delay` is asked per workflow)."""
@@ -175,7 +180,14 @@ def widen(
             out.append(entry)
             continue
         late = overtake.delay(key, getattr(job, key), entry.start.median - result.now)
-        start = entry.start._replace(high=entry.start.high + late)
-        finish = entry.finish._replace(high=entry.finish.high + late)
-        out.append(dataclasses.replace(entry, start=start, finish=finish))
+        out.append(raised(entry, late))
     return PoolForecast(result.now, result.replays, tuple(out), result.events)
+
+
+def raised(entry: WorkflowForecast, late: float) -> WorkflowForecast:
+    """`entry` with its start's and finish's interval tops `late` seconds later (the point
+    forecast and the bottom stay the replays'): what being overtaken adds (`widen`; the
+    paired measurement, benchmarks/live_forecast_paired.py, adds it as the pool would)."""
+    start = entry.start._replace(high=entry.start.high + late)
+    finish = entry.finish._replace(high=entry.finish.high + late)
+    return dataclasses.replace(entry, start=start, finish=finish)
