@@ -126,16 +126,34 @@ def shown(run: Run, executors: float, key: str | None) -> list[list[Outcome]]:
     return [[again.get(o.name, o) for o in burst] for _, burst in run]
 
 
-def width(outcomes: Sequence[Outcome], waited: float = WAITED) -> float:
-    """The median of the shown start interval's width ÷ the wait, over the workflows
-    scored (first forecast made while they waited, a wait of at least `waited` s)."""
-    out = [
-        (o.shown[0].high - o.shown[0].low) / (o.start - o.arrival)
+def scored(outcomes: Sequence[Outcome], waited: float = 0.0) -> list[tuple[Outcome, Span, Span]]:
+    """The workflows with a first forecast, each with its shown start and finish: those
+    whose interval `figures` scores (all), or whose start error (`waited`: `WAITED`)."""
+    return [
+        (o, *o.shown)
         for o in outcomes
-        if o.shown is not None and o.made is not None and o.made < o.start
-        if o.start - o.arrival >= waited
+        if o.shown is not None and o.made is not None and o.start - o.arrival >= waited
     ]
+
+
+def width(outcomes: Sequence[Outcome]) -> float:
+    """The median of the shown start interval's width ÷ the wait (of at least `WAITED`)."""
+    out = [(s.high - s.low) / (o.start - o.arrival) for o, s, _ in scored(outcomes, WAITED)]
     return statistics.median(out) if out else float("nan")
+
+
+def moved(before: Sequence[Outcome], after: Sequence[Outcome]) -> tuple[int, int, int, int]:
+    """The paired count of one run's workflows shown two ways (`before`, `after`: the same
+    workflows, in the same order): starts inside `after`'s interval and not `before`'s,
+    the reverse, and the same of finishes."""
+    counts = [0, 0, 0, 0]
+    for (o, *was), (_, *now) in zip(scored(before), scored(after), strict=True):
+        for i, actual in enumerate((o.start, o.finish)):
+            inside = now[i].low <= actual <= now[i].high
+            inside_before = was[i].low <= actual <= was[i].high
+            counts[2 * i] += inside and not inside_before
+            counts[2 * i + 1] += inside_before and not inside
+    return counts[0], counts[1], counts[2], counts[3]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +163,8 @@ class Paired:
     run: str
     figures: dict[str, Figures]
     widths: dict[str, float]
+    moved: tuple[int, int, int, int]
+    """`moved` from without to with: starts in, out; finishes in, out."""
 
 
 def paired(runs: Sequence[Run], executors: float, key: str) -> list[Paired]:
@@ -162,13 +182,18 @@ def paired(runs: Sequence[Run], executors: float, key: str) -> list[Paired]:
             mine = [run[i] for run in bursts]
             figs[side] = figures([seed_run(o) for o in mine], "calibrated", WAITED)
             widths[side] = width([o for one in mine for o in one])
-        out.append(Paired(label, figs, widths))
+        each = [
+            moved(a[i], b[i]) for a, b in zip(per_side["without"], per_side["with"], strict=True)
+        ]
+        a, b, c, d = (sum(column) for column in zip(*each, strict=True))
+        out.append(Paired(label, figs, widths, (a, b, c, d)))
     return out
 
 
 HEADER = (
     "| run | side | n | start error ÷ wait | in the 80 % interval: start / finish "
-    "| interval width ÷ wait |\n|---|---|---|---|---|---|"
+    "| interval width ÷ wait | the term moved in / out: starts; finishes |"
+    "\n|---|---|---|---|---|---|---|"
 )
 
 
@@ -180,7 +205,8 @@ def lines(p: Paired) -> list[str]:
         out.append(
             f"| {p.run} | {side} | {f.start_n} | {100 * f.start_rel_median:.1f} % | "
             f"{100 * f.start_inside:.0f} % / {100 * f.finish_inside:.0f} % | "
-            f"{100 * p.widths[side]:.0f} % |"
+            f"{100 * p.widths[side]:.0f} % | "
+            + ("{} / {}; {} / {} |".format(*p.moved) if side == "with" else "|")
         )
     return out
 

@@ -70,3 +70,10 @@ def test_a_start_between_the_two_tops_is_inside_only_with_the_term():
     # the point is the same: so is the start's error, 55 s of a 205 s wait
     assert f["with"].start_rel_median == f["without"].start_rel_median == pytest.approx(55 / 205)
     assert row.widths["with"] - row.widths["without"] == pytest.approx(20.0 / 205)
+    assert row.moved == (1, 0, 1, 0)  # (workflow by workflow: its start and finish moved in)
+
+
+def test_a_start_below_both_tops_or_above_both_is_not_moved():
+    for start, finish in ((210.0, 300.0), (300.0, 400.0)):
+        (row,) = paired([[("pool", outcomes(start, finish))]], 1.0, "remaining_work")
+        assert row.moved == (0, 0, 0, 0)
