@@ -22,10 +22,12 @@ The point forecast is the same on both sides (the term moves only the tops), so 
 error is too; what moves is the coverage, and the width (the interval's median width ÷ the
 wait) is what it costs.
 
-What it assumes: the rule orders by `--key` at every forecast (``remaining_work``: srpt,
-which the default portfolio follows on these pools most of the time; while it follows a
-rule without an order key the operator adds nothing), and a score is recorded at the start
-or finish itself (the operator records it at its next refresh after).
+What it assumes: the rule orders by `--key` at every forecast (``remaining_work``: srpt's,
+which the default portfolio follows on the node pools, `srpt?cap=0.9`; on the fixed pool it
+follows `analytic?min_gain=0:srpt`, which gives no order key, and there the operator with
+the term adds nothing), and a score is recorded at the start or finish itself (the
+operator records it at its next refresh after: *recorded* agreeing with *without* says
+that changed nothing).
 
     python -m benchmarks.live_forecast_paired --code /tmp/before/src [--pools node,fixed]
         [--speed 5] [--seed 0] [--runs 3] [--key remaining_work] [--json out.json]
