@@ -167,6 +167,8 @@ class Paired:
     widths: dict[str, float]
     moved: tuple[int, int, int, int]
     """`moved` from without to with: starts in, out; finishes in, out."""
+    added: tuple[float, ...] = ()
+    """The seconds the term added to each first forecast's tops (`delay`)."""
 
 
 def paired(runs: Sequence[Run], executors: float, key: str) -> list[Paired]:
@@ -188,7 +190,13 @@ def paired(runs: Sequence[Run], executors: float, key: str) -> list[Paired]:
             moved(a[i], b[i]) for a, b in zip(per_side["without"], per_side["with"], strict=True)
         ]
         a, b, c, d = (sum(column) for column in zip(*each, strict=True))
-        out.append(Paired(label, figs, widths, (a, b, c, d)))
+        added = tuple(
+            delay([o for _, burst in run for o in burst], o, executors, key)
+            for run in runs
+            for o in run[i][1]
+            if o.made is not None and o.replayed is not None
+        )
+        out.append(Paired(label, figs, widths, (a, b, c, d), added))
     return out
 
 
@@ -211,6 +219,16 @@ def lines(p: Paired) -> list[str]:
             + ("{} / {}; {} / {} |".format(*p.moved) if side == "with" else "|")
         )
     return out
+
+
+def note(p: Paired) -> str:
+    """What the term added to `p`'s forecasts' tops: its median and largest."""
+    if not p.added:
+        return f"  {p.run}: no first forecast"
+    return (
+        f"  {p.run}: the term added a median {statistics.median(p.added):.1f} s "
+        f"(at most {max(p.added):.1f} s) to the tops of {len(p.added)} first forecasts"
+    )
 
 
 def live(args: argparse.Namespace) -> dict[str, list[Run]]:
@@ -294,6 +312,7 @@ def main(argv: list[str] | None = None) -> list[Paired]:
         for p in paired(runs, EXECUTORS[kind], args.key):
             print("\n".join(lines(p)), flush=True)
             out.append(p)
+    print("\n".join(note(p) for p in out))
     return out
 
 

@@ -71,6 +71,7 @@ def test_a_start_between_the_two_tops_is_inside_only_with_the_term():
     assert f["with"].start_rel_median == f["without"].start_rel_median == pytest.approx(55 / 205)
     assert row.widths["with"] - row.widths["without"] == pytest.approx(20.0 / 205)
     assert row.moved == (1, 0, 1, 0)  # (workflow by workflow: its start and finish moved in)
+    assert row.added == (20.0,)
 
 
 def test_a_start_below_both_tops_or_above_both_is_not_moved():
