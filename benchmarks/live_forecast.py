@@ -163,6 +163,8 @@ class Outcome:
     """That forecast's start and finish, with the intervals shown."""
     replayed: tuple[Span, Span] | None = None
     """The same with the replays' own intervals (before the calibration widened them)."""
+    work: float = 0.0
+    """Its DAG's total declared work (task-seconds)."""
 
 
 def outcome(obj: dict[str, Any], queue: int) -> Outcome:
@@ -174,7 +176,8 @@ def outcome(obj: dict[str, Any], queue: int) -> Outcome:
     first = status.get("firstForecast")
     if first is None or first.get("startedAt") is None:
         start = from_datetime(status["startSummary"])  # (to the second)
-        return Outcome(obj["metadata"]["name"], queue, arrival, start, finish, dag.critical_path)
+        name = obj["metadata"]["name"]
+        return Outcome(name, queue, arrival, start, finish, dag.critical_path, work=dag.total_work)
     t = from_datetime
 
     def span(which: str, interval: str) -> Span:
@@ -191,6 +194,7 @@ def outcome(obj: dict[str, Any], queue: int) -> Outcome:
         made=t(first["computedAt"]),
         shown=(span("start", "startInterval"), span("finish", "finishInterval")),
         replayed=(span("start", "startReplayed"), span("finish", "finishReplayed")),
+        work=dag.total_work,
     )
 
 

@@ -45,6 +45,9 @@ and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefres
   (`times`, `sim.task_times`); its replays draw from them (:meth:`live`), its calibration
   has no simulator prior, and until `EVIDENCE` of its tasks have ended each workflow's
   forecast is Unavailable with why (:meth:`unknown`; their becoming known is a change).
+  Where its replays invent no arrivals, its waiting workflows' interval tops are raised
+  by the chance of being overtaken, counted from its own arrival events (:meth:`overtake`,
+  `sim.forecast_overtake`).
 * **What is shown.** :attr:`shown` (owner uid → Forecast or Unavailable), which
   `api.visibility.forecast_of` reads for every kind; a DagWorkflow's forecast also goes
   into its status (`Workflow.forecast`, ``status.forecast``), written only when it moved
@@ -105,7 +108,9 @@ from idlegate.sim.forecast import PoolForecast
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
 from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
+from idlegate.sim.forecast_overtake import Overtake, size_of
 from idlegate.sim.history import HistoryWorkflow, Tail
+from idlegate.sim.pool import effective_executors
 from idlegate.sim.protocol import Job, Scheduler
 from idlegate.sim.queues import queue_of
 from idlegate.sim.rollout import planning_fork
@@ -408,11 +413,14 @@ class ForecastBook:
         self.refreshes += 1
         wanted = replayed_spec(spec, learns)
         arrivals = self.with_arrivals(fork)
+        overtake = self.overtake(fork)
         if self.ships and wanted is not None:  # (built there: `compute`)
-            request = ForecastRequest(fork, None, self.refreshes, *arrivals, spec=wanted)
+            request = ForecastRequest(
+                fork, None, self.refreshes, *arrivals, spec=wanted, overtake=overtake
+            )
         else:
             copied = scheduler_copy(policy, spec, learns, self._schedulers)
-            request = ForecastRequest(fork, copied, self.refreshes, *arrivals)
+            request = ForecastRequest(fork, copied, self.refreshes, *arrivals, overtake=overtake)
         self.asked = {request.seed: {j.id: (j, j.payload) for j in self.cluster.jobs}}
         return request
 
@@ -448,11 +456,27 @@ class ForecastBook:
         if self.arrivals == "none":
             return self.arrivals, (), None
         self.note_arrivals()
-        rate_log = None
-        if self.resumed_log:  # (the pool's own log starts at its restart)
-            own = fork.arrival_log[-RATE_WINDOW:]
-            rate_log = sorted([*self.resumed_log, *own])
-        return self.arrivals, templates(self.recent), rate_log
+        return self.arrivals, templates(self.recent), self.rate_log(fork)
+
+    def rate_log(self, fork: Cluster) -> list[tuple[float, float]] | None:
+        """The (time, work) arrivals a rate of `fork` (the pool's, forked now) is fitted on
+        when its own log lacks those before a restart (`resumed_log`); None: its own."""
+        if not self.resumed_log:
+            return None
+        return sorted([*self.resumed_log, *fork.arrival_log[-RATE_WINDOW:]])
+
+    def overtake(self, fork: Cluster) -> Overtake | None:
+        """Event loop: a live pool's arrivals counted from its own past, which raise its
+        waiting workflows' interval tops where its replays invent none
+        (`sim.forecast_overtake`); None for a pool that learns no task times (the
+        simulator's: `idlegate forecast evaluate` is as it was) or invents arrivals."""
+        if self.times is None or self.arrivals != "none":
+            return None
+        self.note_arrivals()
+        dags = [t.dag for t in self.recent]
+        log = self.rate_log(fork) or fork.arrival_log
+        sizes = [size_of(d) for d in dags]
+        return Overtake.of(log, fork.now, sizes, effective_executors(fork, dags))
 
     def for_what_if(
         self, request: ForecastRequest
@@ -466,7 +490,10 @@ class ForecastBook:
         self._resume()
         self.live(request.fork)
         arrivals, recent, rate_log = self.with_arrivals(request.fork)
-        asked = dataclasses.replace(request, arrivals=arrivals, recent=recent, rate_log=rate_log)
+        overtake = self.overtake(request.fork)
+        asked = dataclasses.replace(
+            request, arrivals=arrivals, recent=recent, rate_log=rate_log, overtake=overtake
+        )
         return asked, copy.deepcopy(self.calibration)
 
     def take(self, request: ForecastRequest, result: PoolForecast, cpu: float) -> list[Any]:

@@ -24,6 +24,7 @@ import numpy as np
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast_arrivals import Recent, invent
+from idlegate.sim.forecast_overtake import Overtake, widen
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.rollout import Future as RolloutFuture
 
@@ -53,6 +54,10 @@ class ForecastRequest:
     own log lacks those before a restart (`ForecastBook.resumed_log`); None: the fork's."""
     spec: str | None = None
     """The replayed scheduler's spec, when `scheduler` is None (a replay process's)."""
+    overtake: Overtake | None = None
+    """A live pool's arrivals as counted from its own past, which raise a waiting
+    workflow's interval tops when the replays invent none (`sim.forecast_overtake`);
+    None: nothing added (a pool that learns no task times, or has seen no gap yet)."""
 
 
 def replayed_spec(spec: str | None, learns: Any = None) -> str | None:
@@ -105,7 +110,9 @@ def compute(
     it took; its replays invent the request's `arrivals` (`futures`), within `budget`
     events and `seconds` of CPU (`sim.forecast.forecast`), and a waiting workflow's start
     is the replays' quantile for those arrivals (`sim.forecast.start_quantile`: later than
-    their median where none are invented), as `idlegate forecast evaluate` measured it.
+    their median where none are invented), as `idlegate forecast evaluate` measured it;
+    where none are invented, the request's `overtake` raises the waiting workflows'
+    interval tops by the chance of being overtaken (`sim.forecast_overtake.widen`).
     `clock` measures `seconds` (a what-if's: the wall's); `options` go to the forecast."""
     began = time.thread_time()
     scheduler = request.scheduler
@@ -123,6 +130,10 @@ def compute(
         start_quantile=sim_forecast.start_quantile(request.arrivals != "none"),
         **options,
     )
+    if request.overtake is not None and request.arrivals == "none":
+        result = widen(
+            result, request.fork, request.overtake, getattr(scheduler, "order_key", None)
+        )
     return result, time.thread_time() - began
 
 

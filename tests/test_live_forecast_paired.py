@@ -1,0 +1,80 @@
+"""The paired measurement of being overtaken (issue 80, item 1): the same forecasts and
+outcomes scored with and without the term (benchmarks/live_forecast_paired.py). Known
+answers on hand-made outcomes; no live run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from benchmarks.live_forecast import Outcome
+from benchmarks.live_forecast_paired import delay, paired, shown
+from idlegate.sim.forecast import Span
+from idlegate.sim.forecast_calibration import LIVE_COLD
+
+START, FINISH = Span(150.0, 200.0, 220.0), Span(250.0, 300.0, 320.0)
+
+
+def outcomes(start: float = 255.0, finish: float = 350.0) -> list[Outcome]:
+    """A 10 s workflow arrived at 0 and ran at once; a 30 s one arrived at 50 (a second
+    arrival event), was forecast at 100 (start 200, interval to 220) and started at
+    `start`."""
+    first = Outcome("first", 0, 0.0, 0.0, 10.0, 10.0, work=10.0)
+    second = Outcome(
+        "second",
+        0,
+        50.0,
+        start,
+        finish,
+        30.0,
+        made=100.0,
+        shown=(START, FINISH),
+        replayed=(START, FINISH),
+        work=30.0,
+    )
+    return [first, second]
+
+
+def test_the_delay_is_the_pools_as_it_stood_at_the_forecast():
+    every = outcomes()
+    # at 100: one event after the first over 100 s; half the arrivals are smaller (10 s);
+    # over the 100 s lead s = 100 / (100 + 50) = 2/3 and 1 − (1/3)^(k + 1) ≥ 0.9 first at
+    # k = 2: two arrivals of 10 s on one executor
+    assert delay(every, every[1], 1.0, "remaining_work") == pytest.approx(20.0)
+    assert delay(every, every[1], 2.0, "remaining_work") == pytest.approx(10.0)
+    # by critical path the same here; an arrival after the forecast is not seen
+    later = dataclasses.replace(every[0], name="later", arrival=150.0)
+    assert delay([later, every[1]], every[1], 1.0, "remaining_cp") == 0.0
+
+
+def test_the_term_raises_only_the_tops_of_the_same_forecasts():
+    run = [("pool", outcomes())]
+    without, with_term = shown(run, 1.0, None)[0][1], shown(run, 1.0, "remaining_work")[0][1]
+    assert without.shown is not None and with_term.shown is not None
+    cold = LIVE_COLD * (200.0 - 100.0)  # (a cold live pool: a quarter of the lead)
+    assert without.shown[0] == Span(150.0 - cold, 200.0, 220.0 + cold)
+    assert with_term.shown[0] == Span(150.0 - cold, 200.0, 220.0 + cold + 20.0)
+    # a finish widens by the start's margin over the wait: the same 25 s, and the term's
+    assert without.shown[1].high == pytest.approx(320.0 + cold)
+    assert with_term.shown[1].high == pytest.approx(320.0 + cold + 20.0)
+
+
+def test_a_start_between_the_two_tops_is_inside_only_with_the_term():
+    (row,) = paired([[("pool", outcomes(start=255.0, finish=350.0))]], 1.0, "remaining_work")
+    f = row.figures
+    assert (f["without"].start_n, f["with"].start_n) == (1, 1)
+    assert (f["without"].start_inside, f["with"].start_inside) == (0.0, 1.0)
+    assert (f["without"].finish_inside, f["with"].finish_inside) == (0.0, 1.0)
+    assert f["recorded"].start_inside == 0.0  # (as the operator showed: 150-220)
+    # the point is the same: so is the start's error, 55 s of a 205 s wait
+    assert f["with"].start_rel_median == f["without"].start_rel_median == pytest.approx(55 / 205)
+    assert row.widths["with"] - row.widths["without"] == pytest.approx(20.0 / 205)
+    assert row.moved == (1, 0, 1, 0)  # (workflow by workflow: its start and finish moved in)
+    assert row.added == (20.0,)
+
+
+def test_a_start_below_both_tops_or_above_both_is_not_moved():
+    for start, finish in ((210.0, 300.0), (300.0, 400.0)):
+        (row,) = paired([[("pool", outcomes(start, finish))]], 1.0, "remaining_work")
+        assert row.moved == (0, 0, 0, 0)
