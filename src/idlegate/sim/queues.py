@@ -48,7 +48,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import YamlLoader
+from idlegate.sim.spec import DuplicateKey, YamlLoader
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -486,6 +486,8 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
     )
     try:
         data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
+    except DuplicateKey as exc:
+        raise IdlegateError(exc.at(where)) from None
     except yaml.YAMLError as exc:
         raise IdlegateError(
             f"{where} is not YAML or JSON ({' '.join(str(exc).split())}); give a list of "
