@@ -504,7 +504,10 @@ def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path)
     assert "0 workflow(s) in 1 file(s): 0 invalid, 1 file unreadable, 1 problem(s)" in (
         linted.stdout
     )
-    for args in (["simulate", "-w", "file", "--file", str(path), "-k", "2"], ["forecast", str(path)]):
+    for args in (
+        ["simulate", "-w", "file", "--file", str(path), "-k", "2"],
+        ["forecast", str(path)],
+    ):
         line = one_error(invoke(*args), said)
         assert "YAML or JSON" not in line and "constructing" not in line, line
     queues = tmp_path / "queues.yaml"

@@ -306,10 +306,11 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         try:
             yield 0, json.loads(text)
         except json.JSONDecodeError as exc:
-            _unreadable(report, 
+            _unreadable(
+                report,
                 Problem(
                     source.name, f"invalid JSON: {exc.msg}", 0, None, None, exc.lineno, exc.colno
-                )
+                ),
             )
         return
     if suffix == ".jsonl":  # JSON Lines, as simulate -w file reads (a history sink's)
@@ -319,10 +320,11 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
-                _unreadable(report, 
+                _unreadable(
+                    report,
                     Problem(
                         source.name, f"invalid JSON: {exc.msg}", n, None, None, n + 1, exc.colno
-                    )
+                    ),
                 )
         return
     count = 0  # documents parsed so far: the index of the one a syntax error is in
@@ -331,15 +333,16 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
             yield count, doc
             count += 1
     except DuplicateKey as exc:  # (YAML, with a key given twice: its own sentence)
-        _unreadable(report, 
-            Problem(source.name, exc.sentence, count, None, None, exc.line, exc.column)
+        _unreadable(
+            report, Problem(source.name, exc.sentence, count, None, None, exc.line, exc.column)
         )
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = ", ".join(filter(None, [exc.context, exc.problem]))
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        _unreadable(report, 
-            Problem(source.name, f"invalid YAML: {what}{hint}", count, None, None, line, column)
+        _unreadable(
+            report,
+            Problem(source.name, f"invalid YAML: {what}{hint}", count, None, None, line, column),
         )
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (with no mark)
         _unreadable(report, Problem(source.name, f"invalid YAML: {exc}{hint}", count))

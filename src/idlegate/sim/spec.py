@@ -475,7 +475,9 @@ class DuplicateKey(yaml.constructor.ConstructorError, SpecError):
     that it leaves the loader, and a SpecError, so that a reader may raise it as it is."""
 
     def __init__(self, key: Any, mark: yaml.Mark) -> None:
-        super().__init__(None, None, f"the key {key!r} is given twice in one mapping; keep one", mark)
+        super().__init__(
+            None, None, f"the key {key!r} is given twice in one mapping; keep one", mark
+        )
         self.line, self.column = mark.line + 1, mark.column + 1
         """Where the second one is (counted from 1)."""
 
