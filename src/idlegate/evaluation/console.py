@@ -209,24 +209,29 @@ def add_folding(
     keep: int,
     under: int,
     sep: str = " · ",
+    per_line: int = 0,
 ) -> None:
     """Add `columns` (each its header and justification) and `rows` to `table`. Below
     :data:`NARROW` columns of `width` only the first `keep` columns are columns: a row's
     other figures go dim under its cell of column `under`, each after its header and
     apart by `sep` ("window 40 · its replay (s) 32.4"; a blank cell left out; ``"\\n"``: a
     line each, for a narrow cell), so that no header or figure is cut, however narrow the
-    terminal, and a row stays one row."""
+    terminal, and a row stays one row. A header over two lines is one line where folded;
+    `per_line` figures a line (0: all on one, wrapped by the cell, which may part a figure
+    from its header)."""
     narrow = width < NARROW
     for head, justify in columns[:keep] if narrow else columns:
         table.add_column(head, justify=justify)
-    heads = [head for head, _ in columns[keep:]]
+    heads = [head.replace("\n", " ") for head, _ in columns[keep:]]  # (a folded one: a line)
     for row in rows:
         if not narrow:
             table.add_row(*row)
             continue
         cells = list(row[:keep])
         folded = [f"{h} {f}" for h, f in zip(heads, row[keep:], strict=True) if f]
-        cells[under] += f"\n[dim]{sep.join(folded)}[/]"
+        per = per_line or len(folded) or 1
+        text = "\n".join(sep.join(folded[i : i + per]) for i in range(0, len(folded), per))
+        cells[under] += f"\n[dim]{text}[/]"
         table.add_row(*cells)
 
 
