@@ -56,7 +56,7 @@ from idlegate.sim.engine import Engine, Workload
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
 from idlegate.sim.reclaim_forecast import forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
-from idlegate.sim.reclaim_verdict import RATE, counts
+from idlegate.sim.reclaim_verdict import RATE
 from idlegate.sim.workloads import build_workload
 
 SCENARIOS = ("flood", "large", "flood100", "steady")
@@ -141,10 +141,10 @@ def run_row(
         "over_grace": sum(1 for _q, due, start in overdue if start - due > grace + 1e-6),
     } | (
         {
-            "verdicts": counts(verdicts),
+            "verdicts": result.verdicts,  # (the run's count: `SimResult.verdicts`)
             "decision_cpu": [v.spent for v in verdicts],
         }
-        if verdicts
+        if result.verdicts
         else {}
     )
 

@@ -488,42 +488,30 @@ def test_a_containers_requests_written_as_a_resource_list_say_so(tmp_path: Path)
 
 
 def test_a_key_given_twice_is_refused_by_every_reader_as_by_lint(tmp_path: Path):
-    # (simulate read the last `tasks:` silently where lint refused the file)
+    # (simulate read the last `tasks:` silently where lint refused the file; then every
+    # reader but lint said "it is not YAML or JSON (while constructing a mapping in
+    # "<unicode string>" ...)" of a file that is YAML: issue 82)
     path = tmp_path / "wf.yaml"
-    path.write_text("stages:\n- {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n")
-    said = "found duplicate key 'tasks' (kubectl refuses duplicate fields)"
-    assert said in invoke("lint", str(path)).stdout
-    one_error(invoke("simulate", "-w", "file", "--file", str(path), "-k", "2"), said)
-    manifest = tmp_path / "dwf.yaml"
-    stages = "  stages:\n  - {name: a, tasks: 1, tasks: 2, taskDurationSeconds: 3}\n"
-    manifest.write_text(f"apiVersion: idlegate.io/v1alpha1\nkind: DagWorkflow\nspec:\n{stages}")
-    one_error(invoke("forecast", str(manifest), "--url", "http://127.0.0.1:9"), said)
+    path.write_text(
+        "kind: DagWorkflow\nspec:\n  stages:\n    - name: a\n      tasks: 1\n"
+        "      tasks: 2\n      taskDurationSeconds: 3\n"
+    )
+    said = f"{path} line 6, column 7: the key 'tasks' is given twice in one mapping; keep one"
+    linted = invoke("lint", str(path))
+    assert linted.exit_code == 1
+    assert f"{path}[0] line 6, column 7: the key 'tasks' is given twice" in linted.stdout
+    # (a file that does not parse is no "0 invalid" alone: issue 82)
+    assert "0 workflow(s) in 1 file(s): 0 invalid, 1 file unreadable, 1 problem(s)" in (
+        linted.stdout
+    )
+    for args in (
+        ["simulate", "-w", "file", "--file", str(path), "-k", "2"],
+        ["forecast", str(path)],
+    ):
+        line = one_error(invoke(*args), said)
+        assert "YAML or JSON" not in line and "constructing" not in line, line
     queues = tmp_path / "queues.yaml"
     queues.write_text("- {name: a, nominal: {pods: 2}, nominal: {pods: 3}}\n")
-    assert "found duplicate key 'nominal'" in invoke("lint", str(queues)).stdout
-    one_error(invoke("simulate", "--queues", str(queues)), "found duplicate key 'nominal'")
-
-
-def test_the_dashboards_port_is_checked_before_the_credentials(tmp_path: Path):
-    # (a port out of range was said only once the user had found credentials)
-    missing = str(tmp_path / "kubeconfig")
-    said = "--port is a port number from 0 to 65535, not 99999"
-    one_error(invoke("dashboard", "--port", "99999", "--kubeconfig", missing), said)
-    one_error(invoke("dashboard", "--port", "0", "--kubeconfig", missing), missing)
-
-
-def test_a_history_out_that_is_a_directory_is_refused_before_the_work(tmp_path, monkeypatch):
-    # (said after the run, in the system's words: "cannot write history file D: Is a
-    # directory"; for the whole Alibaba trace, after minutes of reading)
-    import idlegate.sim.history as history
-
-    def worked(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the work started before --out was checked")
-
-    monkeypatch.setattr(history, "simulate_history", worked)
-    monkeypatch.setattr(history, "read_batch_tasks", worked)
-    said = f"cannot write the history file {tmp_path}: it is a directory; give --out a file"
-    one_error(invoke("history", "simulate", "--out", str(tmp_path)), said)
-    trace = tmp_path / "batch_task.csv"
-    trace.write_text("")
-    one_error(invoke("history", "alibaba", str(trace), "--out", str(tmp_path)), said)
+    twice = "line 1, column 33: the key 'nominal' is given twice in one mapping; keep one"
+    assert twice in invoke("lint", str(queues)).stdout
+    one_error(invoke("simulate", "--queues", str(queues)), f"{queues} {twice}")

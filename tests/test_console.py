@@ -417,3 +417,40 @@ def test_a_run_that_preempted_says_so_in_its_tables(reclaim: str) -> None:
     preempted = re.search(r"tasks preempted \(each ran again\)\s*│\s*(\d+)", simulated.output)
     assert (preempted is not None and int(preempted[1]) > 0) == (reclaim == "Any")
     assert ("work lost (%)" in compared.output) == (reclaim == "Any")
+
+
+TEAMS_RUN = ["simulate", "-w", "teams", "-o", "scenario=large", "-o", "num_jobs=10"]
+FORECAST_RUN = [*TEAMS_RUN, "-o", "reclaim=Any", "-s", "srpt", "--seed", "1000"]
+
+
+def test_a_run_decided_on_forecasts_shows_the_judges_verdicts() -> None:
+    # queues.md describes the verdicts; simulate printed the stops and the work lost but
+    # not them (only benchmarks/queues.py counted them: issue 82)
+    from idlegate.evaluation.console import VERDICTS_ROW
+
+    runner = CliRunner()
+    forecast = [*FORECAST_RUN, "-o", "decide=Forecast"]
+    table = runner.invoke(app, forecast)
+    data = json.loads(runner.invoke(app, [*forecast, "--json"]).stdout)
+    assert table.exit_code == 0, table.output
+    verdicts = data["verdicts"]
+    assert list(verdicts) == ["bound", "pays", "declined", "cut"] and sum(verdicts.values()) > 0
+    row = re.search(re.escape(VERDICTS_ROW) + r"\s*│\s*([^│]+?)\s*│", table.output)
+    assert row is not None, table.output
+    cases = verdicts.values()
+    assert row[1] == "{} / {}; {}; {}".format(*cases)
+    # decided by the rules, no judge ran: no such row, no such key
+    rules = runner.invoke(app, [*forecast[:-1], "decide=Rules", "--json"])
+    assert "verdicts" not in json.loads(rules.stdout) and "preempted" in rules.stdout
+
+
+@pytest.mark.parametrize("columns", ["80", "120", None])
+def test_a_piped_run_honours_columns(columns: str | None) -> None:
+    # piped with COLUMNS=80, simulate's queues table was 120 wide (issue 80): COLUMNS is
+    # the width when it is set, a terminal or not; 120 when it is not
+    shown = CliRunner().invoke(app, [*TEAMS_RUN, "-s", "fifo"], env={"COLUMNS": columns})
+    assert shown.exit_code == 0, shown.output
+    widest = max(len(line) for line in shown.stdout.splitlines())
+    assert widest <= int(columns or 120) and (widest > 80) == (columns != "80")
+    folded = re.search(r"│ worst / p99\.9 wait \(s\) [\d,]+ / ", shown.stdout)  # (a cell's line)
+    assert (folded is not None) == (columns == "80")

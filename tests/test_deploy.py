@@ -671,3 +671,19 @@ def test_readme_flag_table_shows_each_flags_own_default() -> None:
         number = isinstance(default, int | float) and not isinstance(default, bool)
         same = float(default) == float(value) if number else str(default) == value
         assert same, f"{flag}: the table says {value}, its default is {default!r}"
+
+
+def test_the_queues_flag_names_every_key_a_queue_takes_and_no_help_says_none() -> None:
+    # (issue 82: --queues' help left out preemption, and --metrics-port's said "None:
+    # neither", Python's None, which no flag gives)
+    from idlegate.sim.queues import QUEUE_KEYS
+
+    flags = _operator_flags()
+    helps = " ".join(" ".join(str(flags["--queues"].help).split()).split(", "))
+    readme = (DEPLOY / "README.md").read_text().splitlines()
+    row = next(line for line in readme if line.startswith("| `--queues"))
+    for key in QUEUE_KEYS:
+        assert re.search(rf"\b{key}\b", helps), f"--queues' help leaves out {key}"
+        assert re.search(rf"\b{key}\b", row), f"deploy/README.md's --queues row leaves out {key}"
+    said = sorted({f for f, p in flags.items() if re.search(r"\bNone\b", p.help or "")})
+    assert not said, f"the help of {said} says Python's None"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from math import isnan, log
 from pathlib import Path
@@ -23,7 +24,7 @@ from idlegate.evaluation.forecast_eval import (
     evaluate_seed,
     measured_view,
 )
-from idlegate.evaluation.forecast_report import MD_HEAD, figures, render, report
+from idlegate.evaluation.forecast_report import MD_COLUMNS, MD_HEAD, figures, render, report
 from idlegate.policy import make_scheduler
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, Fidelity, JobArrival, Workload, simulate
@@ -131,19 +132,29 @@ def test_a_baseline_is_paired_with_the_forecasts_made_at_its_own_times() -> None
     assert none.paired_start_n == 0 and isnan(none.paired_start_rel_median)
 
 
-def test_the_table_fits_100_columns() -> None:
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_table_fits_the_console_and_folds_below_100(width: int) -> None:
+    # (issue 80: at 80 columns its rows were 100 wide, cut by the terminal)
+    from rich.console import Console
+
     run = run_of(
         Prediction("forecast", 1, 0.0, False, Span(80.0, 90.0, 110.0), Span(120.0, 135.0, 140.0))
     )
-    table = render(report([run]))
-    assert max(len(line) for line in table.splitlines()) <= 100
-    assert [line.split()[0] for line in table.splitlines()[2:]] == [
-        "calibrated",
-        "forecast",
-        "position×rate",
-        "ema-wait",
-        "declared",
-    ]
+    table = render(report([run]), width)
+    out = io.StringIO()
+    Console(file=out, width=width).print(table)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= width
+    methods = ["calibrated", "forecast", "position×rate", "ema-wait", "declared"]
+    assert [line.split()[0] for line in lines if line.split()[:1] in ([m] for m in methods)] == (
+        methods  # (each whole, one row each: not cut, "position×r…")
+    )
+    folded = width < 100
+    assert len(table.columns) == (6 if folded else len(MD_COLUMNS))
+    # the finish's figures: a column each, or under the method, two a line with their headers
+    pairs = [line.split() for line in lines if line.lstrip().startswith("finish n ")]
+    assert len(pairs) == (len(methods) if folded else 0)
+    assert all(p[3:6] == ["·", "finish", "med"] for p in pairs), pairs
 
 
 def test_every_workflow_is_forecast_at_its_arrival() -> None:
@@ -208,9 +219,12 @@ def test_the_docs_tables_are_the_reports_table() -> None:
 def test_the_command_prints_the_table_and_json(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["forecast", "evaluate", "-w", "k8s-batch", "--jobs-count", "10", "-s", "fifo"]
-    table = runner.invoke(app, [*args, "-m", "2", "--seed", "1"])
+    table = runner.invoke(app, [*args, "-m", "2", "--seed", "1"], env={"COLUMNS": "80"})
     assert table.exit_code == 0, table.output
     assert "position×rate" in table.output and "k8s-batch, fifo, seed 1:" in table.output
+    # (the summary sentence, 249 wide, wrapped at the console's width: issue 80)
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    assert "refreshes of 2 replays" in " ".join(table.stdout.split())
     out = runner.invoke(app, [*args, "-m", "2", "--seed", "1", "--json", "--out", str(tmp_path)])
     data = json.loads(out.stdout)
     assert json.loads((tmp_path / "forecast.json").read_text()) == data
@@ -399,12 +413,10 @@ def test_the_start_quantile_follows_the_arrivals_unless_set() -> None:
     median = json.loads(runner.invoke(app, [*args, "--json", "--start-quantile", "0.5"]).stdout)
     assert median["start_quantile"] == 0.5
     assert median["figures"]["forecast"]["finish_n"] == plain["figures"]["forecast"]["finish_n"]
-    table = runner.invoke(app, args)
-    assert "durations model, a waiting workflow's start at their 0.75 quantile; start" in (
-        table.output
-    )
-    table = runner.invoke(app, [*args, "--start-quantile", "0.5"])
-    assert "durations model, a waiting workflow's start at their median; start" in table.output
+    table = " ".join(runner.invoke(app, args).output.split())  # (wrapped at the width)
+    assert "durations model, a waiting workflow's start at their 0.75 quantile; start" in table
+    table = " ".join(runner.invoke(app, [*args, "--start-quantile", "0.5"]).output.split())
+    assert "durations model, a waiting workflow's start at their median; start" in table
     refused = runner.invoke(app, [*args, "--start-quantile", "0.95"])
     assert refused.exit_code == 1 and "--start-quantile is a quantile from 0.1 to 0.9" in (
         refused.output

@@ -36,6 +36,7 @@ from idlegate.evaluation.console import (
     render_queues,
     render_run_table,
     run_compare,
+    stdout_console,
 )
 from idlegate.evaluation.suites import (
     DEMO_EXECUTORS,
@@ -67,9 +68,8 @@ DEMO_SEEDS = 5
 
 
 def _stdout() -> Console:
-    """Console for results: the terminal's width, or 120 columns when piped (no 80-col wrap)."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    """Console for results (`stdout_console`: the terminal's width, COLUMNS, else 120)."""
+    return stdout_console()
 
 
 # -- the options that are no config's ---------------------------------------------------

@@ -14,6 +14,7 @@ import typer
 from idlegate.api.pool_spec import no_queues
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
+from idlegate.evaluation.console import stdout_console
 from idlegate.evaluation.files import check_out_dir
 from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
@@ -159,19 +160,22 @@ def forecast_evaluate(
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    typer.echo(render(figs))
+    console = stdout_console()  # (the table and the sentences at its width: issue 80)
+    console.print(render(figs, console.width))
     refreshes = sum(r.refreshes for r in runs)
     at = settings.start_at
     quantile = "their median" if at == MEDIAN else f"their {at:g} quantile"
-    typer.echo(
+    console.print(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
         f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
         f", a waiting workflow's start at {quantile}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
-        "wait / JCT."
+        "wait / JCT.",
+        highlight=False,
+        markup=False,
     )
     for why, n in unavailable_reasons(runs).items():
-        typer.echo(f"unavailable {n}×, {why}")
+        console.print(f"unavailable {n}×, {why}", highlight=False, markup=False)
 
 
 def check_queues(workload: str, seed: int, options: WorkloadOptions) -> None:

@@ -73,6 +73,10 @@ def register(group: typer.Typer) -> None:
             try:  # (what the operator would refuse, said before asking it)
                 read_what_if(text)
             except IdlegateError as exc:
+                from idlegate.sim.spec import DuplicateKey  # (read_what_if's: loaded)
+
+                if isinstance(exc, DuplicateKey):  # (its place: FILE line 13, column 7: ...)
+                    raise IdlegateError(exc.at(str(file))) from None
                 raise IdlegateError(f"{file}: {exc}") from None
             doc = ask(url, text)
             forecast = parse_forecast(doc)

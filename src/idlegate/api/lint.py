@@ -100,7 +100,7 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import ARRIVALS, Arrivals
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import UniqueKeys, describe, parse_workflow
+from idlegate.sim.spec import DuplicateKey, UniqueKeys, describe, parse_workflow
 from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
@@ -306,10 +306,11 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         try:
             yield 0, json.loads(text)
         except json.JSONDecodeError as exc:
-            report.problems.append(
+            _unreadable(
+                report,
                 Problem(
                     source.name, f"invalid JSON: {exc.msg}", 0, None, None, exc.lineno, exc.colno
-                )
+                ),
             )
         return
     if suffix == ".jsonl":  # JSON Lines, as simulate -w file reads (a history sink's)
@@ -319,10 +320,11 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
             try:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
-                report.problems.append(
+                _unreadable(
+                    report,
                     Problem(
                         source.name, f"invalid JSON: {exc.msg}", n, None, None, n + 1, exc.colno
-                    )
+                    ),
                 )
         return
     count = 0  # documents parsed so far: the index of the one a syntax error is in
@@ -330,15 +332,27 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         for doc in yaml.load_all(text, Loader=_StrictLoader):
             yield count, doc
             count += 1
+    except DuplicateKey as exc:  # (YAML, with a key given twice: its own sentence)
+        _unreadable(
+            report, Problem(source.name, exc.sentence, count, None, None, exc.line, exc.column)
+        )
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = ", ".join(filter(None, [exc.context, exc.problem]))
         line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        report.problems.append(
-            Problem(source.name, f"invalid YAML: {what}{hint}", count, None, None, line, column)
+        _unreadable(
+            report,
+            Problem(source.name, f"invalid YAML: {what}{hint}", count, None, None, line, column),
         )
     except yaml.YAMLError as exc:  # e.g. a character YAML does not allow (with no mark)
-        report.problems.append(Problem(source.name, f"invalid YAML: {exc}{hint}", count))
+        _unreadable(report, Problem(source.name, f"invalid YAML: {exc}{hint}", count))
+
+
+def _unreadable(report: LintReport, problem: Problem) -> None:
+    """`problem`, a file's that does not parse: counted apart (`LintReport.unreadable`),
+    as no object of it past the error was checked, valid or not."""
+    report.problems.append(problem)
+    report.unreadable.add(problem.file)
 
 
 # -- checking objects ---------------------------------------------------------------------------
@@ -590,6 +604,7 @@ def lint_paths(
             text = _read(source, stdin or sys.stdin)
         except IdlegateError as exc:
             report.problems.append(Problem(source.name, str(exc)))
+            report.unreadable.add(source.name)
             continue
         documents = 0
         for index, doc in _documents(text, source, report):

@@ -111,6 +111,9 @@ class LintReport:
     airflow_dags: int = 0
     """Airflow DAG exports checked: mapped, left to Airflow (a note with a reason) or
     broken."""
+    unreadable: set[str] = field(default_factory=set)
+    """The files that could not be read or do not parse (each a problem): none of their
+    objects is among the checked, so the summary names them, not ``0 invalid`` alone."""
     queue_files: int = 0
     """``--queues`` files checked, as `simulate --queues` reads them (and the queues the
     workflows name against them)."""
@@ -150,6 +153,9 @@ class LintReport:
         kinds = [f"{n} {kind}(s)" for kind, n in counted.items() if n] or ["0 workflow(s)"]
         what = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} and {kinds[-1]}"
         text = f"{what} in {self.files} file(s): {self.invalid} invalid"
+        if self.unreadable:
+            n = len(self.unreadable)
+            text += f", {n} file{'' if n == 1 else 's'} unreadable"
         if self.problems:
             text += f", {len(self.problems)} problem(s)"
         if self.argo_workflows:
@@ -190,6 +196,7 @@ class LintReport:
             "argo_workflows": self.argo_workflows,
             "bare_workflows": self.bare_workflows,
             "invalid": self.invalid,
+            "unreadable": len(self.unreadable),
             "problems": [{**asdict(p), "text": str(p)} for p in self.problems],
             "notes": [{**asdict(n), "text": str(n)} for n in self.notes],
             "argo": [job.to_json() for job in self.argo_jobs],

@@ -94,8 +94,8 @@ class Settings(Config):
 
     queues: QueueFile | None = None
     """A YAML file of the default pool's queues (a list of name, nominal, borrowingLimit,
-    lendingLimit, weight, priority, waitBound, namespaces; docs/queues.md): teams share the
-    pool by quotas that lend and borrow. Unset: one queue, no quotas."""
+    lendingLimit, weight, priority, waitBound, namespaces, preemption; docs/queues.md):
+    teams share the pool by quotas that lend and borrow. Unset: one queue, no quotas."""
 
     pool_nodes: Annotated[LabelSelector | None, BeforeValidator(_selector)] = None
     """Make the default pool follow the cluster: its capacity is the allocatable of the
@@ -170,12 +170,13 @@ class Settings(Config):
     lease_retry_period: float = Field(2.0, gt=0)
     """Seconds between two renewals by the leader, and two looks at the Lease by a standby."""
 
+    # (None, given in Python only, as the tests do: the port is not served; the help, a
+    # flag's text, does not say Python's None, which no flag can give)
     metrics_port: int | None = Field(9090, ge=0, le=65535)
-    """Port of the Prometheus endpoint /metrics and of the readiness probe /readyz; None:
-    neither."""
+    """Port of the Prometheus endpoint /metrics and of the readiness probe /readyz."""
 
     health_port: int | None = Field(8080, ge=0, le=65535)
-    """Port of the health endpoint /healthz (kopf's liveness probe); None: none."""
+    """Port of the health endpoint /healthz (kopf's liveness probe)."""
 
     listen_host: str = "0.0.0.0"
     """Address the metrics and health endpoints listen on."""
@@ -282,7 +283,7 @@ class Settings(Config):
 
     history_file: Path | None = None
     """A JSON Lines history file (on a volume) that gets one record per finished workflow,
-    for `idlegate history export --from-sink` and replays (docs/workloads.md); None: none
+    for `idlegate history export --from-sink` and replays (docs/workloads.md); unset: none
     (the records stay in the workflows' status until they are deleted)."""
 
     history_max_bytes: int = Field(10 * 2**20, ge=4096)
@@ -298,7 +299,7 @@ class Settings(Config):
 
     ttl_after_finished: int | None = Field(None, ge=0)
     """Seconds after which a finished (Succeeded or Failed) workflow is deleted, with its
-    pods, when its spec.ttlSecondsAfterFinished is unset; None: kept until deleted."""
+    pods, when its spec.ttlSecondsAfterFinished is unset; unset: kept until deleted."""
 
     pod_gc: PodGCStrategy = PodGCStrategy.NEVER
     """When task pods are deleted for a workflow whose spec.podGC is unset: OnPodCompletion,
@@ -309,14 +310,14 @@ class Settings(Config):
 
     webhook_port: int | None = Field(None, ge=0, le=65535)
     """Port of the admission webhook that gates Argo's and Airflow's pods at creation
-    (with --argo, --airflow-url); None: none."""
+    (with --argo, --airflow-url); unset: no webhook."""
 
     webhook_certs: Path | None = None
-    """Directory with the webhook's tls.crt and tls.key; None: plain HTTP (tests only)."""
+    """Directory with the webhook's tls.crt and tls.key; unset: plain HTTP (tests only)."""
 
     airflow_url: str | None = None
     """Schedule the pods of Airflow's KubernetesExecutor too, reading their DAG runs from
-    the API server at this URL (docs/airflow.md; deploy/components/airflow); None: not."""
+    the API server at this URL (docs/airflow.md; deploy/components/airflow); unset: not."""
 
     airflow_username: str | None = None
     """The Airflow user to read DAGs and runs as (its password from --airflow-password-file);

@@ -5,6 +5,7 @@ stderr (`idlegate.progress`), and `run_cli`, evaluate's run-print-write sequence
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -46,7 +47,21 @@ __all__ = [
     "render_run_table",
     "run_cli",
     "run_compare",
+    "stdout_console",
 ]
+
+
+def stdout_console(piped: int = 120) -> Console:
+    """The console results are printed on: the terminal's width; piped, the width
+    ``COLUMNS`` gives when it is set (``COLUMNS=80 idlegate simulate ... | less`` asks for
+    80, and got 120: issue 80), else `piped` columns (no 80-column wrap of a log's
+    tables). The one place a command's output width is read."""
+    from rich.console import Console
+
+    console = Console()  # (rich reads COLUMNS, and the terminal's size without it)
+    if console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
+        return console
+    return Console(width=piped)
 
 
 def render_comparison_table(cmp: Comparison, width: int | None = None) -> Table:
@@ -145,6 +160,7 @@ def render_run_table(m: RunMetrics) -> Table:
             if m.preempted
             else []
         ),
+        *([] if m.verdicts is None else [(VERDICTS_ROW, verdicts_text(m.verdicts))]),
         ("overhead: moving delay (%)", fmt_number(m.overhead * 100, 1)),
         ("mean jobs in system", fmt_number(m.mean_jobs_in_system, 2)),
         ("idle inserted (s)", fmt_number(m.idle_inserted, 2)),
@@ -155,6 +171,17 @@ def render_run_table(m: RunMetrics) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+VERDICTS_ROW = "forecast's verdicts: bound / pays; declined; cut"
+"""The run table's row of the forecast judge's verdicts (``decide: Forecast``: the stops
+that went ahead by ``bound`` or ``pays``; those declined; those cut, decided by the
+rules), as benchmarks/queues.py's tables head theirs (docs/queues.md)."""
+
+
+def verdicts_text(verdicts: Mapping[str, int]) -> str:
+    """``"3 / 5; 2; 0"``: the verdicts by case (`VERDICTS_ROW`)."""
+    return f"{verdicts['bound']} / {verdicts['pays']}; {verdicts['declined']}; {verdicts['cut']}"
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -182,24 +209,29 @@ def add_folding(
     keep: int,
     under: int,
     sep: str = " · ",
+    per_line: int = 0,
 ) -> None:
     """Add `columns` (each its header and justification) and `rows` to `table`. Below
     :data:`NARROW` columns of `width` only the first `keep` columns are columns: a row's
     other figures go dim under its cell of column `under`, each after its header and
     apart by `sep` ("window 40 · its replay (s) 32.4"; a blank cell left out; ``"\\n"``: a
     line each, for a narrow cell), so that no header or figure is cut, however narrow the
-    terminal, and a row stays one row."""
+    terminal, and a row stays one row. A header over two lines is one line where folded;
+    `per_line` figures a line (0: all on one, wrapped by the cell, which may part a figure
+    from its header)."""
     narrow = width < NARROW
     for head, justify in columns[:keep] if narrow else columns:
         table.add_column(head, justify=justify)
-    heads = [head for head, _ in columns[keep:]]
+    heads = [head.replace("\n", " ") for head, _ in columns[keep:]]  # (a folded one: a line)
     for row in rows:
         if not narrow:
             table.add_row(*row)
             continue
         cells = list(row[:keep])
         folded = [f"{h} {f}" for h, f in zip(heads, row[keep:], strict=True) if f]
-        cells[under] += f"\n[dim]{sep.join(folded)}[/]"
+        per = per_line or len(folded) or 1
+        text = "\n".join(sep.join(folded[i : i + per]) for i in range(0, len(folded), per))
+        cells[under] += f"\n[dim]{text}[/]"
         table.add_row(*cells)
 
 
@@ -330,7 +362,6 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
     `ray` (``auto`` or a cluster address) runs the simulations on Ray instead of
     ``config.jobs`` local processes.
     """
-    from rich.console import Console
 
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
@@ -338,7 +369,7 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
     with open_runs_pool(config.jobs, ray) as pool, stderr_progress("evaluating", None) as update:
         ev = run_evaluation(config, update, pool)
     elapsed = time.perf_counter() - start
-    console = Console() if Console().is_terminal else Console(width=140)
+    console = stdout_console(piped=140)
     for c in ev.cases:
         if c.comparison is None:
             console.print(f"[yellow]{c.case.title}: {c.case.skip_reason}[/]", highlight=False)

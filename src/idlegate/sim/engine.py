@@ -31,6 +31,7 @@ from idlegate.sim.protocol import (
 from idlegate.sim.queues import queue_of
 from idlegate.sim.reclaim_plan import JudgeMaker
 from idlegate.sim.reclaim_stop import checkpointed
+from idlegate.sim.reclaim_verdict import counts
 from idlegate.sim.runs import Fidelity as Fidelity
 from idlegate.sim.runs import JobArrival as JobArrival
 from idlegate.sim.runs import SimResult as SimResult
@@ -440,8 +441,15 @@ class Engine:
             capacity=cluster.capacity if cluster.resource_names else None,
             resource_seconds=cluster.resource_seconds if cluster.resource_names else None,
             queues=None if cluster.admission is None else cluster.admission.settle(cluster.now),
+            verdicts=_verdicts(cluster),
         )
         return cluster.report(result)
+
+
+def _verdicts(cluster: Cluster) -> dict[str, int] | None:
+    """The forecast judge's verdicts by case, where it gave any (`SimResult.verdicts`)."""
+    reclaimer = None if cluster.admission is None else cluster.admission.reclaimer
+    return counts(reclaimer.verdicts) if reclaimer is not None and reclaimer.verdicts else None
 
 
 class Answered(NamedTuple):

@@ -196,6 +196,10 @@ class RunMetrics:
     """Executor-seconds of work the stopped tasks lost (none for checkpointed stages)."""
     lost_share: float = 0.0
     """`lost_seconds` over the executor-seconds run (0 when nothing was stopped)."""
+    verdicts: dict[str, int] | None = None
+    """The forecast judge's verdicts by case (`SimResult.verdicts`: ``decide: Forecast``
+    queues' stops that went ahead by ``bound`` or ``pays``, were ``declined`` or ``cut``
+    and decided by the rules); None where it gave none."""
 
     def to_dict(self) -> dict[str, Any]:
         """Field dict, JSON-ready (NaN becomes None; no utilisation by resource for a
@@ -208,6 +212,8 @@ class RunMetrics:
         if not self.preempted:
             for name in ("preempted", "lost_seconds", "lost_share"):
                 del out[name]
+        if self.verdicts is None:  # (a run the forecast judge gave no verdict in)
+            del out["verdicts"]
         if out["utilisation_by_resource"] is None:
             del out["utilisation_by_resource"]
         else:
@@ -268,6 +274,7 @@ def run_metrics(result: SimResult, jobs: JobMetrics | None = None) -> RunMetrics
         preempted=result.preempted,
         lost_seconds=result.preempted_seconds,
         lost_share=result.preempted_seconds / result.busy_seconds if result.preempted else 0.0,
+        verdicts=None if result.verdicts is None else dict(result.verdicts),
     )
 
 

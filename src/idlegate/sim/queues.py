@@ -48,7 +48,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import YamlLoader
+from idlegate.sim.spec import DuplicateKey, YamlLoader
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -57,7 +57,7 @@ QUEUE_LABEL = "idlegate.io/queue"
 """The label by which a workflow of any kind asks for its queue (`queue_of`)."""
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_KEYS = (
+QUEUE_KEYS = (
     "name",
     "nominal",
     "borrowingLimit",
@@ -68,6 +68,7 @@ _KEYS = (
     "namespaces",
     "preemption",
 )
+"""The keys a queue takes (a ``--queues`` file's and an ExecutorPool's ``queues``)."""
 RECLAIM = ("Never", "LowerPriority", "Any")
 """A queue's ``preemption.reclaim`` settings (Kueue's ``reclaimWithinCohort``)."""
 WITHIN_QUEUE = ("Never", "LowerPriority")
@@ -304,8 +305,8 @@ def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
         return None
     before = len(problems)
     problems.extend(
-        f"{where}: unknown key {key!r}; a queue takes {', '.join(_KEYS)}"
-        for key in sorted(set(data) - set(_KEYS), key=str)
+        f"{where}: unknown key {key!r}; a queue takes {', '.join(QUEUE_KEYS)}"
+        for key in sorted(set(data) - set(QUEUE_KEYS), key=str)
     )
     name = data.get("name")
     if not isinstance(name, str):
@@ -486,6 +487,8 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
     )
     try:
         data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
+    except DuplicateKey as exc:
+        raise IdlegateError(exc.at(where)) from None
     except yaml.YAMLError as exc:
         raise IdlegateError(
             f"{where} is not YAML or JSON ({' '.join(str(exc).split())}); give a list of "

@@ -116,6 +116,10 @@ class SimResult:
     """Tasks stopped (`Cluster.stop`: a reclaim's), each run again."""
     preempted_seconds: float = 0.0
     """Executor-seconds of work the stopped tasks lost (part of `busy_seconds`)."""
+    verdicts: dict[str, int] | None = None
+    """The forecast judge's verdicts by case (``decide: Forecast`` queues' stops,
+    `idlegate.sim.reclaim_verdict.counts` of `Reclaimer.verdicts`, the one record of
+    them); None where the judge gave none."""
     pending: tuple[int, float] | None = None
     """Behind a pods-only gate (`idlegate.sim.gate`): the pods that pended and the seconds
     they pended; None for any other run."""
