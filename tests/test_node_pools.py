@@ -375,7 +375,7 @@ async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeyp
     # ROOM_SECONDS of the loop's clock; after a quiet spell, at once again)
     import asyncio
 
-    from idlegate.operator.edge.nodes import ROOM_SECONDS
+    from idlegate.api.pacing import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)
@@ -387,9 +387,9 @@ async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeyp
         h.pools.room_soon()
     await asyncio.sleep(0)
     assert reads == [start]
-    for _ in range(10):  # a change every 10 ms
+    for _ in range(10):  # a change every fifth of ROOM_SECONDS
         h.pools.room_soon()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(ROOM_SECONDS / 5)
     assert [round(t - start, 3) for t in reads] == [0, ROOM_SECONDS, 2 * ROOM_SECONDS]
     await asyncio.sleep(1)
     quiet = loop.time()
@@ -667,14 +667,15 @@ async def test_a_costly_reading_of_the_room_waits_nine_times_its_cpu_before_the_
     # (thousands of nodes and of released pods not bound: a reading costs tens of ms)
     import asyncio
 
-    import idlegate.operator.edge.pools as pools_module
+    import idlegate.api.pacing as pacing
+    from idlegate.api.pacing import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)
     loop = asyncio.get_running_loop()
-    # (the first reading costs 0.1 s of CPU, each after it 1 ms)
+    # (the first reading costs 0.1 s of CPU, each after it 0.5 ms: ROOM_SECONDS apart)
     cpu, reads = iter([0.0, 0.1, *(0.1 + i * 0.0005 for i in range(100))]), []
-    monkeypatch.setattr(pools_module, "thread_time", lambda: next(cpu))
+    monkeypatch.setattr(pacing, "thread_time", lambda: next(cpu))
     monkeypatch.setattr(h.pools, "nodes_changed", lambda: reads.append(loop.time()))
     start = loop.time()
     h.pools.room_soon()
@@ -682,4 +683,4 @@ async def test_a_costly_reading_of_the_room_waits_nine_times_its_cpu_before_the_
     for _ in range(12):  # a change every 0.1 s: the next reading 0.9 s after the costly one
         h.pools.room_soon()
         await asyncio.sleep(0.1)
-    assert [round(t - start, 3) for t in reads] == [0, 0.9, 0.95, 1.0, 1.1]
+    assert [round(t - start, 3) for t in reads] == [0, 0.9, 0.9 + ROOM_SECONDS]

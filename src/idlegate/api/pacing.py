@@ -35,9 +35,10 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from time import thread_time
 from typing import Any
 
 from idlegate.api.status import MAX_MESSAGE
@@ -53,8 +54,37 @@ ARRIVALS_ROUND = 0.2
 submitted alone is decided at once; a flood, which kopf hands the operator over several
 seconds (a turn of its loop each), by a round every 0.2 s with all admitted since, not by
 a round each, as the simulator decides the arrivals of one time in one round."""
+ROOM_SECONDS = ARRIVALS_ROUND
+"""Least loop seconds between two readings of a followed pool's nodes' room
+(`Pools.room_soon`), the arrivals' window: a reading costs the nodes, each may start a
+round, and a flood's pods end by the dozen a second."""
 MAX_BOOKS = 4096
 """Objects whose Events are remembered (the least recent are forgotten)."""
+
+
+class Coalesced:
+    """A job many changes ask for (`ask`), run once for all those asked meanwhile: at the
+    end of the loop's turn, and `every` loop seconds after the last run at the earliest
+    (`paced`: or nine times its CPU, `pause_after`). A flood's arrivals are a round each
+    `ARRIVALS_ROUND`, a burst of pod events a reading of the room each `ROOM_SECONDS`."""
+
+    def __init__(self, run: Callable[[], None], every: float, paced: bool = False) -> None:
+        self.run, self.every, self.paced = run, every, paced
+        self.due, self._last, self._wait = False, -math.inf, every
+
+    def ask(self) -> None:
+        if not self.due:
+            self.due, loop = True, asyncio.get_running_loop()
+            if loop.time() < self._last + self._wait:
+                loop.call_at(self._last + self._wait, self._now)
+            else:
+                loop.call_soon(self._now)
+
+    def _now(self) -> None:
+        self.due, self._last, cpu = False, asyncio.get_running_loop().time(), thread_time()
+        self.run()
+        if self.paced:
+            self._wait = pause_after(thread_time() - cpu, self.every)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pacing import ARRIVALS_ROUND
+from idlegate.api.pacing import ARRIVALS_ROUND, Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
@@ -90,7 +90,8 @@ class Bridge:
         self.kube = kube
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
-        self._last = self._rounded = float("-inf")
+        self._last = float("-inf")
+        self._arrivals = Coalesced(self._round_now, ARRIVALS_ROUND)
         self._reads: set[asyncio.Task[None]] = set()
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
@@ -259,13 +260,12 @@ class Bridge:
 
     def round_soon(self) -> None:
         """One round for the workflows admitted meanwhile (`Core.round_due`): at the loop
-        turn's end, and `ARRIVALS_ROUND` after the last one at the earliest (`_rounded`)."""
-        if not self.core.round_due:
-            self.core.round_due, loop = True, asyncio.get_running_loop()
-            loop.call_at(max(loop.time(), self._rounded + ARRIVALS_ROUND), self._round_now)
+        turn's end, and `ARRIVALS_ROUND` after the last one at the earliest."""
+        self.core.round_due = True
+        self._arrivals.ask()
 
     def _round_now(self) -> None:
-        self.core.round_due, self._rounded = False, asyncio.get_running_loop().time()
+        self.core.round_due = False
         self.handle(Schedule(force=False))
 
     def handle(self, event: Event | Outcome) -> None:

@@ -35,12 +35,6 @@ SWEEP_SECONDS = 10.0
 namespaces (`NodeWatch.sweep`): a node agent started there is subtracted this late."""
 
 
-ROOM_SECONDS = 0.05
-"""Seconds of the operator's clock at least between two readings of the room
-(`Pools.room_soon`): at a thousand nodes a reading costs milliseconds, and pods change
-hundreds of times a second."""
-
-
 class Lister(Protocol):
     """What `NodeWatch.sweep` reads through (the operator's API client)."""
 
@@ -88,13 +82,21 @@ class NodeWatch:
 
     def changed(self, etype: str | None, pod: Mapping[str, Any]) -> bool:
         """Whether a pod's event may change a pool's room (its `room_key` changed): a room
-        read passes over the pool's nodes, and most of a pod's writes change no room."""
-        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        read passes over the pool's nodes, and most of a pod's writes change no room. Nor
+        do the release the applier counts already (`releasing`), or a binding to the node
+        it was pinned to (a reading put it there): its end does, or a binding elsewhere."""
+        meta = pod.get("metadata") or {}
         key = None if etype == "DELETED" else room_key(pod)
-        before = self._keys.pop(uid, None)
+        before = self._keys.pop(str(meta.get("uid", "")), None)
         if key is not None:
-            self._keys[uid] = key
-        return key != before
+            self._keys[str(meta.get("uid", ""))] = key
+        if key is None or key[0] is None:  # (not bound: counted as the applier released it)
+            ours = key is not None and before is None and key[1]
+            return key != before and not (
+                ours and (meta.get("namespace"), meta.get("name")) in self.releasing
+            )
+        node = self.ledger.nodes.get(key[0]) if self.ledger is not None else None
+        return key != before and not (before == (None, *key[1:]) and node and node.host == key[2])
 
     def _nodes(self) -> list[Node]:
         return [read_node(body) for found in list(self.nodes.values()) for body in found]

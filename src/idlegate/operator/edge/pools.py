@@ -22,19 +22,16 @@ enters its new pool with its progress (`Moved`). What a user sees of it: deploy/
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from time import thread_time
 from typing import Any, NamedTuple
 
 from idlegate.api import notices
 from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
 from idlegate.api.nodes import named
-from idlegate.api.pacing import pause_after
+from idlegate.api.pacing import ROOM_SECONDS, Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -75,7 +72,7 @@ from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refuse
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
-from idlegate.operator.edge.nodes import ROOM_SECONDS, Lister, NodeWatch
+from idlegate.operator.edge.nodes import Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.engine import JobArrival
@@ -141,7 +138,7 @@ class Pools:
         """Each cron workflow's ``workflowSpec.pool`` and upcoming runs (:meth:`foresee`)."""
         self.watch = NodeWatch(default.metrics, default.applier.releasing)
         """The nodes and pods (kopf's indexes, given by the operator) of node pools' room."""
-        self._room_due, self._room_read, self._room_every = False, -math.inf, ROOM_SECONDS
+        self._room = Coalesced(lambda: self.nodes_changed(), ROOM_SECONDS, paced=True)
         self.arrivals_fallback: dict[str, str] = {}
         """ExecutorPools whose forecasts do not invent the arrivals they inherit, and why
         (`pool_arrivals`; said once each time it starts: `_say_arrivals`)."""
@@ -536,24 +533,10 @@ class Pools:
             self.room_soon()
 
     def room_soon(self) -> None:
-        """`nodes_changed` once this turn of the event loop is over, and at most once in
-        `ROOM_SECONDS` or `pause_after` the last reading: a burst of node and pod events
-        is one reading of the room, and a stream of them (thousands of nodes and of pods
-        released, not bound yet) costs readings by the second, a tenth of a core at most."""
-        if not self._room_due:
-            self._room_due = True
-            loop = asyncio.get_running_loop()
-            wait = self._room_read + self._room_every - loop.time()
-            if wait > 0:
-                loop.call_later(wait, self._room_now)
-            else:
-                loop.call_soon(self._room_now)
-
-    def _room_now(self) -> None:
-        self._room_due = False
-        self._room_read, cpu = asyncio.get_running_loop().time(), thread_time()
-        self.nodes_changed()
-        self._room_every = pause_after(thread_time() - cpu, ROOM_SECONDS)
+        """`nodes_changed` at this turn's end, then at most once in `ROOM_SECONDS` or
+        `pause_after` the last reading (`Coalesced`): a burst of pod events is a reading of
+        the room, a stream of them (thousands of nodes) a tenth of a core at most."""
+        self._room.ask()
 
     def nodes_changed(self) -> None:
         """A node or a pod changed: each pool that follows its nodes is told their room."""
