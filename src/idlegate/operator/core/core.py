@@ -500,9 +500,9 @@ class Core(Lifecycle):
 
     def pod_of(self, executor: int) -> tuple[str, str] | None:
         """The namespace and name of the DagWorkflow task pod on `executor`, if one runs."""
-        stage = self.cluster.stage_on(executor)
-        if stage is None or not isinstance(wf := stage.job.payload, DagWorkflow):
+        if (stage := self.cluster.stage_on(executor)) is None:
             return None
+        wf: JobKind = stage.job.payload  # (a controller's kind names none: its pods stay)
         name = wf.pod_on(stage.index, executor)[1]
         return (wf.owner.namespace, name) if name else None
 

@@ -103,6 +103,9 @@ class ExternalJob(PodPairing, JobKind):
     def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str:
         return NEVER_EXTERNAL
 
+    def pod_on(self, stage: int, executor: int) -> tuple[None, str]:
+        return None, ""  # (none of its pods is stopped: none is named to a stop)
+
     def _say(self, pool: Pool, releases: Iterable[Release]) -> None:
         """Remove each paired pod's gate, recording its executor on it."""
         for r in releases:
