@@ -294,9 +294,12 @@ def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer
             forecast_interval=30.0,
         ) as operator,
     ):  # fmt: skip
-        as_declared(operator.bridge.core.times)  # (its tasks of 600 s end after the test)
+        # (tasks of 24,000 s, 20 min of the kubelet's wall time: the first outlasts the
+        # wait below however slowly a busy machine starts the replay process, so the
+        # second is still waiting when its forecast comes)
+        as_declared(operator.bridge.core.times)
         for name in ("first", "second"):
-            api.create(DWF, workflow(name, stage("s", 1, 600.0)), ns)
+            api.create(DWF, workflow(name, stage("s", 1, 24_000.0)), ns)
 
         def unavailable() -> dict[str, Any] | None:
             status = (api.get(DWF, ns, "second") or {}).get("status") or {}
