@@ -212,7 +212,8 @@ def test_the_cli_runs_it_and_names_a_missing_folder(trace_dir: Path, tmp_path: P
         app, ["compare", "-w", "alibaba", "--schedulers", "fifo", "--seeds", "1", *args]
     )
     assert r.exit_code == 0, r.output
-    assert f"Alibaba 2018 trace from {trace_dir.resolve()} (3 jobs" in r.stdout
+    said = " ".join(r.stdout.split())  # (the sentence wraps at the console's width)
+    assert f"Alibaba 2018 trace from {trace_dir.resolve()} (3 jobs" in said
     missing = tmp_path / "nowhere"
     r = runner.invoke(app, ["simulate", "-w", "alibaba", "--alibaba-dir", str(missing)])
     assert r.exit_code == 1
