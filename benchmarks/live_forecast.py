@@ -385,8 +385,8 @@ def submit(api: Any, namespaces: Sequence[str], phase: str, later: float) -> lis
     return out
 
 
-def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a run of the bursts (this benchmark's and its paired scoring's)."""
     parser.add_argument("--pools", default="node,fixed", help="node, fixed or both, in turn")
     parser.add_argument("--speed", type=float, default=5.0, help="clock seconds a wall second")
     parser.add_argument("--stretch", type=float, default=0.3, help="σ of the tasks' stretch")
@@ -395,6 +395,11 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
     parser.add_argument("--policy", default="default", help="the pools' policy")
     parser.add_argument("--seed", type=int, default=0, help="the kubelets' draws (first run's)")
     parser.add_argument("--runs", type=int, default=1, help="runs of each pool, seeds in turn")
+
+
+def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_options(parser)
     parser.add_argument(
         "--against",
         type=Path,

@@ -55,6 +55,7 @@ from benchmarks.live_forecast import (
     NODE_CPU,
     WAITED,
     Outcome,
+    add_run_options,
     seed_run,
 )
 from idlegate.api.forecast_book import as_shown
@@ -258,14 +259,7 @@ def main(argv: list[str] | None = None) -> list[Paired]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--code", type=Path, help="src directory of an operator without the term")
     parser.add_argument("--from", dest="source", type=Path, help="score a --json file again")
-    parser.add_argument("--pools", default="node,fixed", help="node, fixed or both, in turn")
-    parser.add_argument("--speed", type=float, default=5.0, help="clock seconds a wall second")
-    parser.add_argument("--stretch", type=float, default=0.3, help="σ of the tasks' stretch")
-    parser.add_argument("--latency", type=float, default=3.0, help="mean start latency, s")
-    parser.add_argument("--later", type=float, default=60.0, help="seconds before the 8 more")
-    parser.add_argument("--policy", default="default", help="the pools' policy")
-    parser.add_argument("--seed", type=int, default=0, help="the kubelets' draws (first run's)")
-    parser.add_argument("--runs", type=int, default=1, help="runs of each pool, seeds in turn")
+    add_run_options(parser)
     parser.add_argument("--key", default="remaining_work", choices=sorted(KEYS))
     parser.add_argument("--json", type=Path, help="write the runs' outcomes there")
     parser.add_argument("--log", type=Path, help="the operator's output (default: discarded)")
