@@ -137,7 +137,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
-from idlegate.sim.admission_ledger import Ledger, Usage
+from idlegate.sim.admission_ledger import Usage
 from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
 from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
@@ -214,7 +214,7 @@ class Admission(Usage, Entries, Views):
         self.priority = [q.priority for q in queues]
         self.bound = [q.wait_bound for q in queues]
         self.bounded = any(b < inf for b in self.bound)
-        self.used = [[0.0] * len(dims) for _ in queues]
+        self.start_usage([[0.0] * len(dims) for _ in queues])
         self.waits_since: list[dict[Stage, float]] = [{} for _ in queues]
         """Per queue, each waiting stage's oldest ready task: when it began to wait, in
         that order (times only grow: a stage is put back at the end when it is set again)."""
@@ -223,11 +223,6 @@ class Admission(Usage, Entries, Views):
         """Kueue mode: the admitted workflows' reservations."""
         self.widths: dict[Job, list[float]] = {}
         """Kueue mode: each waiting workflow's reservation, worked out once."""
-        self.ledger = Ledger(
-            waits=[[] for _ in queues],
-            borrowed=[[0.0] * len(dims) for _ in queues],
-            lent=[[0.0] * len(dims) for _ in queues],
-        )
         self.last_tick = 0.0
         self._waiting: list[bool] = [False] * len(queues)
         self.cluster_asked: PoolState | None = None
@@ -287,6 +282,7 @@ class Admission(Usage, Entries, Views):
         if hasattr(self, "_changed"):  # (not while it is built)
             self._changed.update(range(len(self.queues)))
             self._claim = [[-1.0] * len(self.dims) for _ in self.queues]  # (all read again)
+            self.moved()  # (the shares are of the cohort)
 
     def touch(self, job: Job) -> None:
         """`job` changed (`Cluster.touch`): the snapshot reads it again."""
@@ -335,6 +331,7 @@ class Admission(Usage, Entries, Views):
             for q in snapshot.changed:
                 waiting[q] = counts[q] > 0
             self._changed.update(snapshot.changed)
+            self._rates = None  # (Jain's index is of the queues that wait)
             snapshot.changed.clear()
         for job in jobs:
             since = self.waits_since[job.queue]
@@ -715,20 +712,16 @@ class Admission(Usage, Entries, Views):
             for p, since in enumerate(self.waits_since)
         ):
             return False
-        others = any(w for p, w in enumerate(self._waiting) if p != q)
+        waiting = self._waiting
+        others = waiting.count(True) > waiting[q]  # (another queue waits)
         if self.mode == "drf" or not others:
             return not others
+        if not self.over[q]:  # (q does not borrow: it goes on)
+            return True
         # (only a queue owed quota, one under its nominal quota with ready tasks, takes
         # back what a borrowing one would go on with)
-        others = any(
-            self._waiting[p]
-            and any(u < n for u, n in zip(self.used[p], self.nominal[p], strict=True))
-            for p in range(len(self.queues))
-            if p != q
-        )
-        used, nominal = self.used[q], self.nominal[q]
-        borrowing = any(u > n for u, n in zip(used, nominal, strict=True))
-        return not (borrowing and others)
+        under = self.under
+        return not any(waiting[p] and under[p] for p in range(len(waiting)) if p != q)
 
     # -- the result ----------------------------------------------------------------------
 
@@ -764,7 +757,7 @@ class Admission(Usage, Entries, Views):
         waits, a snapshot read from the copies (the ledger starts empty)."""
         twin = object.__new__(Admission)
         twin.__dict__.update(self.__dict__)
-        twin.used = [list(u) for u in self.used]
+        twin.start_usage([list(u) for u in self.used])
         twin.waits_since = [
             {jobs[s.job].stages[s.index]: t for s, t in since.items() if s.job in jobs}
             for since in self.waits_since
@@ -772,10 +765,6 @@ class Admission(Usage, Entries, Views):
         twin.snapshot = QueueSnapshot(len(self.queues), len(self.dims), twin.demand, jobs.values())
         twin.reserved = {jobs[j]: r for j, r in self.reserved.items() if j in jobs}
         twin.widths = {}
-        zeros = [[0.0] * len(self.dims) for _ in self.queues]
-        twin.ledger = Ledger(
-            waits=[[] for _ in self.queues], borrowed=zeros, lent=[list(z) for z in zeros]
-        )
         twin._waiting = list(self._waiting)
         twin.cluster_asked = None
         twin._claim = [list(c) for c in self._claim]

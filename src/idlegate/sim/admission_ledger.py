@@ -54,6 +54,15 @@ class Usage:
     last_tick: float
     _waiting: list[bool]
     _changed: set[int]
+    over: list[bool]
+    """Per queue, whether it uses beyond its nominal quota on some resource (`moved`)."""
+    under: list[bool]
+    """Per queue, whether it uses less than its nominal quota on some resource."""
+    _shares: list[float | None]
+    """Per queue, its `share` while its usage and the cohort stay (None: to work out)."""
+    _rates: tuple[list[tuple[list[float], int, float]], float | None] | None
+    """What the ledger gains a second while usage and waiting stay (`_tick`; None: to
+    work out): each cell's rate (borrowed or lent), Jain's index if two queues wait."""
 
     def settle(self, now: float) -> Ledger:
         """The ledger, integrated up to `now`."""
@@ -66,36 +75,81 @@ class Usage:
         """One task's demand, in `dims` order (a pod, then the pool's other resources)."""
         return demand_of(stage, len(self.dims))
 
+    def start_usage(self, used: list[list[float]]) -> None:
+        """Each queue uses `used` (a new admission's zeros, a fork's copy), and the ledger
+        starts empty."""
+        self.used = used
+        n, dims = len(used), len(self.dims)
+        self.over, self.under, self._shares, self._rates = [False] * n, [True] * n, [None] * n, None
+        self.moved()
+        self.ledger = Ledger(
+            waits=[[] for _ in used],
+            borrowed=[[0.0] * dims for _ in used],
+            lent=[[0.0] * dims for _ in used],
+        )
+
     def use(self, stage: Stage, tasks: int, now: float) -> None:
         """`tasks` more (or, negative, fewer) of `stage`'s tasks run from `now` on."""
         self._tick(now)
-        self._changed.add(stage.job.queue)
-        used = self.used[stage.job.queue]
+        q = stage.job.queue
+        self._changed.add(q)
+        used = self.used[q]
         for i, a in enumerate(self.demand(stage)):
             used[i] += a * tasks
+        self.moved(q)
+
+    def moved(self, q: int | None = None) -> None:
+        """Queue q's usage moved (None: every queue's, or the cohort): what is kept of it
+        (`over`, `under`, `share`, the ledger's rates) follows. Kept, not worked out at
+        each task's end: `may_go_on` and `_tick` run at nearly every event of a replay."""
+        self._rates = None
+        for p in range(len(self.used)) if q is None else (q,):
+            self._shares[p] = None
+            over = under = False
+            for u, n in zip(self.used[p], self.nominal[p], strict=True):
+                over, under = over or u > n, under or u < n
+            self.over[p], self.under[p] = over, under
 
     def _tick(self, now: float) -> None:
-        """Integrate borrowing, lending and fairness over the time since the last change."""
+        """Integrate borrowing, lending and fairness over the time since the last change,
+        at the rates kept while usage and waiting stay (`_flow`: the same sums, term by term)."""
         dt = now - self.last_tick
         if dt <= 0:
             return
         self.last_tick = now
+        rates = self._rates
+        if rates is None:
+            rates = self._rates = self._flow()
+        cells, jain = rates
+        for row, i, rate in cells:
+            row[i] += rate * dt / MILLI
+        if jain is not None:
+            ledger = self.ledger
+            ledger.contended += dt
+            ledger.jain_area += jain * dt
+
+    def _flow(self) -> tuple[list[tuple[list[float], int, float]], float | None]:
+        """The ledger's cells that gain a second (its borrowed and lent rows, a resource,
+        the rate: cells that gain nothing are left out) and Jain's index of the waiting
+        queues' shares (None: fewer than two wait)."""
         ledger = self.ledger
         over, idle = self.over_idle()
         total = [sum(col) for col in zip(*over, strict=True)]
         idle_total = [sum(col) for col in zip(*idle, strict=True)]
+        cells = []
         for q in range(len(over)):
             for i in range(len(self.dims)):
-                ledger.borrowed[q][i] += over[q][i] * dt / MILLI
-                if idle_total[i] > 0:
-                    ledger.lent[q][i] += total[i] * idle[q][i] / idle_total[i] * dt / MILLI
+                if over[q][i] != 0:
+                    cells.append((ledger.borrowed[q], i, over[q][i]))
+                if idle_total[i] > 0 and (lent := total[i] * idle[q][i] / idle_total[i]) != 0:
+                    cells.append((ledger.lent[q], i, lent))
         waiting = [q for q, w in enumerate(self._waiting) if w]
+        jain = None
         if len(waiting) >= 2:
             shares = [self.share(q) for q in waiting]
             squares = sum(s * s for s in shares)
             jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
-            ledger.contended += dt
-            ledger.jain_area += jain * dt
+        return cells, jain
 
     def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
         """Per queue and resource, its use beyond its nominal quota and its idle quota."""
@@ -118,6 +172,11 @@ class Usage:
         ]
 
     def share(self, q: int) -> float:
-        """Queue q's weighted dominant share: max over resources of U_q / cohort, / weight."""
-        s = max((u / c for u, c in zip(self.used[q], self.cohort, strict=True) if c > 0), default=0)
-        return s / self.weight[q]
+        """Queue q's weighted dominant share: max over resources of U_q / cohort, / weight
+        (kept while its usage and the cohort stay: `moved`)."""
+        got = self._shares[q]
+        if got is None:
+            used, cohort = self.used[q], self.cohort
+            s = max((u / c for u, c in zip(used, cohort, strict=True) if c > 0), default=0)
+            got = self._shares[q] = s / self.weight[q]
+        return got
