@@ -331,7 +331,6 @@ class Admission(Usage, Entries, Views):
             for q in snapshot.changed:
                 waiting[q] = counts[q] > 0
             self._changed.update(snapshot.changed)
-            self._rates = None  # (Jain's index is of the queues that wait)
             snapshot.changed.clear()
         for job in jobs:
             since = self.waits_since[job.queue]
@@ -690,12 +689,12 @@ class Admission(Usage, Entries, Views):
         q = stage.job.queue
         since = self.waits_since[q]
         t = since.pop(stage, now)
-        waits = self.ledger.waits[q]
-        waits.append(now - t)
-        waits.extend([0.0] * (tasks - 1))
-        bound = self.bound[q]
-        if now - t >= bound:
-            self.ledger.overdue.append((q, t + bound, now))
+        if self.counts:
+            waits = self.ledger.waits[q]
+            waits.append(now - t)
+            waits.extend([0.0] * (tasks - 1))
+            if now - t >= (bound := self.bound[q]):
+                self.ledger.overdue.append((q, t + bound, now))
         if stage.launched < stage.available:
             since[stage] = now  # (at the end: the order stays the times')
 

@@ -60,9 +60,9 @@ class Usage:
     """Per queue, whether it uses less than its nominal quota on some resource."""
     _shares: list[float | None]
     """Per queue, its `share` while its usage and the cohort stay (None: to work out)."""
-    _rates: tuple[list[tuple[list[float], int, float]], float | None] | None
-    """What the ledger gains a second while usage and waiting stay (`_tick`; None: to
-    work out): each cell's rate (borrowed or lent), Jain's index if two queues wait."""
+    counts: bool = True
+    """Whether the ledger counts: a round's replay reads its JCTs alone, and turns it off
+    (`policy.portfolio.runs`), as the ledger's sums cost a replay 8 % of its CPU."""
 
     def settle(self, now: float) -> Ledger:
         """The ledger, integrated up to `now`."""
@@ -80,7 +80,7 @@ class Usage:
         starts empty."""
         self.used = used
         n, dims = len(used), len(self.dims)
-        self.over, self.under, self._shares, self._rates = [False] * n, [True] * n, [None] * n, None
+        self.over, self.under, self._shares = [False] * n, [True] * n, [None] * n
         self.moved()
         self.ledger = Ledger(
             waits=[[] for _ in used],
@@ -100,9 +100,8 @@ class Usage:
 
     def moved(self, q: int | None = None) -> None:
         """Queue q's usage moved (None: every queue's, or the cohort): what is kept of it
-        (`over`, `under`, `share`, the ledger's rates) follows. Kept, not worked out at
-        each task's end: `may_go_on` and `_tick` run at nearly every event of a replay."""
-        self._rates = None
+        (`over`, `under`, `share`) follows. Kept, not worked out at each task's end:
+        `may_go_on` runs at nearly every event of a replay."""
         for p in range(len(self.used)) if q is None else (q,):
             self._shares[p] = None
             over = under = False
@@ -111,45 +110,30 @@ class Usage:
             self.over[p], self.under[p] = over, under
 
     def _tick(self, now: float) -> None:
-        """Integrate borrowing, lending and fairness over the time since the last change,
-        at the rates kept while usage and waiting stay (`_flow`: the same sums, term by term)."""
+        """Integrate borrowing, lending and fairness over the time since the last change
+        (the clock alone when the ledger does not count: `counts`)."""
         dt = now - self.last_tick
         if dt <= 0:
             return
         self.last_tick = now
-        rates = self._rates
-        if rates is None:
-            rates = self._rates = self._flow()
-        cells, jain = rates
-        for row, i, rate in cells:
-            row[i] += rate * dt / MILLI
-        if jain is not None:
-            ledger = self.ledger
-            ledger.contended += dt
-            ledger.jain_area += jain * dt
-
-    def _flow(self) -> tuple[list[tuple[list[float], int, float]], float | None]:
-        """The ledger's cells that gain a second (its borrowed and lent rows, a resource,
-        the rate: cells that gain nothing are left out) and Jain's index of the waiting
-        queues' shares (None: fewer than two wait)."""
+        if not self.counts:
+            return
         ledger = self.ledger
         over, idle = self.over_idle()
         total = [sum(col) for col in zip(*over, strict=True)]
         idle_total = [sum(col) for col in zip(*idle, strict=True)]
-        cells = []
         for q in range(len(over)):
             for i in range(len(self.dims)):
-                if over[q][i] != 0:
-                    cells.append((ledger.borrowed[q], i, over[q][i]))
-                if idle_total[i] > 0 and (lent := total[i] * idle[q][i] / idle_total[i]) != 0:
-                    cells.append((ledger.lent[q], i, lent))
+                ledger.borrowed[q][i] += over[q][i] * dt / MILLI
+                if idle_total[i] > 0:
+                    ledger.lent[q][i] += total[i] * idle[q][i] / idle_total[i] * dt / MILLI
         waiting = [q for q, w in enumerate(self._waiting) if w]
-        jain = None
         if len(waiting) >= 2:
             shares = [self.share(q) for q in waiting]
             squares = sum(s * s for s in shares)
             jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
-        return cells, jain
+            ledger.contended += dt
+            ledger.jain_area += jain * dt
 
     def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
         """Per queue and resource, its use beyond its nominal quota and its idle quota."""

@@ -433,6 +433,8 @@ def _simulate(
     arrival or to when it would reach the limit if none finished, whichever first: a
     run stepped so is the same run (`Engine.run`)."""
     engine = Engine.for_workload(workload, scheduler, seed)
+    if engine.cluster.admission is not None:  # (a replay's JCTs are read, not its queues')
+        engine.cluster.admission.counts = False
     if limit is None:
         engine.run()
         return engine.result(workload.name, scheduler.name, seed)
