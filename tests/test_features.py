@@ -366,6 +366,46 @@ def test_a_cached_job_is_read_again_when_its_view_shows_other_stages_of_the_same
     np.testing.assert_array_equal(then.stage_x, fresh.stage_x)
 
 
+class _Jobs(_Sized):
+    """`cluster` through a view that shows only `jobs` (as a queue's view shows its own)."""
+
+    def __init__(self, cluster: Cluster, jobs: list) -> None:
+        super().__init__(cluster, cluster.num_executors)
+        self.jobs = jobs
+
+
+def test_the_rows_of_the_jobs_another_view_shows_are_kept_until_they_leave() -> None:
+    # a queue's view shows its own jobs: a flood's 30 rows, then another queue's 2, then the
+    # flood's again; the flood's rows are the ones read before (they were built again at
+    # every question when a view's jobs alone were kept), and a job that left is dropped
+    c = Cluster(4)
+    jobs = [c.add_job(dag(("x", 2, 1.0, []), ("y", 1, 2.0, ["x"])), 0.0) for _ in range(32)]
+    flood, team = jobs[:30], jobs[30:]
+    feat = Featurizer()
+    feat(_Jobs(c, flood))
+    rows = {job.id: feat._entries[job.id] for job in flood}
+    feat(_Jobs(c, team))
+    again = feat(_Jobs(c, flood))
+    assert all(feat._entries[job.id] is rows[job.id] for job in flood)
+    np.testing.assert_array_equal(again.stage_x, compute_features(_Jobs(c, flood)).stage_x)
+    np.testing.assert_array_equal(again.job_x, compute_features(_Jobs(c, flood)).job_x)
+    c.remove_job(flood[0], 1.0)
+    for _ in range(50):  # (pruned once the cache outgrows twice what it kept)
+        feat(_Jobs(c, [c.add_job(dag(("z", 1, 1.0, [])), 1.0)]))
+    assert flood[0].id not in feat._entries and flood[1].id in feat._entries
+
+
+def test_queues_cache_never_changes_the_features() -> None:
+    # the same check as above under queues: a flood and two steady teams (`teams`), each
+    # queue's view sized to its entitlement and showing its own jobs
+    from idlegate.sim.workloads.teams import TeamsConfig, teams_workload
+
+    workload = teams_workload(TeamsConfig(num_executors=12, num_jobs=6, flood=3.0), seed=2)
+    checker = _Checker(FeatureConfig(max_cap_levels=6))
+    simulate(workload, checker, seed=1)
+    assert checker.calls > 100
+
+
 # -- the optional arrival-history columns ---------------------------------------------------
 
 

@@ -266,6 +266,8 @@ class Featurizer:
         self.config = config or FeatureConfig()
         self._statics: weakref.WeakKeyDictionary[Dag, DagColumns] = weakref.WeakKeyDictionary()
         self._entries: dict[int, JobRows] = {}
+        self._kept = 0
+        """The jobs `_entries` kept when last pruned (`_scan`)."""
         self._structure: RowLayout | None = None
         self._levels: tuple[int, np.ndarray, np.ndarray] | None = None
         self._resources = ResourceColumns()
@@ -275,6 +277,7 @@ class Featurizer:
     def reset(self) -> None:
         """Forget every cached job (start of a run)."""
         self._entries.clear()
+        self._kept = 0
         self._resources.reset()
         self._structure = None
         self._window = None
@@ -395,9 +398,12 @@ class Featurizer:
                 scan.gangs.append((j, off, entry))
             scan.backlog += job.remaining_work
             off += len(entry.alive)
-        if len(cache) > 2 * len(jobs) + 16:
-            keep = {job.id for job in jobs}
-            self._entries = {i: e for i, e in cache.items() if i in keep}
+        if len(cache) > 2 * self._kept + 16:
+            # (the jobs that left the system, not those this view leaves out: a queue's
+            # view shows its own jobs, and the other queues' rows serve their next view;
+            # dropped with the view's jobs, a flood's were built again at every question)
+            self._entries = {i: e for i, e in cache.items() if e.job.finish is None}
+            self._kept = len(self._entries)
         return scan
 
     # -- pieces ------------------------------------------------------------------------
