@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from idlegate.sim.protocol import Job, Stage
 from idlegate.sim.resources import MILLI
-from idlegate.sim.shapes import shape
+from idlegate.sim.shapes import PLAIN, shape
 from idlegate.sim.shares import Shares
 
 Demand = Callable[[Stage], list[float]]
@@ -116,7 +116,8 @@ class QueueSnapshot:
         stale = self._stale
         if not stale:
             return []
-        jobs = sorted(stale, key=_id)  # (new jobs join their queue in arrival order)
+        # (new jobs join their queue in arrival order; one job, most often: no sort)
+        jobs = list(stale) if len(stale) == 1 else sorted(stale, key=_id)
         stale.clear()
         for job in jobs:
             self._forget(job)
@@ -162,12 +163,20 @@ class QueueSnapshot:
             if last is not None and last.id > job.id:  # (a job moved here: arrival order)
                 self.jobs[q] = dict.fromkeys(sorted(members, key=_id))
         self.shares[q].touch(job)
-        stages = [(s, group_of(s)) for s in job.runnable]
+        # (a stage with no demand beyond its pod and no gang, most of them: its group and
+        # its pod's demand without building them per stage; the same keys and sums)
+        plain = Group(job.priority, None, PLAIN)
+        stages = [
+            (s, plain if s.need is None and not s.gang else group_of(s)) for s in job.runnable
+        ]
         pending = [0.0] * self._dims
         groups = self.groups[q]
         for stage, key in stages:
             groups.setdefault(key, {})[stage] = None
             tasks = stage.available - stage.launched
+            if stage.need is None:
+                pending[0] += MILLI * tasks
+                continue
             for i, a in enumerate(self._demand(stage)):
                 pending[i] += a * tasks
         if stages:
