@@ -9,7 +9,9 @@ candidates and how many of their replays it cut (`policy.portfolio.runs`), and w
 chose. With ``--profile AT`` it profiles (cProfile) every round that starts within a
 second of the clock's AT and prints where its CPU went (process time, so the profiler's
 own cost is in it); with ``--sample``, where every round's time goes by sampling the
-stack (`Sampler`: cProfile's shares are mostly its own on these small calls). The
+stack (`Sampler`: cProfile's shares are mostly its own on these small calls); with
+``--replays``, every replay of the rounds (`Replays`: its lead, events, CPU, whether it
+was cut) and the events they replay against the run's own. The
 figures of docs/brain.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
@@ -34,6 +36,7 @@ from typing import Any
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.policy.portfolio.runs import Runs
 from idlegate.sim.engine import simulate
 
 
@@ -120,6 +123,33 @@ def sampled(scheduler: Any, sampler: Sampler) -> None:
     scheduler.replay = replay  # type: ignore[method-assign]
 
 
+class Replays:
+    """Each replay the rounds ran (`policy.portfolio.runs.Runs`: the candidate it led, the
+    window's workflows, its events, its CPU, whether it was cut), while `on`: how many
+    events the rounds replay against the run's own."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str, int, float, bool]] = []
+        own = self.own = Runs._run
+
+        def timed(runs: Runs, lead: str, s: int) -> None:
+            began = time.process_time()
+            events = runs._replays[lead].events if lead in runs._replays else 0
+            own(runs, lead, s)
+            r = runs._replays[lead]
+            cpu = time.process_time() - began
+            self.rows.append((len(runs._times), lead, r.events - events, cpu, r.bound is not None))
+
+        Runs._run = timed  # type: ignore[method-assign]
+
+    def report(self, events: int) -> None:
+        replayed = sum(row[2] for row in self.rows)
+        print(f"{len(self.rows)} replays, {replayed:,} events ({replayed / max(1, events):.1f}× "
+              f"the run's {events:,}); per replay: window, events, CPU s, cut, lead")  # fmt: skip
+        for n, lead, ev, cpu, cut in self.rows:
+            print(f"    {n:4d} {ev:8d} {cpu:6.2f} {'cut' if cut else '   '} {lead}")
+
+
 def run(
     workload: Any,
     spec: str,
@@ -146,6 +176,7 @@ def run(
         "modelled": sum(c.modelled_seconds for c in rounds),
         "jct": sum(r.jct for r in result.records) / max(1, len(result.records)),
         "end": result.end_time,
+        "events": result.events,
     }
 
 
@@ -161,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", action="store_true", help="list every round")
     ap.add_argument("--profile", type=float, default=None, metavar="AT", help="profile a round")
     ap.add_argument("--sample", action="store_true", help="sample where the rounds' time goes")
+    ap.add_argument("--replays", action="store_true", help="list the rounds' replays")
     args = ap.parse_args(argv)
     sampler = Sampler() if args.sample else None
     options = WorkloadOptions(
@@ -171,7 +203,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     workload = build(args.workload, args.seed, options)
     specs = args.schedulers.split(",")
-    runs = [run(workload, spec, args.seed, args.profile, sampler) for spec in specs]
+    runs = []
+    for spec in specs:
+        replays = Replays() if args.replays else None
+        runs.append(run(workload, spec, args.seed, args.profile, sampler))
+        if replays is not None:
+            Runs._run = replays.own  # type: ignore[method-assign]
+            if replays.rows:
+                print(f"{spec}:")
+                replays.report(runs[-1]["events"])
     base = runs[0]["cpu"]
     print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
     print(f"{'scheduler':32} {'run CPU s':>9} {'× first':>8} {'rounds':>6} {'their CPU s':>11} "
