@@ -269,3 +269,23 @@ def test_a_limit_of_zero_is_a_limit_of_none_not_no_limit():
     jobs = [JobArrival(0.0, f"a{i}", one(1, 10.0), queue="a") for i in range(2)]
     result = run(jobs, [a, queue("b", 3)])
     assert sorted(finish(result).values()) == [10.0, 20.0]  # never borrows b's idle three
+
+
+def test_what_a_queues_usage_gives_is_kept_as_the_usage_moves():
+    # over or under its nominal quota, and its share: kept between the usage's moves
+    # (`Usage.moved`), read at every task's end; the same as worked out from the usage
+    jobs = [JobArrival(0.0, f"a{i}", one(1, 10.0), queue="a") for i in range(5)]
+    jobs.append(JobArrival(1.0, "b", one(2, 10.0), queue="b"))
+    workload = Workload("t", tuple(jobs), 4, queues=(queue("a", 2), queue("b", 2)))
+    engine = Engine.for_workload(workload, make_scheduler("fifo"), 0)
+    admission = engine.cluster.admission
+    seen = set()
+    while engine.peek() < float("inf"):
+        engine.step()
+        for q, (used, nominal) in enumerate(zip(admission.used, admission.nominal, strict=True)):
+            assert admission.over[q] == any(u > n for u, n in zip(used, nominal, strict=True))
+            assert admission.under[q] == any(u < n for u, n in zip(used, nominal, strict=True))
+            share = max(u / c for u, c in zip(used, admission.cohort, strict=True))
+            assert admission.share(q) == share / admission.weight[q]
+            seen.add((q, admission.over[q], admission.under[q]))
+    assert {(0, True, False), (0, False, True), (1, False, True)} <= seen  # a borrowed

@@ -207,3 +207,14 @@ def test_a_pure_rule_several_members_ask_answers_each_question_once(monkeypatch)
     assert scores.means["srpt"] == alone("srpt").means["srpt"]
     # (each idle rule has its own base again)
     assert all(getattr(schedulers[s], "base", None) is bases[s] for s in specs)
+
+
+def test_a_replay_under_queues_keeps_no_ledger_and_the_same_runs():
+    # the queues' ledger (borrowed, lent, fairness) is the figures', which no round reads:
+    # a replay keeps none, and its workflows run as in a run that keeps it
+    workload = build_workload("teams", 1, num_executors=12, num_jobs=8)
+    kept = simulate(workload, make_scheduler("srpt"), seed=3)
+    replayed = runs_module._simulate(workload, make_scheduler("srpt"), 3, None)
+    assert [(r.name, r.jct) for r in replayed.records] == [(r.name, r.jct) for r in kept.records]
+    assert sum(map(sum, kept.queues.borrowed)) > 0 and kept.queues.contended > 0
+    assert sum(map(sum, replayed.queues.borrowed)) == 0 and replayed.queues.contended == 0
