@@ -41,9 +41,7 @@ def lent(
         b["waitBound"] = bound
     queues = QueueFile(queues_from([{"name": "a", "nominal": {"pods": 2}}, b]))
     scheduler = make_scheduler("fifo")
-    core = Core(
-        Settings(pool_size=4, queues=queues), scheduler, metrics=Metrics(4, scheduler.name)
-    )
+    core = Core(Settings(pool_size=4, queues=queues), scheduler, metrics=Metrics(4, scheduler.name))
     core.spec = "fifo"  # (the replay process builds the policy from its spec)
     core.handle(Admit(workflow("x", X), queue=0), T0)
     y = Admit(workflow("y", stage("b", 1, 5.0)), queue=1)

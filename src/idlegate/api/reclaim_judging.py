@@ -206,7 +206,11 @@ class Judging:
         if answer.error is not None:
             why, what = FAILED, f"the forecast's judge failed ({answer.error})"
         else:
-            bound = " before the queue's wait bound fell due" if asked.due < asked.at + self.wait else ""
+            bound = (
+                " before the queue's wait bound fell due"
+                if asked.due < asked.at + self.wait
+                else ""
+            )
             why, what = LATE, f"the forecast's judge gave no verdict within {now - asked.at:.0f} s"
             what += f",{bound}" if bound else ""
         return Carry(plan, _rules(what), fallback(plan, what), why)

@@ -301,12 +301,16 @@ class RoundEnded:
 
 
 Fact = (
-    FoundFinished
-    | WorkflowAdmitted
-    | TaskEnded
-    | StatusLanded
-    | Finished
-    | RuleSwitched
-    | ReadAgain
-) | RoundEnded | JudgeStops
+    (
+        FoundFinished
+        | WorkflowAdmitted
+        | TaskEnded
+        | StatusLanded
+        | Finished
+        | RuleSwitched
+        | ReadAgain
+    )
+    | RoundEnded
+    | JudgeStops
+)
 """What the core tells the features (and the edge, `ReadAgain`) besides its intents."""
