@@ -301,16 +301,14 @@ class RoundEnded:
 
 
 Fact = (
-    (
-        FoundFinished
-        | WorkflowAdmitted
-        | TaskEnded
-        | StatusLanded
-        | Finished
-        | RuleSwitched
-        | ReadAgain
-    )
+    FoundFinished
+    | WorkflowAdmitted
+    | TaskEnded
+    | StatusLanded
+    | Finished
+    | RuleSwitched
+    | ReadAgain
     | RoundEnded
     | JudgeStops
 )
-"""What the core tells the features (and the edge, `ReadAgain`) besides its intents."""
+"""What the core tells the features (and the edge, `ReadAgain`, `JudgeStops`) besides its intents."""
