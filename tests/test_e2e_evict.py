@@ -17,11 +17,14 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pytest
+
 from idlegate.api.labels import ANNOTATION_EXECUTOR, ANNOTATION_STOP
 from idlegate.operator.core.events import StopTasks
 from idlegate.operator.main import Operator
 from tests.e2e import (
     DWF,
+    HANG_SECONDS,
     PodMonitor,
     events_of,
     holding_first_runs,
@@ -113,14 +116,21 @@ def test_a_stopped_task_is_evicted_runs_again_and_its_workflow_succeeds(
     assert runs == ["w-a-0", "w-a-0-r1", "w-a-1", "w-a-1-r1"] and not monitor.duplicates
 
 
+@pytest.mark.parametrize("decide", ["Rules", "Forecast"])
 def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
-    api: ApiServer, ns: str, kubelet: SimKubelet
+    api: ApiServer, ns: str, kubelet: SimKubelet, decide: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # queue a (2 of the 4 pods) lends b's idle quota to x's four tasks; y comes to queue b
     # (reclaim: Any): one of x's tasks is evicted within its grace period, y's starts and
-    # ends while x's others still run, and x's stopped task runs again: both succeed
+    # ends while x's others still run, and x's stopped task runs again: both succeed. With
+    # decide: Forecast the stop is judged first, in the replay process, and its Event says
+    # the verdict (x's tasks declared 90 s, within the judge's horizon: they run 400 s)
+    from idlegate.api import reclaim_judging
     from idlegate.api.queueing import QueueFile
     from idlegate.sim.queues import queues_from
+    from idlegate.sim.reclaim_plan import Reclaim
+
+    monkeypatch.setattr(reclaim_judging, "WAIT", 1e6)  # (the verdict, not the fallback's)
 
     lent = {f"x-a-{i}" for i in range(4)}
 
@@ -133,14 +143,24 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
         queues_from(
             [
                 {"name": "a", "nominal": {"pods": 2}},
-                {"name": "b", "nominal": {"pods": 2}, "preemption": {"reclaim": "Any"}},
+                {
+                    "name": "b",
+                    "nominal": {"pods": 2},
+                    "preemption": {"reclaim": "Any", "decide": decide},
+                },
             ]
         )
     )
     monitor = PodMonitor(api, ns)
     try:
-        with running_operator(api, ns, pool=4, queues=queues):
-            x = workflow("x", stage("a", 4, 400))
+        with running_operator(api, ns, pool=4, queues=queues) as op:
+            if decide == "Forecast":  # (its replay process started: the judge answers at once)
+                warm = Reclaim((), (), "b", "warm-up", 0.0)
+                process = op.bridge.replay_process
+                in_loop(op, lambda: process.call(reclaim_judging.fallback, warm, "")).result(
+                    HANG_SECONDS
+                )
+            x = workflow("x", stage("a", 4, 400 if decide == "Rules" else 90))
             x["spec"]["queueName"] = "a"
             api.create(DWF, x, namespace=ns)
             wait(lambda: running(api, ns, *sorted(lent)), 30, "x's four tasks running")
@@ -156,5 +176,6 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
     assert lender["phase"] == "Succeeded" and lender["stages"][0]["failed"] == 0
     said = [e for e in events_of(api, ns, "x") if e["reason"] == "Preempted"]
     assert len(said) == 1 and "queue 'b' (Reclaim)" in said[0]["message"]
+    assert ("Decided on forecasts" in said[0]["message"]) == (decide == "Forecast")
     reruns = [n for n in monitor.created if n.startswith("x-a-") and n.endswith("-r1")]
     assert len(reruns) == 1 and not monitor.duplicates

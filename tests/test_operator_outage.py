@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.crd import render_crd
+from idlegate.api.kopf_retries import KopfRetryLog, RetryForever
 from idlegate.api.settings import Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
@@ -36,7 +37,7 @@ from idlegate.operator.edge import intake
 from idlegate.operator.edge.applier import Op
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.edge.watchdog import KopfRetryLog, RetryForever, Watchdog, operator_pod
+from idlegate.operator.edge.watchdog import Watchdog, operator_pod
 from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics
 from tests.clocks import run_in_loop_time

@@ -11,7 +11,7 @@ import pytest
 
 from idlegate.api.crd import render_crd
 from idlegate.api.notices import preempted
-from idlegate.api.pool_spec import FORECAST_REFUSED, parse_pool_spec, pool_spec_problems
+from idlegate.api.pool_spec import parse_pool_spec, pool_spec_problems
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, JobArrival, Workload
@@ -188,14 +188,13 @@ def test_the_setting_is_read_checked_and_written_back():
         queues_from([{"name": "b", "preemption": {"decide": "Maybe"}}])
 
 
-def test_an_executor_pool_refuses_forecast_until_the_operator_runs_it():
+def test_an_executor_pool_and_lint_take_forecast_which_the_operator_judges():
     spec = {"size": 4, "queues": [{"name": "b", "preemption": {"decide": "Forecast"}}]}
-    problems = pool_spec_problems(spec)
-    assert any(FORECAST_REFUSED in text for _path, text in problems)
-    with pytest.raises(IdlegateError, match="decide: Forecast is decided in the simulator only"):
-        parse_pool_spec(spec, "shared")  # (the operator's reading: the pool is Invalid)
-    rules = {"size": 4, "queues": [{"name": "b", "preemption": {"decide": "Rules"}}]}
-    assert pool_spec_problems(rules) == []
+    assert pool_spec_problems(spec) == []
+    (queue,) = parse_pool_spec(spec, "shared").queues  # (the operator's reading)
+    assert queue.preemption.decide == "Forecast"
+    maybe = {"size": 4, "queues": [{"name": "b", "preemption": {"decide": "Maybe"}}]}
+    assert any("'Maybe' is not a decide setting" in text for _, text in pool_spec_problems(maybe))
     schema = render_crd("ExecutorPool")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     queue = schema["properties"]["spec"]["properties"]["queues"]["items"]
     assert queue["properties"]["preemption"]["properties"]["decide"]["enum"] == [

@@ -60,6 +60,9 @@ class Evictions:
     needed: int
     queue: str
     reason: str
+    decided: str | None = None
+    """How a ``decide: Forecast`` queue's stops were decided (`idlegate.api.reclaim_judging`:
+    the verdict's clause, or the rules' when none came), said on each ``Preempted`` Event."""
     asked: set[int] = field(default_factory=set)
     """Victims whose eviction is asked and not answered yet."""
     stopped: list[int] = field(default_factory=list)

@@ -155,6 +155,13 @@ class MetricFamilies:
             "queue",
             "reason",
         )
+        self.preemption_fallbacks = counter(
+            "idlegate_preemption_fallbacks",
+            "Stops of a decide: Forecast queue carried out as the rules chose them because no "
+            "verdict came: the judge failed, or gave none in time (why: failed, late).",
+            "queue",
+            "why",
+        )
         self.preempted_work = counter(
             "idlegate_preempted_work_seconds",
             "Executor-seconds of work the stopped tasks lost (none for checkpointed stages).",

@@ -253,17 +253,9 @@ def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return all(r.matches(labels) for r in selector.match_expressions)
 
 
-FORECAST_REFUSED = (
-    "decide: Forecast is decided in the simulator only: the operator does not replay the "
-    "pool's future before a stop yet (its replay process does not run it); use decide: "
-    "Rules or leave it out (idlegate simulate --queues FILE measures Forecast)"
-)
-"""Why an ExecutorPool refuses ``preemption.decide: Forecast`` (docs/queues.md)."""
-
-
 class PreemptionModel(BaseModel):
     """Which running tasks a queue's ready task may stop to start (docs/queues.md,
-    "Preemption", being built: read and checked, not yet applied)."""
+    "Preemption")."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
@@ -290,8 +282,8 @@ class PreemptionModel(BaseModel):
     decide: Literal["Rules", "Forecast"] | None = Field(
         default=None,
         description="Rules: stop what the rules choose; Forecast: only where a replay of the "
-        "pool with and without the stops says they pay (the simulator's; an ExecutorPool "
-        "refuses it until the operator's replay process runs it). Unset: Rules.",
+        "pool with and without the stops says they pay (the operator's replay process "
+        "judges them before they are evicted). Unset: Rules.",
     )
 
     @field_validator("reclaim", "within_queue", "borrow_below", mode="before")
@@ -311,8 +303,6 @@ class PreemptionModel(BaseModel):
         problem = preemption_problem("decide", value)
         if problem is not None:
             raise ValueError(problem)
-        if value == "Forecast":
-            raise ValueError(FORECAST_REFUSED)  # (the judge runs in the simulator only, yet)
         return value
 
 
@@ -356,8 +346,8 @@ class QueueModel(BaseModel):
     )
     preemption: PreemptionModel | None = Field(
         default=None,
-        description="Which running tasks its ready tasks may stop to start (being built: "
-        "checked, not yet applied). Unset: none, ever.",
+        description="Which running tasks its ready tasks may stop to start (docs/queues.md, "
+        "Preemption). Unset: none, ever.",
     )
 
 

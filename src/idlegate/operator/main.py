@@ -46,6 +46,7 @@ from typing import Any
 import kopf
 
 from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
+from idlegate.api.kopf_retries import KopfRetryLog
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.notices import Notice
 from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
@@ -70,12 +71,7 @@ from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
-from idlegate.operator.edge.watchdog import (
-    ApiHealth,
-    KopfRetryLog,
-    Watchdog,
-    operator_pod,
-)
+from idlegate.operator.edge.watchdog import ApiHealth, Watchdog, operator_pod
 from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers

@@ -84,6 +84,15 @@ class StopLedger:
             self._last[task] = now
             self._recent.append(now)
 
+    def withdraw(self, tasks: Iterable[Hashable], at: float) -> None:
+        """Forget that `tasks` were stopped at `at`: their stops were asked and then not
+        carried out (the operator's judge declined them, `idlegate.api.reclaim_judging`)."""
+        for task in tasks:
+            if self._last.get(task) == at:
+                del self._last[task]
+            if at in self._recent:
+                self._recent.remove(at)
+
     def copy(self) -> StopLedger:
         """An independent copy (a forked pool's: its stops are not the live pool's)."""
         twin = StopLedger(self.calm)

@@ -29,7 +29,9 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   simulator's engine: `idlegate.sim.reclaim_forecast`): a verdict that declines stops
   nothing for it, the next claimant is tried, and its queue is not judged again for
   `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
-  Without a judge (a fork, the operator) the rules decide.
+  Without a judge (a fork, the operator) the rules decide; the operator then judges the
+  stops asked off its loop (`idlegate.api.reclaim_judging`) and `withdraw`s those its
+  verdict declines.
 * *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
   again as the next task its stage launches (`Cluster.rerun_of`, kept by
   `idlegate.sim.reclaim_stop`): that task is no candidate until the ledger's cooldown
@@ -167,7 +169,8 @@ class Reclaimer:
         self.verdicts: list[ReclaimVerdict] = []
         """The judge's verdicts, declined ones included (the benchmark counts them)."""
         self.declined: dict[int, float] = {}
-        """Per queue whose stops the judge declined, until when it is not judged again."""
+        """Per queue whose stops the judge declined, until when it is not judged again (the
+        simulator's judge, or the operator's verdicts: `withdraw`); a copy has none."""
 
     @property
     def forecasts(self) -> bool:
@@ -181,7 +184,7 @@ class Reclaimer:
         twin.__dict__.update(self.__dict__)
         twin.ledger = self.ledger.copy()
         twin.pending = dict(self.pending)
-        twin.judge, twin.verdicts, twin.declined = None, [], dict(self.declined)
+        twin.judge, twin.verdicts, twin.declined = None, [], {}
         return twin
 
     def plan(
@@ -236,7 +239,7 @@ class Reclaimer:
             if not wanted:
                 continue
             judged = self.judge is not None and settings.decide == "Forecast"
-            if judged and now < self.declined.get(q, -inf):
+            if now < self.declined.get(q, -inf):
                 continue  # (declined lately: its task waits for borrowed tasks to end)
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
@@ -420,6 +423,21 @@ class Reclaimer:
             if not carried:
                 self.pending[executor] = (start, now, stage, plan.queue)
         self.ledger.stopped(names, now)
+
+    def withdraw(self, plan: Reclaim, asked: float, until: float | None = None) -> None:
+        """`plan`'s stops, asked at `asked` (`stopped`) and not carried out, are withdrawn
+        (the operator's judge declined them, or they no longer hold): pending no more, the
+        ledger forgets them, and with `until` their queue is not judged again before it."""
+        names = []
+        for executor in plan.executors:
+            entry = self.pending.get(executor)
+            if entry is not None and entry[1] == asked:
+                start, _at, stage, _for = self.pending.pop(executor)
+                names.append((stage.job.id, stage.index, executor, start))
+        self.ledger.withdraw(names, asked)
+        if until is not None:
+            q = next(i for i, spec in enumerate(self.queues) if spec.name == plan.queue)
+            self.declined[q] = until
 
     def stopping_for(self, queue: str) -> int:
         """How many stops asked for `queue` are not carried out yet (its ready task waits

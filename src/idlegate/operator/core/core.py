@@ -32,6 +32,7 @@ from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.queueing import bound_hit
+from idlegate.api.reclaim_judging import Carry, Judged, JudgeStops, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
@@ -102,6 +103,7 @@ from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
+from idlegate.sim.reclaim_plan import Reclaim
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.task_times import TaskTimes
 
@@ -149,14 +151,16 @@ class Core(Lifecycle):
         """The pool's queues (none: one queue, no quotas, as without them)."""
         self.bound = inf
         """When the wait bound's timer is armed for (`Admission.next_bound`)."""
+        self.judging: Judging | None = None
+        """The ``decide: Forecast`` queues' stops being judged (`api.reclaim_judging`)."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
             metrics.watch_queues(cluster.admission, cluster)
-            cluster.stopper = lambda r: self.stop_tasks(
-                (*r.executors, *r.spare), len(r.executors), r.reason, r.queue
-            )  # (a plan's stops, by eviction: the chosen first, then the other candidates)
+            cluster.stopper, reclaimer = self._stops, cluster.admission.reclaimer
             cluster.stoppable = lambda s: s.job.payload.stoppable
+            if reclaimer is not None and reclaimer.forecasts:
+                self.judging = Judging(reclaimer)
         self.allocatable: tuple[tuple[ResourceVector, ...], Allows | None] = ((), None)
         """The nodes' allocatable and rules last told (`Capacity`): which stages no node holds."""
         self.window = settings.window  # (gated pods ahead per runnable stage; read once)
@@ -258,6 +262,13 @@ class Core(Lifecycle):
                     self.drop(external)
             case StopTasks(victims, needed, reason, queue):
                 self.stop_tasks(victims, needed, reason, queue)
+            case Judged() if self.judging is not None:
+                self.intents.cancel_timer(f"judge:{event.token}")
+                self._stops(self.judging.answer(event, self.cluster, self.at))
+                if self.cluster.admission is not None:  # (withdrawn stops: asked again)
+                    self.cluster.admission.reopen()
+                self.cluster.needs_schedule = True
+                self.schedule()
         if not self.round_due:  # (no round came for the Accepted Events held: said now)
             self.intents.intents += self.unsaid.take()
         return self.intents.take()
@@ -489,14 +500,37 @@ class Core(Lifecycle):
 
     # -- stopping tasks (a reclaim's: `idlegate.api.eviction`) ------------------------------
 
-    def stop_tasks(self, victims: Sequence[int], needed: int, reason: str, queue: str) -> Evictions:
+    def stop_tasks(
+        self, victims: Sequence[int], needed: int, reason: str, queue: str, said: str | None = None
+    ) -> Evictions:
         """Stop `needed` of the tasks running on the executors `victims`, tried in that
         order, to give quota back to `queue` (`reason`): each by its pod's eviction, the
         intents added here; the answers fill the returned `Evictions` as they come (which
-        were stopped, refused, ended by themselves). The entry a reclaim's plan calls."""
-        evictions = Evictions(tuple(victims), needed, queue, reason)
+        were stopped, refused, ended by themselves). The entry a reclaim's plan calls;
+        `said`: how it was decided (a ``Forecast`` queue's verdict, the Events' clause)."""
+        evictions = Evictions(tuple(victims), needed, queue, reason, decided=said)
         self._evict(evictions)
         return evictions
+
+    def _stops(self, plan: Reclaim | Carry) -> None:
+        """A plan's stops (the cluster's `stopper`), evicted, the chosen first, then the other
+        candidates; a ``Forecast`` queue's judged first, off the loop (`api.reclaim_judging`:
+        its question sent, then its `Carry`, evicted or withdrawn, with a fallback's Warning)."""
+        got: Carry | JudgeStops = plan if isinstance(plan, Carry) else Carry(plan)
+        if self.judging is not None and isinstance(plan, Reclaim):
+            policy = (self.scheduler, self.spec, self.decider.learns)
+            got = self.judging.ask(self.cluster, plan, self.at, policy, self.settings.seed)
+        if isinstance(got, JudgeStops):  # (for the bridge: the replay process answers `Judged`)
+            self.intents.add(got)
+            self.intents.set_timer(f"judge:{got.token}", got.due, Judged(got.token))
+        elif (stops := got.plan) is not None:
+            if got.warning is not None and got.why is not None:
+                log.warning("%s", got.warning)
+                self.metrics.preemption_fallbacks.labels(stops.queue, got.why).inc()
+                if self.reporter is not None:
+                    self.intents.event(self.reporter, "Warning", "PreemptionFallback", got.warning)
+            victims, needed = (*stops.executors, *stops.spare), len(stops.executors)
+            self.stop_tasks(victims, needed, stops.reason, stops.queue, got.clause)
 
     def pod_of(self, executor: int) -> tuple[str, str] | None:
         """The namespace and name of the DagWorkflow task pod on `executor`, if one runs."""
@@ -530,7 +564,9 @@ class Core(Lifecycle):
         if lost is not None:
             self.metrics.preempted_tasks.labels(evictions.queue, evictions.reason).inc()
             self.metrics.preempted_work.inc(lost)
-            said = notices.preempted(intent.stage, evictions.queue, evictions.reason, lost)
+            said = notices.preempted(
+                intent.stage, evictions.queue, evictions.reason, lost, evictions.decided
+            )
             self.intents.event(intent.owner, *said)
         self._evict(evictions)
         self.schedule()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.podsecurity import NamespacePolicy
+from idlegate.api.reclaim_judging import Judged, JudgeStops
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ Event = (
     | Ended
     | Capacity
     | StopTasks
+    | Judged
 )
 """What :meth:`Core.handle` takes, besides a write's :data:`~.intents.Outcome`."""
 
@@ -306,5 +308,7 @@ Fact = (
     | Finished
     | RuleSwitched
     | ReadAgain
-) | RoundEnded
-"""What the core tells the features (and the edge, `ReadAgain`) besides its intents."""
+    | RoundEnded
+    | JudgeStops
+)
+"""What the core tells the features (and the edge, `ReadAgain`, `JudgeStops`) besides its intents."""

@@ -25,6 +25,7 @@ from idlegate.api.pacing import ARRIVALS_ROUND, Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
+from idlegate.api.reclaim_judging import Judged, JudgeStops, judge_stops, judged
 from idlegate.api.settings import Settings
 from idlegate.api.status import Phase
 from idlegate.api.task_pods import Owner, owner_of
@@ -299,6 +300,8 @@ class Bridge:
                     self.applier.cancel(owner)
                 case ReadAgain():
                     self._read(item)
+                case JudgeStops():
+                    self._judge(item)
                 case _ if isinstance(item, Intent):
                     self.applier.apply((item,))
                 case _ if isinstance(item, Outcome | Event):
@@ -333,6 +336,18 @@ class Bridge:
             self.carry([fire])
 
         return fired
+
+    def _judge(self, ask: JudgeStops) -> None:
+        """A ``Forecast`` queue's stops to the replay process (`api.reclaim_judging`); its
+        verdict, or why none came, handed back as `Judged` (a judge that fails: the rules')."""
+        try:
+            loop = asyncio.get_running_loop()
+            asking = self.replay_process.call(judge_stops, ask.question)
+            done = asyncio.wrap_future(asking, loop=loop)
+        except Exception as exc:  # (no loop, the process closed): the rules decide at once
+            self.handle(Judged(ask.token, error=f"{type(exc).__name__}: {exc}"))
+            return
+        done.add_done_callback(lambda d: self.handle(judged(ask.token, d)))
 
     def _read(self, again: ReadAgain) -> None:
         """Read a suspended workflow whose deadline passed, and admit it to fail it."""

@@ -2,8 +2,8 @@
 Deployment, every outage of a minute would otherwise become a restart). deploy/README.md
 ("API-server outages and a missing CRD") tells it from the user's side. The pieces:
 
-* :class:`RetryForever`: kopf retries its failed requests for ever; :class:`KopfRetryLog`
-  logs the first failed attempt of each object at WARNING.
+* `idlegate.api.kopf_retries`: kopf retries its failed requests for ever, and logs the
+  first failed attempt of each object at WARNING.
 * :class:`ApiHealth` sees outages in what the operator's own API client reports.
 * :class:`Watchdog` makes the first rebuild of the state (after waiting for the CRD),
   probes the API, and after each outage rebuilds the state as at a start
@@ -19,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from idlegate.api.kinds import GROUP, PLURAL
 from idlegate.api.task_pods import Owner
@@ -36,8 +34,6 @@ from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-FIRST_RETRY = 0.1
-"""Seconds before kopf's first retry of a failed request (doubling up to the cap)."""
 INSTALL_CRD = "kubectl apply -k deploy/base (or kubectl apply -f deploy/base/crd.yaml)"
 GRACE = 1.0
 """Seconds of unanswered requests, with no answer in between, that make an outage. One dropped
@@ -101,70 +97,6 @@ class ApiHealth:
         self.recovered.set()
         ended, self.ended = self.ended, threading.Event()
         ended.set()
-
-
-class RetryForever:
-    """kopf's ``settings.networking.error_backoffs``: 0.1 s, doubling up to `cap`, for ever
-    (kopf's default gives up after about 54 s, and the process stops).
-
-    kopf iterates this once per request (so each iteration starts anew) and retries once
-    per delay; without a length it never gives up. It takes the first delay before the
-    first attempt, so every delay after it is a retry, counted by `on_retry`
-    (`idlegate_watch_restarts_total`).
-    """
-
-    def __init__(self, cap: float, on_retry: Callable[[], None] | None = None) -> None:
-        self.cap = cap
-        self.on_retry = on_retry
-
-    def __iter__(self) -> Iterator[float]:
-        delay = min(FIRST_RETRY, self.cap)
-        yield delay  # (taken before the first attempt)
-        while True:
-            delay = min(2 * delay, self.cap)
-            if self.on_retry is not None:
-                self.on_retry()
-            yield delay
-
-
-class KopfRetryLog(logging.Filter):
-    """kopf logs each failed attempt of its requests at ERROR ("Request attempt #N failed;
-    will retry: PATCH <url> -> <error>"): hundreds of lines for one outage. This filter,
-    on kopf's loggers, lets the first such line of each object (its URL without the
-    query) through at WARNING and drops its repetitions for `quiet` seconds. kopf's
-    other lines pass unchanged."""
-
-    def __init__(self, quiet: float = 60.0) -> None:
-        super().__init__()
-        self.quiet = quiet
-        self._told: dict[str, float] = {}
-        """Monotonic time each object's retry was last logged."""
-        self._loggers: list[logging.Logger] = []
-
-    def install(self) -> None:
-        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "kopf"]
-        self._loggers = [logging.getLogger(n) for n in {*names, "kopf.objects"}]
-        for logger in self._loggers:
-            logger.addFilter(self)
-
-    def uninstall(self) -> None:
-        for logger in self._loggers:
-            logger.removeFilter(self)
-        self._loggers = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not (message.startswith("Request attempt") and "will retry" in message):
-            return True
-        what = message.partition(": ")[2].partition(" -> ")[0].partition("?")[0]
-        now = time.monotonic()
-        if now - self._told.get(what, -math.inf) < self.quiet:
-            return False
-        if len(self._told) > 4096:  # (forget the objects of long ago)
-            self._told = {k: t for k, t in self._told.items() if now - t < self.quiet}
-        self._told[what] = now
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
 
 
 def operator_pod() -> Owner | None:
