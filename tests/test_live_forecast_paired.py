@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from benchmarks.live_forecast import Outcome
-from benchmarks.live_forecast_paired import delay, paired, shown
+from benchmarks.live_forecast_paired import delay, lines, note, paired, shown, told_prior
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import LIVE_COLD
 
@@ -78,3 +78,25 @@ def test_a_start_below_both_tops_or_above_both_is_not_moved():
     for start, finish in ((210.0, 300.0), (300.0, 400.0)):
         (row,) = paired([[("pool", outcomes(start, finish))]], 1.0, "remaining_work")
         assert row.moved == (0, 0, 0, 0)
+
+
+def test_the_cold_mode_scores_the_pools_own_widening_against_the_stated_default():
+    # the pool showed its cold forecast 0.1 of the 100 s lead wider than its replays (its
+    # tasks' widening: `cold_margin`); the stated default would have been 0.25
+    every = outcomes(start=240.0, finish=335.0)
+    told = (Span(140.0, 200.0, 230.0), Span(240.0, 300.0, 330.0))
+    every[1] = dataclasses.replace(every[1], shown=told)
+    assert told_prior(every[1]) == pytest.approx(0.1)
+    (row,) = paired([[("pool", every)]], 1.0, "remaining_work", cold=True)
+    f = row.figures
+    assert list(f) == ["recorded", "stated", "tasks"]
+    # 240 is inside the stated [125, 245] and past the pool's own top, 230; so is the finish
+    assert (f["stated"].start_inside, f["tasks"].start_inside) == (1.0, 0.0)
+    assert (f["stated"].finish_inside, f["tasks"].finish_inside) == (1.0, 0.0)
+    assert f["recorded"].start_inside == f["tasks"].start_inside  # (the reading is right)
+    assert row.moved == (0, 1, 0, 1)
+    assert row.widths["stated"] - row.widths["tasks"] == pytest.approx(
+        30.0 / 190
+    )  # (the wait: 240 − 50)
+    assert row.added == pytest.approx((0.1,))
+    assert lines(row)[-1].endswith("| 0 / 1; 0 / 1 |") and "0.100" in note(row)
