@@ -1,4 +1,6 @@
-"""Issue 80's live forecasts, paired: the same outcomes scored with and without being overtaken.
+"""Issue 80's live forecasts, paired: the same outcomes scored with and without a change of theirs.
+
+The change: being overtaken, or (`--cold`) a cold pool's widening from its own tasks.
 
 Run to run, the live benchmark's coverage moves more than the overtaking term does (the
 warm pool's starts inside the 80 % interval went from 36 % to 88 % between runs of the
