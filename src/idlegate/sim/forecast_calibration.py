@@ -207,8 +207,8 @@ def upper_quantile(values: Iterable[float], level: float, confidence: float) -> 
     (independently), which holds with probability at least `confidence`: the least k-th
     smallest value with P(Binomial(n, level) ≤ k − 1) ≥ `confidence` (the k-th is below
     the quantile only if at least k of the n fell below it, each with probability at most
-    `level`). Distribution-free; None when even the largest is not enough (n with
-    1 − levelⁿ < `confidence`: 11 values at 0.8 and 0.9, the largest of them)."""
+    `level`). Distribution-free; None when even the largest is not enough (1 − levelⁿ <
+    `confidence`: at 0.8 and 0.9, fewer than 11 values; with 11, their largest)."""
     ordered = sorted(values)
     n, below = len(ordered), 0.0
     for k in range(1, n + 1):
