@@ -10,7 +10,8 @@ before it) runs `benchmarks.live_forecast`'s bursts; each workflow's first forec
 records its replays' own interval (``firstForecast.startReplayed``), when it was made,
 and its outcome. From those inputs alone each forecast is shown twice, as the pool shows
 it (`api.forecast_book.as_shown`, calibrated by `sim.forecast_calibration.calibrations`
-of a live pool, which learn from the same forecasts' outcomes in time order):
+of a live pool, which learn from the same forecasts' outcomes in time order; before
+their fourth, each forecast widened as the pool widened it, `told_prior`):
 
 * **without**: the replays' interval as it was;
 * **with**: its tops raised by the delay being overtaken adds (`sim.forecast_overtake`:
@@ -37,10 +38,9 @@ that changed nothing).
 
 With `--cold`, an operator that adds the term already (this code's: `--code src`) is
 scored twice instead: its cold pools' first forecasts widened by the stated default
-(``stated``: `LIVE_COLD`, as before the pool learned from its tasks) and by what the pool
-itself gave them (``tasks``: its shown top over its replays', `told_prior`, which before
-the pool's fourth score is what its tasks said: `sim.forecast_calibration.cold_margin`);
-*recorded* agreeing with *tasks* says that reading is right.
+(``stated``: `LIVE_COLD`, as before the pool learned from its tasks) and as the pool
+widened them (``tasks``: what its tasks said, `sim.forecast_calibration.cold_margin`);
+*recorded* agreeing with *tasks* says that re-play is right.
 
     python -m benchmarks.live_forecast_paired --code src --cold [--pools node,fixed] [--runs 3]
 
@@ -104,13 +104,13 @@ def delay(every: Sequence[Outcome], o: Outcome, executors: float, key: str) -> f
     return overtake.delay(key, own, o.replayed[0].median - made)
 
 
-def shown(run: Run, executors: float, key: str | None, told: bool = False) -> list[list[Outcome]]:
+def shown(run: Run, executors: float, key: str | None, stated: bool = False) -> list[list[Outcome]]:
     """Each burst's outcomes of `run` with each first forecast shown again from its
     replays' interval, its tops raised by being overtaken under `key` (None: not), and
     calibrated as a live pool calibrates: at each forecast by the scores of the forecasts
-    whose workflows had started (finished) by then; before four, by the stated cold
-    default, or (`told`) by the widening the pool itself gave that forecast (`told_prior`:
-    what its tasks said, `cold_margin`)."""
+    whose workflows had started (finished) by then; before four, by the widening the pool
+    gave that forecast (`told_prior`: whatever its operator's cold pool widened by, the
+    stated default or its tasks'), or (`stated`) by the stated cold default `LIVE_COLD`."""
     every = [o for _, burst in run for o in burst]
     made = [o for o in every if o.made is not None and o.replayed is not None]
     entries = {}
@@ -131,7 +131,7 @@ def shown(run: Run, executors: float, key: str | None, told: bool = False) -> li
         entry, when = entries[o.name], o.made
         assert when is not None
         if kind == 0:
-            if told:
+            if not stated:
                 calibration["start"].prior = told_prior(o)
             f = as_shown(entry, when, calibration)
             assert isinstance(f, Forecast)
@@ -149,9 +149,12 @@ def shown(run: Run, executors: float, key: str | None, told: bool = False) -> li
 
 def told_prior(o: Outcome) -> float:
     """The widening per second ahead the pool gave `o`'s first forecast's start: its shown
-    top over its replays' (which hold the overtaking term already), over the lead. Before
-    the pool's fourth score it is the cold widening its tasks gave (`cold_margin`); after,
-    the calibration's own, which `shown` takes instead."""
+    top over its replays' (which hold the overtaking term already if its operator adds it),
+    over the lead; re-played with it, the start's top is the shown one (both to the
+    second, as the status writes them). Before the pool's fourth score it is its cold
+    widening (the stated default, or its tasks', `cold_margin`); after, the calibration's
+    own, which `shown` takes instead: a re-play scores at the start itself, the operator
+    at its next refresh, so the re-play is cold only where the pool was."""
     assert o.shown is not None and o.replayed is not None and o.made is not None
     start, replays = o.shown[0], o.replayed[0]
     return (start.high - replays.high) / max(replays.median - o.made, FLOOR)
@@ -189,15 +192,17 @@ def moved(before: Sequence[Outcome], after: Sequence[Outcome]) -> tuple[int, int
 
 @dataclasses.dataclass(frozen=True)
 class Paired:
-    """One row's figures on each side (`SIDES`, and ``recorded``: as the operator showed)."""
+    """One row's figures on each side (``recorded``: as the operator showed, then `SIDES`
+    or `COLD_SIDES`)."""
 
     run: str
     figures: dict[str, Figures]
     widths: dict[str, float]
     moved: tuple[int, int, int, int]
-    """`moved` from without to with: starts in, out; finishes in, out."""
+    """`moved` from the first side to the last: starts in, out; finishes in, out."""
     added: tuple[float, ...] = ()
-    """The seconds the term added to each first forecast's tops (`delay`)."""
+    """The seconds the term added to each first forecast's tops (`delay`), or (`--cold`)
+    the widening a second ahead the pool gave it (`told_prior`)."""
 
 
 def paired(runs: Sequence[Run], executors: float, key: str, cold: bool = False) -> list[Paired]:
@@ -208,8 +213,8 @@ def paired(runs: Sequence[Run], executors: float, key: str, cold: bool = False) 
     a, b = COLD_SIDES if cold else SIDES
     per_side: dict[str, list[list[list[Outcome]]]] = {
         "recorded": [[list(burst) for _, burst in run] for run in runs],
-        a: [shown(run, executors, None) for run in runs],
-        b: [shown(run, executors, None if cold else key, told=cold) for run in runs],
+        a: [shown(run, executors, None, stated=cold) for run in runs],
+        b: [shown(run, executors, None if cold else key) for run in runs],
     }
     out = []
     for i, label in enumerate(labels):
@@ -219,14 +224,18 @@ def paired(runs: Sequence[Run], executors: float, key: str, cold: bool = False) 
             figs[side] = figures([seed_run(o) for o in mine], "calibrated", WAITED)
             widths[side] = width([o for one in mine for o in one])
         each = [moved(x[i], y[i]) for x, y in zip(per_side[a], per_side[b], strict=True)]
-        counts = tuple(sum(column) for column in zip(*each, strict=True))
+        starts_in, starts_out, finishes_in, finishes_out = (
+            sum(column) for column in zip(*each, strict=True)
+        )
         added = tuple(
             told_prior(o) if cold else delay([o for _, bu in run for o in bu], o, executors, key)
             for run in runs
             for o in run[i][1]
             if o.made is not None and o.replayed is not None
         )
-        out.append(Paired(label, figs, widths, counts, added))  # type: ignore[arg-type]
+        out.append(
+            Paired(label, figs, widths, (starts_in, starts_out, finishes_in, finishes_out), added)
+        )
     return out
 
 
@@ -238,7 +247,7 @@ HEADER = (
 
 
 def lines(p: Paired) -> list[str]:
-    """`p` as rows of the paired table: recorded, without, with."""
+    """`p` as rows of the paired table: recorded, then its two sides."""
     out = []
     last = list(p.figures)[-1]
     for side in p.figures:
@@ -257,7 +266,7 @@ def note(p: Paired) -> str:
     them, per second ahead): its median and largest."""
     if not p.added:
         return f"  {p.run}: no first forecast"
-    if "tasks" in p.figures:
+    if COLD_SIDES[-1] in p.figures:
         return (
             f"  {p.run}: the pool widened {len(p.added)} first forecasts by a median "
             f"{statistics.median(p.added):.3f} (at most {max(p.added):.3f}) a second ahead"
@@ -293,7 +302,9 @@ def outcome_of(d: dict[str, Any]) -> Outcome:
 
 def main(argv: list[str] | None = None) -> list[Paired]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--code", type=Path, help="src directory of an operator without the term")
+    parser.add_argument(
+        "--code", type=Path, help="src directory of an operator without the term (--cold: with)"
+    )
     parser.add_argument("--from", dest="source", type=Path, help="score a --json file again")
     add_run_options(parser)
     parser.add_argument("--key", default="remaining_work", choices=sorted(KEYS))

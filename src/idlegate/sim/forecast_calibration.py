@@ -82,9 +82,10 @@ finishes, which take the start's margin over their wait (`Calibration.widen`): o
 they held 81.4 % at 0.25, 75.4 % at 0.2."""
 LIVE_COLD = 0.25
 """Q of a live pool's start before its own `LIVE_MIN_SCORES` scores and before its tasks
-bound one (`cold_margin`): a quarter of the lead on each side of the replays' interval. Not fitted on any run: it is the accuracy
-issue 80 asks of a live pool's start (within 25 % of its wait), stated as the interval a
-pool gives while nothing of its own says how far off it is. The replays' interval alone
+bound one (`cold_margin`): a quarter of the lead on each side of the replays' interval.
+Not fitted on any run: it is the accuracy issue 80 asks of a live pool's start (within
+25 % of its wait), stated as the interval a pool gives while nothing of its own says how
+far off it is. The replays' interval alone
 spreads over the task times the pool has seen, not over what they cannot draw (workflows
 not submitted yet that overtake, a burst only partly seen, the operator's own delays),
 and on the live benchmark a cold pool's held 7-55 % of its starts
