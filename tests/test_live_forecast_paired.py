@@ -26,7 +26,7 @@ def outcomes(
     lead wider on each side (the finish's: over its wait, the same)."""
     first = Outcome("first", 0, 0.0, 0.0, 10.0, 10.0, work=10.0)
     w = widening * 100.0
-    shown = tuple(Span(s.low - w, s.median, s.high + w) for s in (START, FINISH))
+    start_shown, finish_shown = (Span(s.low - w, s.median, s.high + w) for s in (START, FINISH))
     second = Outcome(
         "second",
         0,
@@ -35,7 +35,7 @@ def outcomes(
         finish,
         30.0,
         made=100.0,
-        shown=shown,  # type: ignore[arg-type]
+        shown=(start_shown, finish_shown),
         replayed=(START, FINISH),
         work=30.0,
     )
