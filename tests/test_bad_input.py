@@ -378,6 +378,25 @@ def test_train_refuses_an_out_that_is_a_file_before_it_trains(tmp_path: Path, mo
         one_error(invoke("train", "--out", str(out)), "is a file, not a directory")
 
 
+def test_history_airflow_refuses_its_out_before_it_asks_airflow(tmp_path: Path, monkeypatch):
+    # (as train and history alibaba: the runs of every DAG were fetched, then a traceback)
+    import idlegate.integrations.airflow as airflow
+
+    def fetched(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Airflow was asked before --out was checked")
+
+    monkeypatch.setattr(airflow, "import_history", fetched)
+    monkeypatch.setenv("AIRFLOW_PASSWORD", "secret")
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    asked = ["history", "airflow", "--url", "http://127.0.0.1:9", "--dag", "etl"]
+    asked += ["--username", "admin"]
+    for raw in ([], ["--raw"]):
+        said = one_error(invoke(*asked, *raw, "--out", str(tmp_path)), "it is a directory")
+        assert said.startswith(f"Error: cannot write the history file {tmp_path}:"), said
+        one_error(invoke(*asked, *raw, "--out", str(taken / "h.yaml")), f"{taken / 'h.yaml'}")
+
+
 def test_an_out_that_cannot_be_made_is_one_line_before_the_training(monkeypatch):
     # (a traceback after the run's set-up; train-window's only once it had trained)
     import idlegate.training.reinforce as reinforce

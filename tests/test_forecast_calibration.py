@@ -17,7 +17,10 @@ from idlegate.sim.forecast_calibration import (
     WINDOW,
     Calibration,
     calibrations,
+    cold_margin,
+    upper_quantile,
 )
+from idlegate.sim.task_times import TaskTimes
 
 
 def test_no_widening_before_enough_scores() -> None:
@@ -156,6 +159,48 @@ def test_a_live_pool_has_no_fitted_prior_and_takes_its_own_scores_as_soon_as_the
     for _ in range(4):
         inside.record(Span(10.0, 20.0, 30.0), 0.0, 20.0)  # (−10 / 20 = −0.5)
     assert inside.margin() == -0.5
+
+
+def test_an_upper_bound_of_a_quantile_holds_as_sure_as_it_says() -> None:
+    """`upper_quantile`: the k-th smallest of n, the least k with P(Binomial(n, 0.8) ≤
+    k − 1) ≥ 0.9. By hand: n = 10, 1 − 0.8¹⁰ = 0.893 < 0.9, no bound; n = 11, 1 − 0.8¹¹ =
+    0.914, the largest; n = 20, P(B ≤ 17) = 0.794 and P(B ≤ 18) = 0.931, the 19th."""
+    assert upper_quantile(range(1, 11), 0.8, 0.9) is None
+    assert upper_quantile(range(11, 0, -1), 0.8, 0.9) == 11  # (any order)
+    assert upper_quantile(range(1, 21), 0.8, 0.9) == 19
+    # (the median's at even odds: P(B(20, ½) ≤ 9) = 0.41, P(B ≤ 10) = 0.59, the 11th)
+    assert upper_quantile(range(1, 21), 0.5, 0.5) == 11
+    # drawn again and again, it is at or above the true quantile 90 % of the time or more
+    rng = np.random.default_rng(7)
+    for n in (11, 30, 200):
+        held = [upper_quantile(rng.random(n), 0.8, 0.9) >= 0.8 for _ in range(2000)]  # type: ignore[operator]
+        assert 0.9 <= np.mean(held) <= 0.97
+
+
+def test_a_cold_live_pool_is_widened_by_how_far_off_its_own_tasks_came_out() -> None:
+    """Before any forecast of a live pool came out, its start widens by the bound of
+    `upper_quantile` (0.8 with 0.9) of its tasks' scores: how far each task's time fell
+    outside what the tasks before it predicted, per second of the predicted median
+    (`TaskTimes.told`); the stated `LIVE_COLD` while they are too few for a bound."""
+    tasks = TaskTimes()
+    for _ in range(10):  # (inside: 12 s, predicted [10, 12, 14]: −2 / 12)
+        tasks.told.append((10.0, 12.0, 14.0, 12.0))
+    assert cold_margin(tasks) == LIVE_COLD  # (10 scores: no bound yet)
+    tasks.told.append((10.0, 12.0, 14.0, 15.2))  # (1.2 s past the top of 12 s: 0.1)
+    assert cold_margin(tasks) == pytest.approx(0.1)  # (11: the largest)
+    tasks.told.append((10.0, 12.0, 14.0, 12.0))
+    assert cold_margin(tasks) == pytest.approx(0.1)
+    more = TaskTimes()
+    for _ in range(11):
+        more.told.append((10.0, 12.0, 14.0, 12.0))
+    assert cold_margin(more) == 0.0  # (all inside: widened by nothing, never narrowed)
+    # the margin is the start's prior, and its finish follows it over the wait
+    fresh = calibrations(live=True)
+    fresh["start"].prior = cold_margin(tasks)
+    assert fresh["start"].widen(Span(90.0, 100.0, 120.0), 0.0) == Span(80.0, 100.0, 130.0)
+    assert fresh["finish"].widen(
+        Span(140.0, 150.0, 170.0), 0.0, start=Span(90.0, 100.0, 120.0)
+    ) == Span(130.0, 150.0, 180.0)
 
 
 def start_scores(workload: str, arrivals: str, seeds: range) -> np.ndarray:

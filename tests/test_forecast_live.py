@@ -15,7 +15,7 @@ import pytest
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.operator.core.events import PodSeen
 from idlegate.policy import make_scheduler
-from idlegate.sim.forecast_calibration import LIVE_COLD, LIVE_MIN_SCORES
+from idlegate.sim.forecast_calibration import LIVE_COLD, LIVE_MIN_SCORES, cold_margin
 from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from tests.clocks import run_in_loop_time
 from tests.operator_fakes import FakeClock, FakeKube, Harness, stage
@@ -54,8 +54,13 @@ def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them
             f = job.payload.forecast
             assert isinstance(f, Forecast)
             assert f.start == pytest.approx(T0 + 152 * i)  # (not the 100 s they declare)
-        # (the stated cold default, not the simulator's prior)
-        assert refresh.calibration["start"].prior == LIVE_COLD
+        # (not the simulator's prior: the stated cold default, while its tasks are too
+        # few to bound how far off they are, 8 scored, the 3rd on...)
+        assert refresh.calibration["start"].prior == cold_margin(times) == LIVE_COLD
+        for _ in range(3):  # (... then 11: each took the 152 s the ones before predicted)
+            times.record(100.0, 152.0, 150.0)
+        refresh.with_arrivals(cluster)
+        assert refresh.calibration["start"].prior == cold_margin(times) == 0.0
         assert refresh.calibration["start"].least == LIVE_MIN_SCORES
         refresh.close()
 

@@ -188,6 +188,41 @@ def test_lint_says_every_bad_setting_each_with_its_queue_and_key(tmp_path: Path)
     assert str(err.value) == next(f"{at}: {p}" for at, p in said.items())
 
 
+def test_every_problem_of_a_cohort_is_said_at_once_by_lint_and_the_pool(tmp_path: Path):
+    # (the last trial: duplicate names, then the sums, came one fix at a time)
+    queues = [
+        {"name": "a", "nominal": {"pods": 3}, "namespaces": ["x"]},
+        {"name": "a", "nominal": {"pods": 3}, "namespaces": ["x"]},
+        {"name": "b", "nominal": {"pods": 3, "cpu": "1"}},
+    ]
+    said = [
+        "queues: two queues are named 'a'; give each its own name",
+        "queues: namespace 'x' is selected by queues 'a' and 'a'; a namespace routes to one queue",
+        "queue 'b': its quota names cpu, which the pool does not count (pods); quote only the "
+        "pool's resources",
+        "queues: the queues' nominal pods sums to pods=9, more than the pool's pods=4; lower a "
+        "quota or grow the pool",
+    ]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        yaml.safe_dump({**_pool(None), "spec": {"size": 4, "queues": queues}}, sort_keys=False)
+    )
+    report = lint_paths([str(pool)])
+    assert [f"{p.field.removeprefix('spec.')}: {p.message}" for p in report.problems] == said
+    # the pool's condition (its spec's error) names them all, in one sentence
+    with pytest.raises(SpecError) as err:
+        parse_pool_spec({"size": 4, "queues": queues}, "p")
+    assert "; ".join(said) in str(err.value)
+    # a queues file against --pool-size: the same, each apart
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump(queues, sort_keys=False))
+    messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
+    assert messages == said[:2]  # (the names first: a file's queues are read by name)
+    file.write_text(yaml.safe_dump([queues[0], queues[2]], sort_keys=False))
+    messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
+    assert messages == [said[2], said[3].replace("pods=9", "pods=6")]
+
+
 def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
     queue = {
         "name": "a",

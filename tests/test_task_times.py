@@ -30,6 +30,23 @@ def test_a_task_gives_its_latency_and_its_stretch_once_it_ended() -> None:
     assert times.ready
 
 
+def test_each_task_is_scored_against_what_the_tasks_before_it_predicted() -> None:
+    """A task's time, as it ends, against the 10th-90th percentiles of what the pool's
+    tasks before it predicted (each latency with each stretch, as a replay pairs them),
+    from the third on: the evidence a cold pool's intervals are widened by (issue 80)."""
+    times = TaskTimes()
+    times.record(10.0, 10.0, 8.0)  # (latency 2, stretch 0.8: none before it, not scored)
+    times.record(10.0, 14.0, 12.0)  # (2, 1.2: one before it, no spread, not scored)
+    assert not times.told
+    # 2 + 0.8 · 10 and 2 + 1.2 · 10, each twice: [10, 10, 14, 14], linearly interpolated
+    assert times.predict(10.0) == pytest.approx((10.0, 12.0, 14.0))
+    assert times.predict(20.0) == pytest.approx((18.0, 22.0, 26.0))
+    times.record(10.0, 15.0, 13.0)
+    assert list(times.told) == [pytest.approx((10.0, 12.0, 14.0, 15.0))]
+    times.record(0.0, 5.0, 5.0)  # (declares nothing: nothing predicted of it)
+    assert len(times.told) == 1
+
+
 def test_kaplan_meier_weighs_what_ended_and_leaves_the_rest_to_what_still_runs() -> None:
     # five tasks: 1 ended; 1.5 runs still (known only to exceed it); 2 ended; 3 and 4 run
     values, cumulative = kaplan_meier(

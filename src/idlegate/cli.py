@@ -446,10 +446,12 @@ def history_airflow(
     with user_errors():
         from idlegate.evaluation.files import write_text
         from idlegate.integrations.airflow import AirflowClient, import_history, read_auth
-        from idlegate.sim.history import history_text, write_history
+        from idlegate.sim.history import check_history_out, history_text, write_history
 
         if api not in ("auto", "v1", "v2"):
             raise IdlegateError(f"--api must be auto, v1 or v2, got {api!r}")
+        if out is not None:  # (a file either way; before the runs are fetched, not after)
+            check_history_out(out)
         auth = read_auth(username, password_file, token_file)
         found = import_history(AirflowClient(url, auth, api=api), dag, runs)
         if raw:

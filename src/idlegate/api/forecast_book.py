@@ -449,9 +449,10 @@ class ForecastBook:
         """Event loop: what the replays of `fork` (the pool's, forked now) invent: the
         pool's `arrivals`, copies of its `recent` frozen now, and the log of their rate
         (`ForecastRequest`'s; a refresh's, and a what-if's on the pool)."""
-        # (a pool's arrivals may change at run time: its start prior follows them)
+        # (a pool's arrivals may change at run time, its tasks come out: its start prior
+        # follows them)
         self.calibration["start"].prior = start_prior(
-            self.arrivals != "none", self.times is not None
+            self.arrivals != "none", self.times is not None, self.times
         )
         if self.arrivals == "none":
             return self.arrivals, (), None

@@ -43,8 +43,9 @@ from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queues import (
     QueueSpec,
-    check_cohort,
+    cohort_problems,
     preemption_problem,
+    queue_from,
     queue_problems,
     queues_from,
 )
@@ -56,6 +57,10 @@ DEFAULT_POOL = "default"
 (the CRD's CEL rule): a workflow naming it means the operator's own pool."""
 POOL_CONDITION = "PoolReady"
 """The workflow condition that says whether its pool exists (False: it waits for it)."""
+
+NO_COHORT = {"cohort": False}
+"""A validation context that leaves the queues' cohort unchecked (`pool_spec_problems`
+reads the spec's other fields so, to say the cohort's problems one by one)."""
 
 LAGGING = "Lagging"
 """The ExecutorPool's condition (True while the operator lags: `api.lag`) and its
@@ -452,15 +457,29 @@ class ExecutorPoolSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _cohort(self) -> ExecutorPoolSpec:
-        try:
-            queues = self.queue_specs
-            if queues and self.node_selector is None:  # (a node pool's room is not known here)
-                pool = ResourceVector({**(self.capacity or {}), "pods": self.executors * MILLI})
-                check_cohort(queues, pool)
-        except IdlegateError as exc:
-            raise ValueError(str(exc)) from None
+    def _cohort(self, info: ValidationInfo) -> ExecutorPoolSpec:
+        problems = [] if info.context == NO_COHORT else self.cohort_problems()
+        if problems:  # (all at once: the pool's condition names each)
+            raise ValueError("; ".join(problems))
         return self
+
+    def cohort_problems(self) -> list[str]:
+        """Every problem of the pool's queues, each led by its place: each queue's values
+        (`queue_problems`), else its cohort's, the names and, against the pool's capacity,
+        the quotas' resources and sums together (`cohort_problems`; a node pool's room is
+        not known here: its names alone)."""
+        if not self.queues:
+            return []
+        raw = [q.model_dump(by_alias=True, exclude_none=True) for q in self.queues]
+        problems = queue_problems(raw)
+        if self.node_selector is not None:
+            return problems
+        try:
+            queues = tuple(queue_from(item, f"queues[{i}]") for i, item in enumerate(raw))
+        except IdlegateError:
+            return problems  # (a queue's values: each said apart)
+        pool = ResourceVector({**(self.capacity or {}), "pods": self.executors * MILLI})
+        return cohort_problems(queues, pool)
 
     @model_validator(mode="after")
     def _arrivals_per_queue(self) -> ExecutorPoolSpec:
@@ -635,23 +654,18 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
         ExecutorPoolSpec.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
         problems = validation_problems(exc, ExecutorPoolSpec)
-        every = _queue_problems(raw)
-        if every and ("", every[0]) in problems:  # (the pool's check says the first only)
-            at = problems.index(("", every[0]))
+        try:  # (the cohort's problems, said together by the pool's check: each apart here)
+            spec = ExecutorPoolSpec.model_validate(
+                raw if raw is not None else {}, context=NO_COHORT
+            )
+            every = spec.cohort_problems()
+        except ValidationError:
+            every = []  # (other problems too: the cohort's stay joined, all of them)
+        if every and ("", "; ".join(every)) in problems:
+            at = problems.index(("", "; ".join(every)))
             problems[at : at + 1] = [(p.partition(": ")[0], p.partition(": ")[2]) for p in every]
         return [(_named(path, raw), text) for path, text in problems]
     return []
-
-
-def _queue_problems(raw: Any) -> list[str]:
-    """Every problem of the queues of spec `raw` whose every queue's fields read, each led
-    by its place (`queue_problems`, on the queues as the pool reads them); else none."""
-    queues = raw.get("queues") if isinstance(raw, Mapping) else None
-    try:
-        read = [QueueModel.model_validate(q) for q in queues or ()]
-    except (ValidationError, TypeError):
-        return []  # (said by pydantic, field by field)
-    return queue_problems([q.model_dump(by_alias=True, exclude_none=True) for q in read])
 
 
 def _named(path: str, raw: Any) -> str:

@@ -46,7 +46,7 @@ from idlegate.sim.durations import MeasuredDurations, Uniforms
 from idlegate.sim.engine import Engine
 from idlegate.sim.protocol import Job, Scheduler, Stage
 from idlegate.sim.rollout import OVERDUE_FRACTION, Future, planning_fork, push_present
-from idlegate.sim.task_times import LiveTimes
+from idlegate.sim.task_times import HIGH, LOW, LiveTimes  # (the 80 % interval's quantiles)
 
 CONDITIONAL_TRIES = 8
 """Draws a running task's duration gets to exceed the time it has already run."""
@@ -67,8 +67,6 @@ that follows its nodes an event costs ten to thirty times that (a fit test per n
 one replay of 200 waiting workflows takes about 1.8 s, so there the replays stop after the
 first (docs/research/forecasts.md, "Cost in the operator")."""
 
-LOW, HIGH = 0.1, 0.9
-"""The quantiles of the 80 % interval."""
 MEDIAN = 0.5
 """The quantile of the replays a forecast time is by default (`forecast`'s
 `start_quantile`): their median."""

@@ -25,9 +25,18 @@ A live pool's (the operator's, whose replays draw from its own task times:
 `sim.task_times`, `calibrations(live=True)`) has no prior fitted anywhere: what the
 simulator's runs gave is not what a cluster's pool does, so it widens by its own scores,
 from the `LIVE_MIN_SCORES`-th. Before them (a cold pool: a burst's forecasts are all made
-at once, before any of them can have come out) its start widens by `LIVE_COLD`, a stated
-wide default and not a measurement, and its finish by that over its wait (the replays'
-own spread over its run).
+at once, before any of them can have come out) its start widens by what its own tasks
+say (`cold_margin`), and its finish by that over its wait (the replays' own spread over
+its run). Its tasks end within the first minute of a burst, long before its workflows
+do, and each is a forecast of the pool's that came out: its time against what the tasks
+before it predicted (`sim.task_times.TaskTimes.told`), a score as a workflow's is, per
+second predicted. A start is the end of the tasks ahead of it, off per second ahead by
+as much as they are when they err together (what the replays' interval does not draw:
+they draw each task apart), so the widening is those scores' `COVERAGE` quantile, taken
+with its own uncertainty: its upper bound at `CONFIDENCE` (`upper_quantile`, from the
+11th task scored; before, the stated wide default `LIVE_COLD`, not a measurement). Few
+tasks give a wide bound, many the quantile itself: it shrinks as the pool's evidence
+arrives, from nothing fitted on another pool.
 
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
@@ -37,8 +46,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 
 from idlegate.sim.forecast import Span
+from idlegate.sim.task_times import TaskTimes
 
 COVERAGE = 0.8
 """The share of actuals the widened interval is to hold (the 80 % interval)."""
@@ -70,15 +81,20 @@ on top held 89.5 % of teams' starts on training seeds 0-1 (per queue); 0.25 held
 finishes, which take the start's margin over their wait (`Calibration.widen`): on teams
 they held 81.4 % at 0.25, 75.4 % at 0.2."""
 LIVE_COLD = 0.25
-"""Q of a live pool's start before its own `LIVE_MIN_SCORES` scores: a quarter of the
-lead on each side of the replays' interval. Not fitted on any run: it is the accuracy
-issue 80 asks of a live pool's start (within 25 % of its wait), stated as the interval a
-pool gives while nothing of its own says how far off it is. The replays' interval alone
+"""Q of a live pool's start before its own `LIVE_MIN_SCORES` scores and before its tasks
+bound one (`cold_margin`): a quarter of the lead on each side of the replays' interval.
+Not fitted on any run: it is the accuracy issue 80 asks of a live pool's start (within
+25 % of its wait), stated as the interval a pool gives while nothing of its own says how
+far off it is. The replays' interval alone
 spreads over the task times the pool has seen, not over what they cannot draw (workflows
 not submitted yet that overtake, a burst only partly seen, the operator's own delays),
 and on the live benchmark a cold pool's held 7-55 % of its starts
-(docs/research/forecasts.md, "Calibrated live"). Wide on purpose: once four of the pool's
-forecasts came out, their scores replace it, narrower or wider."""
+(docs/research/forecasts.md, "Calibrated live"). Wide on purpose: once eleven of the
+pool's tasks were scored, their bound replaces it, and once four of its forecasts came
+out, their scores, narrower or wider."""
+CONFIDENCE = 0.9
+"""How sure the bound of a cold live pool's widening from its tasks is (`cold_margin`,
+`upper_quantile`): the interval's top's own level (`sim.forecast.HIGH`), stated, not fitted."""
 FINISH_PRIOR = 0.05
 """Q of a finish forecast before `MIN_SCORES` scores (as `START_PRIOR`)."""
 FINISH_COVERAGE = 0.83
@@ -162,14 +178,45 @@ class Calibration:
         return Span(low, span.median, max(span.median, span.high + widening))
 
 
-def start_prior(invented: bool, live: bool = False) -> float | None:
+def start_prior(invented: bool, live: bool = False, tasks: TaskTimes | None = None) -> float | None:
     """The start's prior of a pool whose replays invent arrivals (`invented`) or not; a
     `live` pool's (one whose replays draw from its own task times, `sim.task_times`) is
-    the stated default `LIVE_COLD`, never what the simulator's runs gave, until its own
-    `LIVE_MIN_SCORES` scores replace it."""
+    never what the simulator's runs gave: `cold_margin` of its `tasks` (None: the stated
+    default `LIVE_COLD`), until its own `LIVE_MIN_SCORES` scores replace it."""
     if live:
-        return LIVE_COLD
+        return LIVE_COLD if tasks is None else cold_margin(tasks)
     return START_PRIOR_INVENTED if invented else START_PRIOR
+
+
+def cold_margin(tasks: TaskTimes) -> float:
+    """A cold live pool's start widening, from its own tasks (module docstring): each of
+    its tasks' time scored against what the tasks before it predicted (`TaskTimes.told`),
+    as a forecast is scored (`Calibration.record`, the lead being the predicted median),
+    and of those scores the `COVERAGE` quantile's upper bound with `CONFIDENCE`
+    (`upper_quantile`): few tasks give a wide bound, many the quantile itself. Never below
+    0 (a cold pool is widened, never narrowed, before any of its forecasts came out);
+    `LIVE_COLD` while its tasks are too few for a bound."""
+    told = Calibration()
+    for low, median, high, held in tasks.told:
+        told.record(Span(low, median, high), 0.0, held)
+    q = upper_quantile(told.scores, COVERAGE, CONFIDENCE)
+    return LIVE_COLD if q is None else max(q, 0.0)
+
+
+def upper_quantile(values: Iterable[float], level: float, confidence: float) -> float | None:
+    """An upper bound of the `level` quantile of the distribution `values` are drawn from
+    (independently), which holds with probability at least `confidence`: the least k-th
+    smallest value with P(Binomial(n, level) ≤ k − 1) ≥ `confidence` (the k-th is below
+    the quantile only if at least k of the n fell below it, each with probability at most
+    `level`). Distribution-free; None when even the largest is not enough (1 − levelⁿ <
+    `confidence`: at 0.8 and 0.9, fewer than 11 values; with 11, their largest)."""
+    ordered = sorted(values)
+    n, below = len(ordered), 0.0
+    for k in range(1, n + 1):
+        below += math.comb(n, k - 1) * level ** (k - 1) * (1.0 - level) ** (n - k + 1)
+        if below >= confidence:
+            return ordered[k - 1]
+    return None
 
 
 def calibrations(invented: bool = False, live: bool = False) -> dict[str, Calibration]:

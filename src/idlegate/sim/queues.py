@@ -290,10 +290,7 @@ def queue_problems(data: Any, where: str = "queues") -> list[str]:
     problems: list[str] = []
     queues = [_read_queue(item, f"{where}[{i}]", problems) for i, item in enumerate(items)]
     if not problems:
-        try:
-            check_cohort([q for q in queues if q is not None], where=where)
-        except IdlegateError as exc:
-            problems.append(str(exc))
+        problems = cohort_problems([q for q in queues if q is not None], where=where)
     return problems
 
 
@@ -390,53 +387,81 @@ def check_cohort(
     *,
     counted: Iterable[str] | None = None,
 ) -> None:
-    """Names unique, each namespace in one queue, and with `pool` (its capacity, pods
-    included) quotas naming only its resources and summing to at most it. With `counted`
-    instead (the resources a pool that follows its nodes counts; pods always), only the
-    names are checked: its capacity comes and goes with its nodes, so no sum can be."""
+    """IdlegateError with every problem of `cohort_problems` at once (joined by "; "), so
+    that a pool's condition and a command's error name them all, not the first."""
+    problems = cohort_problems(queues, pool, where, counted=counted)
+    if problems:
+        raise IdlegateError("; ".join(problems))
+
+
+def cohort_problems(
+    queues: Iterable[QueueSpec],
+    pool: Mapping[str, int] | None = None,
+    where: str = "queues",
+    *,
+    counted: Iterable[str] | None = None,
+) -> list[str]:
+    """Every problem of a cohort, each a sentence led by `where`: names unique, each
+    namespace in one queue, and with `pool` (its capacity, pods included) quotas naming
+    only its resources and summing to at most it. With `counted` instead (the resources a
+    pool that follows its nodes counts; pods always), only the names are checked: its
+    capacity comes and goes with its nodes, so no sum can be. All of them, not the first:
+    a user who fixes one learns of the next at once (lint, the pool's condition)."""
     queues = tuple(queues)
-    seen: dict[str, str] = {}
     names = [q.name for q in queues]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise IdlegateError(f"{where}: two queues are named {dup!r}; give each its own name")
+    problems = [
+        f"{where}: two queues are named {dup!r}; give each its own name"
+        for dup in dict.fromkeys(n for n in names if names.count(n) > 1)
+    ]
+    seen: dict[str, str] = {}
     for q in queues:
         for ns in q.namespaces:
             if ns in seen:
-                raise IdlegateError(
+                problems.append(
                     f"{where}: namespace {ns!r} is selected by queues {seen[ns]!r} and "
                     f"{q.name!r}; a namespace routes to one queue"
                 )
-            seen[ns] = q.name
+            else:
+                seen[ns] = q.name
     if counted is not None:
-        check_counted(queues, ("pods", *(n for n in counted if n != "pods")))
+        problems += counted_problems(queues, ("pods", *(n for n in counted if n != "pods")))
     if pool is None:
-        return
-    check_counted(queues, pool)
+        return problems
+    problems += counted_problems(queues, pool)
     total = sum((ResourceVector(q.nominal) for q in queues), ResourceVector())
-    over = [n for n in total if total[n] > pool[n]]
-    if over:
-        name = over[0]
-        raise IdlegateError(
-            f"{where}: the queues' nominal {name} sums to "
-            f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
-            f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
-        )
+    problems += [
+        f"{where}: the queues' nominal {name} sums to "
+        f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
+        f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
+        for name in total
+        if name in pool and total[name] > pool[name]
+    ]
+    return problems
 
 
 def check_counted(queues: Iterable[QueueSpec], names: Iterable[str]) -> None:
-    """IdlegateError for the first quota naming a resource not among `names` (what the
-    pool counts, pods included): on a `resources` pool and on one that follows its nodes
-    alike, a quota of what the pool does not count could never be used."""
+    """IdlegateError naming every quota of a resource not among `names` (what the pool
+    counts, pods included): `counted_problems`."""
+    problems = counted_problems(queues, names)
+    if problems:
+        raise IdlegateError("; ".join(problems))
+
+
+def counted_problems(queues: Iterable[QueueSpec], names: Iterable[str]) -> list[str]:
+    """Each quota naming a resource not among `names` (what the pool counts, pods
+    included): on a `resources` pool and on one that follows its nodes alike, a quota of
+    what the pool does not count could never be used."""
     names = tuple(names)
+    problems = []
     for q in queues:
         for key in ("nominal", "borrowing_limit", "lending_limit"):
             missing = [n for n in getattr(q, key) or () if n not in names]
             if missing:
-                raise IdlegateError(
-                    f"queue {q.name!r}: its quota names {missing[0]}, which the pool does not "
-                    f"count ({', '.join(names)}); quote only the pool's resources"
+                problems.append(
+                    f"queue {q.name!r}: its quota names {', '.join(missing)}, which the pool "
+                    f"does not count ({', '.join(names)}); quote only the pool's resources"
                 )
+    return problems
 
 
 def _texts(amounts: Mapping[str, int]) -> dict[str, str]:

@@ -29,6 +29,11 @@ on the latency, a normal draw with the standard error of the mean of the pool's 
 while few tasks have ended, and narrows as they accrue, from the pool's own tasks, not from
 a prior fitted anywhere else.
 
+Each task, as it ends, is also scored against what the pool's tasks before it predicted
+of it (`TaskTimes.told`, `predict`): how far off the pool's own account of its tasks is,
+which widens a cold pool's intervals before any of its forecasts came out
+(`sim.forecast_calibration.cold_margin`).
+
 Pure: no clock, no I/O. The operator keeps one per pool (the core records, the refresh
 reads a `frozen` copy, which crosses to the replay process by pickling).
 """
@@ -43,12 +48,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+LOW, HIGH = 0.1, 0.9
+"""The quantiles of the 80 % interval: a forecast's (`sim.forecast`, which imports them
+from here) and a task's predicted time's (`TaskTimes.predict`)."""
 WINDOW = 200
 """Tasks kept: the most recent, so that what is learned follows a pool that changes."""
 LATENCIES = 50
 """Tasks whose latencies the replays draw from: the most recent (`TaskTimes.frozen`)."""
 EVIDENCE = 10
 """Tasks that must have ended before a pool's forecasts draw from them (`TaskTimes.ready`)."""
+PREDICTS = 2
+"""Tasks that must have ended before the next one's time is predicted and scored
+(`TaskTimes.told`): the fewest whose times have a spread."""
 
 
 class TaskTimes:
@@ -56,16 +67,37 @@ class TaskTimes:
 
     def __init__(self) -> None:
         self.seen: deque[tuple[float, float]] = deque(maxlen=WINDOW)
+        self.told: deque[tuple[float, float, float, float]] = deque(maxlen=WINDOW)
+        """Each of the last `WINDOW` tasks' time as the pool's tasks before it predicted it
+        (`predict`: low, median, high) and as it came out (held): how far off the pool's
+        own account of its tasks is, which a cold pool's intervals are widened by
+        (`sim.forecast_calibration.cold_margin`) before any of its forecasts came out."""
 
     def record(self, declared: float, held: float, running: float | None) -> None:
         """A task whose stage declares `declared` seconds held its executor `held` seconds,
         from its release to its observed end, the last `running` of them running (None:
         its pod was not seen ``Running``, and all of `held` counts as its run). A stage
-        that declares no positive duration teaches nothing of stretch."""
+        that declares no positive duration teaches nothing of stretch. Its time is first
+        scored against what the tasks before it predicted (`told`), once `PREDICTS` have
+        ended: a forecast of the pool's, made before its outcome, as a workflow's is."""
         if not declared > 0 or not held >= 0:
             return
+        if len(self.seen) >= PREDICTS:
+            self.told.append((*self.predict(declared), held))
         ran = held if running is None else min(max(running, 0.0), held)
         self.seen.append((held - ran, ran / declared))
+
+    def predict(self, declared: float) -> tuple[float, float, float]:
+        """The 10th, 50th and 90th percentiles (`LOW`, `HIGH`) of the time a task declaring
+        `declared` seconds holds its executor, by the pool's last `LATENCIES` tasks: each
+        latency with each stretch, as a replay pairs them (`LiveTimes.draw`; without the
+        running tasks' correction and the error of the average, which the replays add)."""
+        last = list(self.seen)[-LATENCIES:]
+        latencies = np.fromiter((p[0] for p in last), float, len(last))
+        stretches = np.fromiter((p[1] for p in last), float, len(last))
+        times = np.add.outer(latencies, stretches * declared).ravel()
+        low, median, high = np.quantile(times, (LOW, 0.5, HIGH))
+        return float(low), float(median), float(high)
 
     @property
     def ready(self) -> bool:
