@@ -1,6 +1,7 @@
 """Issue 79, the flood's burst: the room of a pool that follows its nodes is read when a
-pod's binding or end may change it, not at every pod event, and a reading starts a round
-only when it tells the pool more room than it knew.
+pod's binding or end may change it, not at every pod event; a reading starts a round only
+when the room that grew lets a waiting task fit on a node; and the pods' ends of a burst
+(less than `round_window` after a round) join the next round, not one each.
 
 A flood on three nodes, over the fakes in the loop's fake time: the API's pod writes come
 back as watch events (what the operator's pod-events handler does with each), a
@@ -18,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.pacing import ROOM_SECONDS
+from idlegate.api.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.operator.core.events import PodSeen
+from idlegate.policy import make_scheduler
 from tests.operator_fakes import harness, stage
 
 pytestmark = pytest.mark.looptime
@@ -44,10 +46,9 @@ class Cluster:
         watch.read = True
         h.kube.on_effect = self.written
         self.readings: list[float] = []
-        self.rounds, self.after_reading, self.ends = 0, 0, 0
+        self.rounds, self.after_reading, self.in_pod_events, self.ends = 0, 0, 0, 0
         read, decide = h.pools.nodes_changed, h.core.decider.decide
-        self.reading = False
-        self.delay = random.Random(0).uniform
+        self.reading = self.pod_event = False
 
         def counted_read() -> None:
             self.readings.append(self.loop.time())
@@ -62,6 +63,7 @@ class Cluster:
         def counted_decide(*args: Any) -> Any:
             self.rounds += 1
             self.after_reading += self.reading
+            self.in_pod_events += self.pod_event
             return decide(*args)
 
         h.pools.nodes_changed = counted_read
@@ -87,7 +89,11 @@ class Cluster:
         h.pools.watch.seen({"type": etype, "object": body})
         if h.pools.watch.changed(etype, body):
             h.pools.room_soon()
-        h.pools.handle(PodSeen(body, etype == "DELETED"))
+        self.pod_event = True
+        try:
+            h.pools.handle(PodSeen(body, etype == "DELETED"))
+        finally:
+            self.pod_event = False
         spec, status = found["spec"], found["status"]
         if etype == "DELETED" or status["phase"] != "Pending" or spec.get("schedulingGates"):
             return
@@ -108,14 +114,8 @@ class Cluster:
         self.written("patch_pod", name)
 
 
-@pytest.mark.asyncio
-async def test_a_floods_burst_reads_the_room_when_pods_end_and_rounds_when_it_grew():
-    """40 diamonds of 5 tasks at once on three nodes: each pod is released, bound and
-    ended, three changes of its `room_key`. The room is read after ends (a release the
-    applier counts, a binding where the pod was pinned, change none), at most once in
-    `ROOM_SECONDS`: fewer readings than half the pods ended (before: 281 readings for 200
-    ends, 165 of them starting a round, 366 rounds in all; now 82, 83 and 284)."""
-    h = harness(pool=200, pool_nodes="")
+async def flood(h: Any) -> Cluster:
+    """40 diamonds of 5 tasks at once on three nodes, run to their end (`Cluster`)."""
     cluster = Cluster(h)
     h.pools.nodes_changed()
     diamond = [
@@ -130,8 +130,71 @@ async def test_a_floods_burst_reads_the_room_when_pods_end_and_rounds_when_it_gr
     await h.settle()
     phases = [h.kube.status(f"w{i}").get("phase") for i in range(40)]
     assert phases == ["Succeeded"] * 40 and cluster.ends == 200
-    readings = cluster.readings[1:]  # (the first: the test's own)
+    return cluster
+
+
+@pytest.mark.asyncio
+async def test_a_floods_burst_reads_the_room_when_pods_end_and_rounds_when_it_grew():
+    """Each pod is released, bound and ended, three changes of its `room_key`. The room
+    is read after ends (a release the applier counts, a binding where the pod was pinned,
+    change none), at most once in `ROOM_SECONDS`: fewer readings than half the pods ended.
+    A reading starts a round only if a waiting task fits a node now (`Cluster.may_start`),
+    and an end less than `round_window` after a round joins the next. The code before
+    both: 87 readings, 88 rounds started by one, 200 by the pods' events, 289 in all;
+    now 83, 53, 18 and 134."""
+    h = harness(pool=200, pool_nodes="", round_window=ARRIVALS_ROUND)
+    cluster = await flood(h)
+    readings = cluster.readings[1:]  # (the first: the flood's own)
     gaps = [b - a for a, b in itertools.pairwise(readings)]
     assert min(gaps) >= ROOM_SECONDS - 1e-9
     assert len(readings) < cluster.ends // 2
-    assert cluster.after_reading <= len(cluster.readings) and cluster.rounds < 300
+    assert cluster.after_reading <= 70  # (a round after each reading that grew: 84)
+    assert cluster.in_pod_events <= 50  # (each end a round: 200)
+    assert cluster.rounds <= 170
+
+
+@pytest.mark.asyncio
+async def test_without_the_window_or_the_fit_each_burst_is_its_rounds_as_before():
+    """The two cuts undone, each alone: ends decided at once (`round_window` 0) are a
+    round each; readings that grew without a task that fits a round each (84 of 83)."""
+    h = harness(pool=200, pool_nodes="")
+    cluster = await flood(h)
+    assert cluster.in_pod_events == 200 and cluster.rounds > 250
+    h = harness(pool=200, pool_nodes="", round_window=ARRIVALS_ROUND)
+    h.core.cluster.may_start = lambda: True  # type: ignore[method-assign]
+    cluster = await flood(h)
+    assert cluster.after_reading > 80 and cluster.in_pod_events <= 50
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("window", [0.0, ARRIVALS_ROUND])
+async def test_ends_of_one_instant_release_what_each_ends_round_released(window: float):
+    """Three pods of a pool of three under srpt end in one turn of the loop, as the
+    simulator's ends of one time: with `round_window` the first is decided at once and
+    the two others by one round after it; without, by a round each. The same tasks are
+    released in the same order (srpt's: the shortest waiting workflow first)."""
+    h = harness(pool=3, scheduler=make_scheduler("srpt"), round_window=window)
+    rounds: list[list[str]] = []
+    decide = h.core.decider.decide
+
+    def decided(*args: Any) -> Any:
+        done = decide(*args)
+        rounds.append([a.decision.stage.job.name for a in done.taken if a.launches])
+        return done
+
+    h.core.decider.decide = decided  # type: ignore[method-assign]
+    for i, seconds in enumerate((10, 10, 10, 50, 20, 40, 30)):
+        await h.submit(f"w{i}", {"stages": [stage("a", duration=seconds)]})
+    assert h.released() == ["w0-a-0", "w1-a-0", "w2-a-0"]
+    await asyncio.sleep(1.0)
+    rounds.clear()
+    h.clock.advance(10)
+    for name in h.released():
+        pod = h.kube.pods[("default", name)]
+        pod["status"]["phase"] = "Succeeded"
+        h.pools.handle(PodSeen(copy.deepcopy(pod)))
+    await asyncio.sleep(ARRIVALS_ROUND)
+    await h.settle()
+    assert h.released() == ["w4-a-0", "w5-a-0", "w6-a-0"]
+    assert [name for done in rounds for name in done] == ["default/w4", "default/w6", "default/w5"]
+    assert len(rounds) == (3 if window == 0 else 2)

@@ -117,7 +117,7 @@ async def test_a_burst_of_arrivals_is_one_round_and_an_accepted_event_each():
     decided by one round at its end, as the simulator's arrivals at one time are: the first
     starts, and each gets its Accepted Event, the two that wait with why (no Waiting). Two
     more right after are decided by one round `ARRIVALS_ROUND` after that one."""
-    h = harness(pool=1)
+    h = harness(pool=1, round_window=ARRIVALS_ROUND)
     rounds = []
     decide = h.core.decider.decide
     h.core.decider.decide = lambda *a: rounds.append(a) or decide(*a)  # type: ignore[method-assign]

@@ -297,6 +297,18 @@ def no_room(pool: str, selector: LabelSelector, nodes: int, left: bool) -> str |
     return f"Pool {pool!r}: {picked} {what}; its workflows wait until then."
 
 
+def no_room_released(why: str) -> Notice:
+    """A Warning on a pod idlegate released for which the kube-scheduler finds no node
+    (`why`, its PodScheduled condition's message)."""
+    return (
+        "Warning",
+        "NoRoom",
+        f"Released by idlegate, but the kube-scheduler finds no node with room for it "
+        f"({why}); it pends until one has. A pool with a nodeSelector releases only what "
+        "fits a node's free allocatable (deploy/README.md, Executor pools).",
+    )
+
+
 def pool_invalid(why: str, running: bool, ran: int | None = None) -> str:
     """What ExecutorPool whose spec cannot run (`why`) does, as its Warning, its log line and
     its Ready condition say it: one that runs an earlier spec (`running`, of generation

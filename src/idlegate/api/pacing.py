@@ -50,10 +50,11 @@ SERIES_SECONDS = 30.0
 (client-go's series write the second occurrence at once and later ones every 30 minutes;
 the count here is current to half a minute, and repeats in a burst cost one write)."""
 ARRIVALS_ROUND = 0.2
-"""Least loop seconds between two rounds for arrivals (`Bridge.round_soon`): a workflow
-submitted alone is decided at once; a flood, which kopf hands the operator over several
-seconds (a turn of its loop each), by a round every 0.2 s with all admitted since, not by
-a round each, as the simulator decides the arrivals of one time in one round."""
+"""Least loop seconds between two rounds of a burst (`Bridge.round_soon`; the default of
+``--round-window``): a workflow submitted alone, or a pod's end after a quiet spell, is
+decided at once; a flood, which kopf hands the operator over several seconds (a turn of
+its loop each), and its pods' ends, by a round every 0.2 s with all since, not by a round
+each, as the simulator decides the arrivals and ends of one time in one round."""
 ROOM_SECONDS = ARRIVALS_ROUND
 """Least loop seconds between two readings of a followed pool's nodes' room
 (`Pools.room_soon`), the arrivals' window: a reading costs the nodes, each may start a
@@ -65,8 +66,9 @@ MAX_BOOKS = 4096
 class Coalesced:
     """A job many changes ask for (`ask`), run once for all those asked meanwhile: at the
     end of the loop's turn, and `every` loop seconds after the last run at the earliest
-    (`paced`: or nine times its CPU, `pause_after`). A flood's arrivals are a round each
-    `ARRIVALS_ROUND`, a burst of pod events a reading of the room each `ROOM_SECONDS`."""
+    (`paced`: or nine times its CPU, `pause_after`). A flood's arrivals and pod ends are
+    a round each `ARRIVALS_ROUND`, a burst of pod events a reading of the room each
+    `ROOM_SECONDS`."""
 
     def __init__(self, run: Callable[[], None], every: float, paced: bool = False) -> None:
         self.run, self.every, self.paced = run, every, paced
@@ -79,6 +81,14 @@ class Coalesced:
                 loop.call_at(self._last + self._wait, self._now)
             else:
                 loop.call_soon(self._now)
+
+    def busy(self) -> bool:
+        """A run is due, or one ran less than `every` ago: what is asked now waits for it."""
+        return self.due or asyncio.get_running_loop().time() < self._last + self._wait
+
+    def ran(self) -> None:
+        """The job ran now, by its caller (at once, not asked): the next waits for `every`."""
+        self._last = asyncio.get_running_loop().time()
 
     def _now(self) -> None:
         self.due, self._last, cpu = False, asyncio.get_running_loop().time(), thread_time()

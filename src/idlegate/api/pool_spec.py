@@ -501,6 +501,13 @@ class ExecutorPoolSpec(BaseModel):
         return None if self.resources is None else ResourceVector.of(self.resources, "")
 
     @property
+    def engine(self) -> tuple[Any, ...]:
+        """What the pool's state machine is built from: a change of it builds a new one
+        (the operator's `Pools.apply`); a change of the rest (its arrivals) does not."""
+        return (self.executors, self.capacity, self.node_selector, self.policy,
+                self.plan_budget_ms, self.queue_specs)  # fmt: skip
+
+    @property
     def executors(self) -> int:
         """The pool's executors: `size`, else `resources.pods`."""
         if self.size is not None:

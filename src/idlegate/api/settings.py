@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from idlegate.api.forecast_request import Workers
+from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, no_queues, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check
@@ -217,6 +218,12 @@ class Settings(Config):
     admission will start: their positions) get their gated pods created ahead; the others'
     wait until they come within reach, and a task released before its pod was made has it
     created released. A flood of workflows costs pod writes in proportion to what can run."""
+
+    round_window: float = Field(ARRIVALS_ROUND, ge=0)
+    """Least seconds between two rounds of a burst: a workflow submitted alone, or a pod's
+    end after a quiet spell, is decided at once; the arrivals of a flood, and the ends
+    after a round less than this long ago, by one round this long after it, with all since
+    (0: each end at once, the arrivals of one turn of the loop together)."""
 
     api_concurrency: int = Field(8, ge=1)
     """API requests the operator runs at once (its own writes; kopf's watches aside)."""

@@ -476,10 +476,15 @@ class Cluster(PoolResources, Beyond, Stopping):
             if admission.bounded:
                 self._end_idle_over(admission)
             return admission.open(self)
+        return self.may_start()
+
+    def may_start(self) -> bool:
+        """Whether a round may start a task now: a runnable stage's next one fits (an
+        executor free, a node's room; quotas aside), or a queue may stop tasks for one."""
+        if self.admission is not None and self.admission.reclaimer is not None:
+            return True
         free = self.free_executors
-        if free == 0 or self.beyond:
-            return False
-        return self.shapes.any_launchable(free, self.fit_bound())
+        return free > 0 and not self.beyond and self.shapes.any_launchable(free, self.fit_bound())
 
     def order(self, key: str) -> Order:
         """The jobs with a runnable stage by `key` (a job attribute, `sim.orders.KEYS`),
@@ -774,19 +779,14 @@ class Cluster(PoolResources, Beyond, Stopping):
     @property
     def jobs_time_integral(self) -> float:
         """∫ (jobs in system) dt from 0 to now: the RL reward's integrand, summed per job."""
-        now = self.now
-        return self._done_area + sum(now - j.arrival for j in self.jobs)
+        return self._done_area + sum(self.now - j.arrival for j in self.jobs)
 
     @property
     def busy_seconds(self) -> float:
         """Executor-seconds spent running tasks (and moving) from 0 to now."""
-        now = self.now
-        running = sum(
-            now - self._busy_since[e]
-            for e in range(self.num_executors)
-            if self._exec_stage[e] is not None
-        )
-        return self._busy_done + running
+        now, since = self.now, self._busy_since
+        running = (now - since[e] for e, stage in enumerate(self._exec_stage) if stage is not None)
+        return self._busy_done + sum(running)
 
     @property
     def resource_seconds(self) -> dict[str, float]:

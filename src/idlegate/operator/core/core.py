@@ -170,8 +170,10 @@ class Core(Lifecycle):
         self.accepted: dict[Job, PostEvent] = {}
         """The Accepted Events of this handling's admissions, which a first Waiting joins."""
         self.round_due = False
-        """A round for arrivals is due (`Bridge.round_soon`): the Accepted Events meanwhile
+        """A round of a burst is due (`Bridge.round_soon`): the Accepted Events meanwhile
         wait in `unsaid`, said before its Events (or by a handling with none)."""
+        self.joins, self.rounds = False, 0
+        """The edge's: this pod event's round joins the one due (`Bridge.handle`); rounds run."""
         self.unsaid = Outbox()
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
@@ -241,8 +243,8 @@ class Core(Lifecycle):
                 grew = self.cluster.set_capacity(
                     capacity, nodes, allocatable, hosts, allows, placed
                 )
-                if grew:
-                    self.cluster.needs_schedule = True  # (more room: a round)
+                if grew and self.cluster.may_start():  # (room a waiting task fits: a round)
+                    self.cluster.needs_schedule = True
                     self.schedule()
                 if (allocatable, allows) != self.allocatable:  # (a node came, went or changed)
                     self.allocatable = allocatable, allows
@@ -577,6 +579,10 @@ class Core(Lifecycle):
         """Ask the policy (if an event made it necessary) and carry out its launches."""
         if self.paused:
             return
+        if self.joins:  # (a pod event in a burst: its round is the next, `Bridge.handle`)
+            self.round_due = True
+            return
+        self.rounds += 1
         if self.cluster.beyond and self.cluster.free_executors:
             self.adopt(self.cluster.adopt_beyond(self.now()))
         # (while a task runs beyond the pool, the pool is over its size: nothing new)

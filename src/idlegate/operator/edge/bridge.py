@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pacing import ARRIVALS_ROUND, Coalesced
+from idlegate.api.pacing import Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
@@ -32,7 +32,7 @@ from idlegate.api.task_pods import Owner, owner_of
 from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.core import Core, Output
 from idlegate.operator.core.decider import Onlooker
-from idlegate.operator.core.events import Admit, Event, ReadAgain, Schedule
+from idlegate.operator.core.events import Admit, Event, Observed, PodSeen, ReadAgain, Schedule
 from idlegate.operator.core.intents import (
     CancelTimer,
     CancelWrites,
@@ -92,7 +92,7 @@ class Bridge:
         """The API (the applier writes; :mod:`idlegate.operator.edge.intake` reads)."""
         self.timers = timers
         self._last = float("-inf")
-        self._arrivals = Coalesced(self._round_now, ARRIVALS_ROUND)
+        self._rounds = Coalesced(self._round_now, settings.round_window)
         self._reads: set[asyncio.Task[None]] = set()
         self.rebuilt = False
         """Every workflow there was at the start is admitted (:func:`intake.rebuild`): ready."""
@@ -261,22 +261,29 @@ class Bridge:
 
     def round_soon(self) -> None:
         """One round for the workflows admitted meanwhile (`Core.round_due`): at the loop
-        turn's end, and `ARRIVALS_ROUND` after the last one at the earliest."""
+        turn's end, and `round_window` after the last one at the earliest."""
         self.core.round_due = True
-        self._arrivals.ask()
+        self._rounds.ask()
 
     def _round_now(self) -> None:
         self.core.round_due = False
         self.handle(Schedule(force=False))
 
     def handle(self, event: Event | Outcome) -> None:
-        """Hand the core `event`, now, and carry out its answer."""
+        """Hand the core `event`, now, and carry out its answer. A pod's event in a burst
+        (a round due, or one less than `round_window` ago) joins the next round, not one
+        of its own (`Core.joins`); one that runs a round at once starts a burst."""
+        core, pod = self.core, isinstance(event, PodSeen | Observed)
+        core.joins, rounds = pod and self._rounds.busy(), core.rounds
         try:
-            outputs = self.core.handle(event, self.now())
+            outputs = core.handle(event, self.now())
         finally:  # (an admission that raised GangTooWideError: what it said before)
-            outputs_left = self.core.intents.take()
+            outputs_left = core.intents.take()
+        if core.round_due:
+            self._rounds.ask()
+        elif pod and core.rounds != rounds:
+            self._rounds.ran()
         self.carry([*outputs_left, *outputs] if outputs_left else outputs)
-        core = self.core
         if self.forecasts is not None:
             self.forecasts.changed()
         if self.pool_status is not None and core.reporter is not None:

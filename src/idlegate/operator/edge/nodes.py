@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from idlegate.api import notices
 from idlegate.api.labels import GATE
 from idlegate.api.nodes import (
     Node,
@@ -175,12 +176,7 @@ class NodeWatch:
         self.pending.add(uid)
         self.metrics.released_pending.inc()
         owner = Owner(meta.get("namespace", ""), meta.get("name", ""), uid, "Pod", "v1")
-        message = (
-            f"Released by idlegate, but the kube-scheduler finds no node with room for it "
-            f"({why}); it pends until one has. A pool with a nodeSelector releases only what "
-            "fits a node's free allocatable (deploy/README.md, Executor pools)."
-        )
-        return PostEvent(owner, "Warning", "NoRoom", message)
+        return PostEvent(owner, *notices.no_room_released(why))
 
 
 def _gates(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -426,7 +426,7 @@ class Pools:
         carried: list[ExternalJob] = []
         if (
             previous is None
-            or _engine(previous) != _engine(spec)
+            or previous.engine != spec.engine
             or name not in self.bridges
             or self._recount(self.bridges[name])
         ):
@@ -649,17 +649,6 @@ def _leaving(wf: Any, owners: list[Owner], carried: list[ExternalJob]) -> None:
 def _dag_asked(wf: Workflow) -> dict[str, Any]:
     """What :meth:`Pools.place` reads of a DagWorkflow held, to see if its pool is another."""
     return {"metadata": {"namespace": wf.owner.namespace}, "spec": {"pool": wf.spec.pool}}
-
-
-def _engine(spec: ExecutorPoolSpec) -> tuple[Any, ...]:
-    return (
-        spec.executors,
-        spec.capacity,
-        spec.node_selector,
-        spec.policy,
-        spec.plan_budget_ms,
-        spec.queue_specs,
-    )
 
 
 def pool_status(name: str, pools: Pools) -> dict[str, Any]:
