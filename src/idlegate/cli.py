@@ -454,14 +454,11 @@ def history_airflow(
             check_history_out(out)
         auth = read_auth(username, password_file, token_file)
         found = import_history(AirflowClient(url, auth, api=api), dag, runs)
-        if raw:
-            text = json.dumps(found.exports, indent=1) + "\n"
-            if out is None:
-                typer.echo(text, nl=False)
-            else:
-                write_text(out, text)
-        elif out is None:
-            typer.echo(history_text(found.workflows), nl=False)
+        text = json.dumps(found.exports, indent=1) + "\n" if raw else history_text(found.workflows)
+        if out is None:
+            typer.echo(text, nl=False)
+        elif raw:
+            write_text(out, text)
         else:
             write_history(out, found.workflows)
     for note in found.notes:
