@@ -24,6 +24,9 @@ from tests.helpers import chain
 from tests.reclaim_helpers import events
 
 FORECAST = Preemption(reclaim="Any", decide="Forecast")
+RAW = "admission?patience=0&ending=0:fifo"
+"""The rules without patience or the ending rule (`idlegate.sim.reclaim_patience`: at
+190 s, X's tasks end within 10 s, so the rules would wait for them and ask no judge)."""
 
 
 def lent(
@@ -31,7 +34,7 @@ def lent(
     *,
     decide: str = "Forecast",
     bound: float | None = None,
-    policy: str = "fifo",
+    policy: str = RAW,
     judge: object = forecast_judge,
 ) -> Engine:
     """Queue a runs X (two tasks, at 0 s), Y (at 10 s) and Z (at 20 s), all of 200 s, on
@@ -128,7 +131,7 @@ def test_a_wait_bound_the_owner_would_break_stops_whatever_is_lost():
     )
     assert "5 s past its wait bound" in verdict.sentence()
     # with a grace of 60 s the same start is within bound + grace: declined
-    graced = lent(190.0, bound=5.0, policy="admission?grace=60:fifo")
+    graced = lent(190.0, bound=5.0, policy="admission?grace=60&patience=0&ending=0:fifo")
     graced.run()
     assert {(v.case, v.overshoot) for v in verdicts(graced)} == {(DECLINED, 0.0)}
     assert not events(graced, "preempted") and b_start(graced) == 200.0

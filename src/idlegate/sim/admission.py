@@ -352,10 +352,13 @@ class Admission(Usage, Entries, Views):
 
     def next_bound(self) -> float:
         """The next time a waiting task passes its bound (inf: none will), for the driver's
-        timer: an overdue task that fits starts then even if nothing else happens."""
+        timer: an overdue task that fits starts then even if nothing else happens; or,
+        sooner, when a reclaim's claimant stops waiting for room (`Reclaimer.wake`)."""
+        now = self.last_tick
+        wake = inf if self.reclaimer is None else self.reclaimer.wake
+        best = wake if wake > now else inf
         if not self.bounded:
-            return inf
-        now, best = self.last_tick, inf
+            return best
         for q, since in enumerate(self.waits_since):
             bound = self.bound[q]
             if bound == inf:

@@ -72,6 +72,7 @@ from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
+from idlegate.sim.reclaim_patience import ending, expected_left, room_within
 from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ class Queues(Protocol):
     used: list[list[float]]
     nominal: list[list[float]]
     priority: list[int]
+    waits_since: list[dict[Stage, float]]
 
     def share(self, q: int) -> float: ...
 
@@ -168,6 +170,9 @@ class Reclaimer:
         """The judge's verdicts, declined ones included (the benchmark counts them)."""
         self.declined: dict[int, float] = {}
         """Per queue whose stops the judge declined, until when it is not judged again."""
+        self.wake = inf
+        """When the patience of a claimant that waits for room (`_patient`) ends: the
+        driver asks the question again then (`Admission.next_bound`); inf: none waits."""
 
     @property
     def forecasts(self) -> bool:
@@ -191,6 +196,7 @@ class Reclaimer:
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
         at once), tried in the admission's order (`queues`: priority, then weighted
         dominant share); only a claimant that does not fit is read further."""
+        self.wake = inf
         if not self.ledger.left(now):
             return None  # (the budget spent: no choice fits)
         self._settle(pool, now)
@@ -238,6 +244,8 @@ class Reclaimer:
             judged = self.judge is not None and settings.decide == "Forecast"
             if judged and now < self.declined.get(q, -inf):
                 continue  # (declined lately: its task waits for borrowed tasks to end)
+            if self._patient(pool, now, queues, (q, stage, need), wanted, free, nodes, where):
+                continue  # (running tasks give it the room soon: it waits for them)
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
             mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
@@ -247,6 +255,40 @@ class Reclaimer:
             if got is not None:
                 return got
         return None
+
+    def _patient(
+        self,
+        pool: PoolState,
+        now: float,
+        queues: Queues,
+        claim: tuple[int, Stage, Mapping[str, int]],
+        wanted: set[int],
+        free: Mapping[str, int],
+        nodes: list[dict[str, int]] | None,
+        where: Callable[[int], int | None],
+    ) -> bool:
+        """Whether the claimant `claim` (its queue, stage and need) waits rather than stops
+        a task: the running tasks of `wanted` and of its queue are expected to give it the
+        room within what is left of its patience (`idlegate.sim.reclaim_patience`); its
+        patience's end is then `wake`. Never for the Kueue-like victims."""
+        patience = self.ledger.calm.patience
+        if patience <= 0 or self.victims != "least":
+            return False
+        q, stage, need = claim
+        since = queues.waits_since[q].get(stage, now)
+        left = since + patience - now
+        if left <= 0:
+            return False
+        rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
+        running = []
+        for start, executor, task, _kept in pool.running_newest(wanted | {q}, now):
+            ends = expected_left(task.duration, now - start)
+            if ends is not None and ends <= left:
+                running.append((ends, self._demand_of(task), on(executor)))
+        if not room_within(need, rooms, running, left):
+            return False
+        self.wake = min(self.wake, since + patience)
+        return True
 
     def _judged(self, pool: PoolState, got: Reclaim, q: int, now: float) -> Reclaim | None:
         """`got` with the judge's verdict, or None where it declines (`q` is then not
@@ -273,14 +315,17 @@ class Reclaimer:
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues."""
         cool, pending = self.ledger.calm.cooldown, self.pending
+        ratio = self.ledger.calm.ending if self.victims == "least" else 0.0
         rows = (
             r
             for r in pool.running_newest(wanted, now)
-            if r[1] not in pending and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+            if r[1] not in pending
+            and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+            and (r[3] or not ending(r[2].duration, now - r[0], ratio))
         )
-        ledger, dims = self.ledger, self.dims
+        ledger = self.ledger
         if self.victims == "kueue":
-            made = [self._running(r, now, dims, where) for r in rows]
+            made = [self._running(r, now, where) for r in rows]
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             return self._kueue(claimant, rules, now, free)
         made = []
@@ -288,7 +333,7 @@ class Reclaimer:
         ahead = next(rows, None)  # (the next row unread: its start bounds the rest's loss)
         while True:
             while ahead is not None and len(made) < size:
-                made.append(self._running(ahead, now, dims, where))
+                made.append(self._running(ahead, now, where))
                 ahead = next(rows, None)
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             if nodes is None:
@@ -356,30 +401,35 @@ class Reclaimer:
         self,
         row: tuple[float, int, Stage, bool],
         now: float,
-        dims: Sequence[str],
         where: Callable[[int], int | None],
     ) -> Running:
         """A running task as a candidate (its ledger name: the module docstring)."""
         start, executor, stage, kept = row
         job = stage.job
-        demand = self._demands.get(stage)
-        if demand is None:  # (one mapping per stage: `choose_victims` groups a stage's by it)
-            if len(self._demands) > 4096:
-                self._demands.clear()
-            amounts = _demand(stage, len(dims))
-            demand = {x: int(a) for x, a in zip(dims, amounts, strict=True) if a > 0}
-            self._demands[stage] = demand
         return Running(
             task=(job.id, stage.index, executor, start),
             queue=job.queue,
             priority=job.priority,
             start=start,
-            demand=demand,
+            demand=self._demand_of(stage),
             checkpointed=kept,
             node=where(executor),
             workflow=job.id,
             admitted=job.first_start,
         )
+
+    def _demand_of(self, stage: Stage) -> dict[str, int]:
+        """What a task of `stage` holds by name (one mapping per stage: `choose_victims`
+        groups a stage's tasks by it)."""
+        demand = self._demands.get(stage)
+        if demand is None:
+            if len(self._demands) > 4096:
+                self._demands.clear()
+            dims = self.dims
+            amounts = _demand(stage, len(dims))
+            demand = {x: int(a) for x, a in zip(dims, amounts, strict=True) if a > 0}
+            self._demands[stage] = demand
+        return demand
 
     def _rooms(
         self,
