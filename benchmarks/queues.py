@@ -33,7 +33,9 @@ over the seeds), each steady team's ρ beside, the starts later than the bound p
 reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
 With forecast rows, a third: each row's verdicts by case and the CPU time of a decision
 (median, p99, worst). `--grace S` gives the reclaim rows' lent tasks a grace of S seconds
-(``admission?grace=S``; the starts counted past bound + grace use it too); `--rate R`
+(``admission?grace=S``; the starts counted past bound + grace use it too); `--patience S`
+and `--ending R` their claimants' patience and the ending ratio
+(`idlegate.sim.reclaim_patience`; 0 and 0: the rules without them); `--rate R`
 the forecast rows' exchange rate (`idlegate.sim.reclaim_verdict.RATE`).
 `--from-json FILE` prints the tables of a `--json` file again, without running.
 """
@@ -80,14 +82,17 @@ def rows(policy: str) -> dict[str, str]:
     }
 
 
-def graced(label: str, spec: str, grace: float | None) -> str:
-    """A row's spec with the reclaim's grace `grace` (None: the default, `GRACE`)."""
-    if grace is None or not label.startswith("reclaim"):
+def graced(label: str, spec: str, grace: float | None, **more: float | None) -> str:
+    """A row's spec with the reclaim's grace `grace` and `more` of its settings
+    (`patience`, `ending`: `idlegate.sim.reclaim_ledger.Calm`; None: the default)."""
+    given = {"grace": grace, **more}
+    keys = "&".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
+    if not keys or not label.startswith("reclaim"):
         return spec
     if spec.startswith("admission?"):
         head, tail = spec.split(":", 1)
-        return f"{head}&grace={grace:g}:{tail}"
-    return f"admission?grace={grace:g}:{spec}"
+        return f"{head}&{keys}:{tail}"
+    return f"admission?{keys}:{spec}"
 
 
 def reclaims(label: str) -> str:
@@ -167,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         "--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})"
     )
     parser.add_argument(
+        "--patience",
+        type=float,
+        help=f"the reclaim rows' patience (s; default {Calm().patience:g})",
+    )
+    parser.add_argument(
+        "--ending",
+        type=float,
+        help=f"the reclaim rows' ending ratio (default {Calm().ending:g})",
+    )
+    parser.add_argument(
         "--rate",
         type=float,
         default=RATE,
@@ -208,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                         **scenes(scenario, args.jobs),
                     )
                     grace = GRACE if args.grace is None else args.grace
-                    spec_g = graced(label, spec, args.grace)
+                    spec_g = graced(
+                        label, spec, args.grace, patience=args.patience, ending=args.ending
+                    )
                     row = run_row(workload, spec_g, seed, grace, args.rate)
                     per_seed.append(row)
                     done += 1

@@ -51,14 +51,13 @@ ones included (`Reclaimer.verdicts`), for the benchmark to count.
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Callable
 from math import inf, isfinite
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from idlegate.sim.forecast import ReplayCut, replay
+from idlegate.sim.forecast import replay
 from idlegate.sim.reclaim_verdict import BOUND, CUT, DECLINED, PAYS, RATE, ReclaimVerdict
 from idlegate.sim.rollout import Future
 
@@ -68,8 +67,15 @@ if TYPE_CHECKING:
     from idlegate.sim.reclaim_ledger import Calm
     from idlegate.sim.reclaim_plan import Reclaim
 
-PAIRS = 2
-"""Pairs of replays a decision runs (within its budget)."""
+PAIRS = 3
+"""Pairs of replays a decision runs at most (within its budget): a third only where the
+first two disagree (`_decided`)."""
+FIRST_PAIRS = 2
+"""Pairs a decision's budget is shared out for: a replay takes at most `EVENTS` / (2 ×
+`FIRST_PAIRS`) events, so the first two pairs always fit."""
+SHORTEST = 20.0
+"""Seconds a pair of replays must look ahead (or end on their own first) to count: one
+whose budget ended it sooner says too little, and is cut."""
 HORIZON = 100.0
 """Seconds a replay looks ahead (its cost grows with how far it runs): an owner's
 workflow not finished by then finishes, at the soonest, its remaining critical path
@@ -122,35 +128,23 @@ class ForecastJudge:
         spent = 0
         gains: list[float] = []
         late: list[float] = []
-        until = now + self.horizon
-
-        def read(sim: Cluster, into: dict[int, float], without: bool) -> None:
-            into.update(_left(sim, owners))
-            if without:
-                late.append(_overshoot(sim, queue, self.grace))
-
+        worth = self.rate * plan.lost
+        share = None if self.events is None else max(1, self.events // (2 * FIRST_PAIRS))
         for _ in range(self.pairs):
+            if _decided(gains, late, worth, self.pairs) or self._spent(spent, began):
+                break
             future = Future((), int(self.rng.integers(2**63)))
-            left: tuple[dict[int, float], dict[int, float]] = ({}, {})
-            read0 = functools.partial(read, into=left[0], without=True)
-            read1 = functools.partial(read, into=left[1], without=False)
-            try:
-                seen0, n0 = replay(
-                    without, self.scheduler, future, until, self.waves, owners,
-                    self._stop(spent, began), after=read0,
-                )  # fmt: skip
-                spent += n0
-                seen1, n1 = replay(
-                    with_, self.scheduler, future, until, self.waves, owners,
-                    self._stop(spent, began), after=read1,
-                )  # fmt: skip
-                spent += n1
-            except ReplayCut:
-                break
-            gains.append(sum(_saved(seen0, seen1, left, o) for o in owners))
-            if self._spent(spent, began):
-                break
-        del late[len(gains) :]  # (a pair cut after its replay without the stops)
+            runs = (_Run(owners, queue, self.grace), _Run(owners, queue, self.grace))
+            n0 = self._replay(without, future, now + self.horizon, runs[0], spent, began, share)
+            spent += n0
+            until = runs[0].reached(now + self.horizon)  # (the pair looks as far ahead)
+            # (the pair's second replay may take what its first left of the pair's share)
+            rest = None if share is None else 2 * share - n0
+            spent += self._replay(with_, future, until, runs[1], spent, began, rest)
+            if min(runs[0].ahead(now), runs[1].ahead(now)) < SHORTEST:
+                break  # (the budget spent before the pair looked far enough ahead)
+            gains.append(sum(_saved(runs[0], runs[1], o) for o in owners))
+            late.append(runs[0].overshoot)
         used = None if clock is None else clock() - began
         if not gains:
             return ReclaimVerdict(CUT, float("nan"), plan.lost, 0.0, 0, spent, used, self.rate)
@@ -159,20 +153,48 @@ class ForecastJudge:
         if 2 * sum(1 for x in late if x > 0) > len(late):
             case = BOUND
         else:
-            case = PAYS if gain > self.rate * plan.lost else DECLINED
+            case = PAYS if gain > worth else DECLINED
         return ReclaimVerdict(case, gain, plan.lost, overshoot, len(gains), spent, used, self.rate)
 
-    def _stop(self, before: int, began: float) -> Callable[[], bool]:
-        """A replay's `stop`: True once the budget is spent, `before` events of the
-        replays that ended counted with this one's."""
+    def _replay(
+        self,
+        fork: Cluster,
+        future: Future,
+        until: float,
+        run: _Run,
+        before: int,
+        began: float,
+        most: int | None,
+    ) -> int:
+        """One replay of `fork` into `run`, ended at `until`, once the owners finished, or
+        where the budget (`most` events of its own, and the decision's) is spent; the
+        events it took."""
+        stop = self._stop(before, began, most, run)
+        run.until = until
+        seen, events = replay(
+            fork, self.scheduler, future, until, self.waves, run.owners, stop, after=run.read,
+            truncate=True,
+        )  # fmt: skip
+        run.seen = seen
+        return events
+
+    def _stop(self, before: int, began: float, most: int | None, run: _Run) -> Callable[[], bool]:
+        """A replay's `stop`: True once the budget is spent (`before` events of the
+        replays that ended counted with this one's; at most `most` of its own), which
+        marks `run` as cut short."""
         events, seconds, clock = self.events, self.seconds, self.clock
-        running = [before]
+        running = [before, 0]
 
         def stop() -> bool:
             running[0] += 1
-            if events is not None and running[0] > events:
-                return True
-            return seconds is not None and clock is not None and clock() - began > seconds
+            running[1] += 1
+            if (
+                (events is not None and running[0] >= events)
+                or (most is not None and running[1] >= most)
+                or (seconds is not None and clock is not None and clock() - began > seconds)
+            ):
+                run.cut = True
+            return run.cut
 
         return stop
 
@@ -182,6 +204,55 @@ class ForecastJudge:
             return True
         clock = self.clock
         return self.seconds is not None and clock is not None and clock() - began >= self.seconds
+
+
+class _Run:
+    """What a judge reads of one replay: each owner's finish (inf: not by its end), the
+    soonest finish of those still in the pool at its end, how far it looked ahead and
+    the owners' queue's latest start past its bound plus the grace."""
+
+    def __init__(self, owners: set[int], queue: int, grace: float) -> None:
+        self.owners, self.queue, self.grace = owners, queue, grace
+        self.seen: dict[int, tuple[float, float]] = {}
+        self.left: dict[int, float] = {}
+        self.end = -inf
+        self.until = inf
+        """The replay's horizon (`_replay` sets it)."""
+        self.cut = False
+        self.overshoot = 0.0
+
+    def read(self, sim: Cluster) -> None:
+        """The replay's `after`: read the fork where it ended (cut short, or at its
+        horizon, whatever its last event's time: nothing happened in between)."""
+        self.end = sim.now if self.cut else max(sim.now, self.until)
+        self.left = _left(sim, self.owners, self.end)
+        self.overshoot = _overshoot(sim, self.queue, self.grace)
+
+    def reached(self, horizon: float) -> float:
+        """Until when the other replay of the pair runs: where this one was cut, else the
+        horizon (it ended once the owners finished, or at the horizon)."""
+        return self.end if self.cut else horizon
+
+    def ahead(self, now: float) -> float:
+        """How far it looked ahead: inf where it ended on its own (the owners finished, or
+        the horizon)."""
+        return self.end - now if self.cut else inf
+
+
+def _decided(gains: list[float], late: list[float], worth: float, pairs: int) -> bool:
+    """Whether the pairs so far decide the verdict whatever the `pairs` − len(`gains`) left
+    give: a majority of them already late (`BOUND`), or none possible and a majority of
+    the gains on one side of `worth` (the median stays there)."""
+    if not gains:
+        return False
+    rest = pairs - len(gains)
+    overdue = sum(1 for x in late if x > 0)
+    if 2 * overdue > pairs:
+        return True
+    if 2 * (overdue + rest) > pairs:
+        return False
+    above = sum(1 for g in gains if g > worth)
+    return 2 * above > pairs or 2 * (len(gains) - above) > pairs
 
 
 def forecast_judge(
@@ -210,26 +281,21 @@ def _fork(pool: Cluster) -> Cluster:
     return fork
 
 
-def _saved(
-    without: dict[int, tuple[float, float]],
-    with_: dict[int, tuple[float, float]],
-    left: tuple[dict[int, float], dict[int, float]],
-    job: int,
-) -> float:
+def _saved(without: _Run, with_: _Run, job: int) -> float:
     """What a workflow's finish moves by the stops in a pair of replays; one still in the
-    pool at a replay's horizon finishes, at the soonest, its remaining critical path
-    after it (`left`; 0 where it never finishes in one of them)."""
-    a = without.get(job, (inf, inf))[1]
-    b = with_.get(job, (inf, inf))[1]
-    a = a if isfinite(a) else left[0].get(job, inf)
-    b = b if isfinite(b) else left[1].get(job, inf)
+    pool where a replay ended finishes, at the soonest, its remaining critical path
+    after it (0 where it never finishes in one of them)."""
+    a = without.seen.get(job, (inf, inf))[1]
+    b = with_.seen.get(job, (inf, inf))[1]
+    a = a if isfinite(a) else without.left.get(job, inf)
+    b = b if isfinite(b) else with_.left.get(job, inf)
     return a - b if isfinite(a) and isfinite(b) else 0.0
 
 
-def _left(sim: Cluster, owners: set[int]) -> dict[int, float]:
-    """The soonest finish of each owner's workflow still in a replayed fork at its end:
+def _left(sim: Cluster, owners: set[int], end: float) -> dict[int, float]:
+    """The soonest finish of each owner's workflow still in a replayed fork at its `end`:
     its remaining critical path after then."""
-    return {j.id: sim.now + j.remaining_cp for j in sim.jobs if j.id in owners}
+    return {j.id: end + j.remaining_cp for j in sim.jobs if j.id in owners}
 
 
 def _overshoot(sim: Cluster, queue: int, grace: float) -> float:
