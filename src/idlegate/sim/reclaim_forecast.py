@@ -139,7 +139,7 @@ class ForecastJudge:
             spent += n0
             until = runs[0].reached(now + self.horizon)  # (the pair looks as far ahead)
             # (the pair's second replay may take what its first left of the pair's share)
-            rest = None if share is None else 2 * share - n0
+            rest = None if share is None else max(share, 2 * share - n0)
             spent += self._replay(with_, future, until, runs[1], spent, began, rest)
             if min(runs[0].ahead(now), runs[1].ahead(now)) < SHORTEST:
                 break  # (the budget spent before the pair looked far enough ahead)
@@ -223,7 +223,10 @@ class _Run:
 
     def read(self, sim: Cluster) -> None:
         """The replay's `after`: read the fork where it ended (cut short, or at its
-        horizon, whatever its last event's time: nothing happened in between)."""
+        horizon, whatever its last event's time: nothing happened in between). One
+        whose owners all finished was not cut short, the budget spent or not."""
+        if self.cut and not any(j.id in self.owners for j in sim.jobs):
+            self.cut = False
         self.end = sim.now if self.cut else max(sim.now, self.until)
         self.left = _left(sim, self.owners, self.end)
         self.overshoot = _overshoot(sim, self.queue, self.grace)
