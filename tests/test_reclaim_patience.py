@@ -96,7 +96,7 @@ def test_tasks_near_their_declared_end_are_no_victims():
 def test_the_settings_are_checked():
     with pytest.raises(IdlegateError, match="patience -1 must be a number of seconds >= 0"):
         Calm(patience=-1)
-    with pytest.raises(IdlegateError, match="ending -0.5 must be a ratio >= 0"):
+    with pytest.raises(IdlegateError, match=r"ending -0.5 must be a ratio >= 0"):
         Calm(ending=-0.5)
     with pytest.raises(IdlegateError, match="admission patience 'soon' must be a number"):
         make_scheduler("admission?patience=soon:fifo")
