@@ -157,9 +157,18 @@ class Admitted:
         self.mode = mode
         self.victims = victims
         """How a reclaim chooses its victims (`idlegate.sim.reclaim_plan.VICTIMS`)."""
-        given = {"grace": grace, "patience": patience, "ending": ending}
-        given = {k: v for k, v in given.items() if v is not None}
-        self.calm = Calm(**given) if given else None
+        named = {"grace": grace, "patience": patience, "ending": ending}
+        given = {k: v for k, v in named.items() if v is not None}
+        base = Calm()
+        self.calm = (
+            Calm(
+                grace=base.grace if grace is None else grace,
+                patience=base.patience if patience is None else patience,
+                ending=base.ending if ending is None else ending,
+            )
+            if given
+            else None
+        )
         """A reclaim's no-thrash settings with those given (None: the defaults)."""
         inner = getattr(scheduler, "name", type(scheduler).__name__)
         also = "" if victims == "least" else f"&victims={victims}"

@@ -281,9 +281,10 @@ def replay(
     (inf: not by `until`), and the events it simulated; it ends once the workflows of
     `watch` (None: every one present) finished. `stop` is asked after each event: True
     raises `ReplayCut` (`forecast`'s `cut`), or with `truncate` ends the replay there as
-    its horizon would (a reclaim's judge, which reads the fork where it ended). `after` is given the replayed fork once it
-    ended, for what a caller reads of it beyond starts and finishes (a reclaim's judge:
-    the starts past a wait bound, `idlegate.sim.reclaim_forecast`)."""
+    its horizon would (a reclaim's judge, which reads the fork where it ended). `after`
+    is given the replayed fork once it ended, for what a caller reads of it beyond
+    starts and finishes (a reclaim's judge: where it ended, the owners left, the starts
+    past a wait bound, `idlegate.sim.reclaim_forecast`)."""
     sim = planning_fork(cluster)
     now = sim.now
     streams = np.random.default_rng(future.seed)
