@@ -65,6 +65,7 @@ candidates, not every running task; one with no claimant, or no queue borrowing 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from math import inf
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -88,6 +89,10 @@ PENDING_FOR = 300.0
 docstring's *pending*)."""
 FIRST = 4
 """Candidates read before the first choice (then twice as many each time)."""
+SCAN = 256
+"""Running tasks a claimant's patience reads at most, oldest first (of tasks alike, the
+first to end): on a pool running more, one ending soon may be missed, and the claimant
+then stops what the rules choose, as without patience."""
 RECHECK = 30.0
 """Seconds a queue whose stops the judge declined is not judged again (its waiting task
 meanwhile starts as borrowed tasks end, as with ``reclaim: Never``)."""
@@ -268,9 +273,10 @@ class Reclaimer:
         where: Callable[[int], int | None],
     ) -> bool:
         """Whether the claimant `claim` (its queue, stage and need) waits rather than stops
-        a task: the running tasks of `wanted` and of its queue are expected to give it the
-        room within what is left of its patience (`idlegate.sim.reclaim_patience`); its
-        patience's end is then `wake`. Never for the Kueue-like victims."""
+        a task: the running tasks of `wanted` and of its queue (the oldest `SCAN`) are
+        expected to give it the room within what is left of its patience
+        (`idlegate.sim.reclaim_patience`); its patience's end is then `wake`. Never for
+        the Kueue-like victims."""
         patience = self.ledger.calm.patience
         if patience <= 0 or self.victims != "least":
             return False
@@ -281,9 +287,9 @@ class Reclaimer:
             return False
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
         running = []
-        for start, executor, task, _kept in pool.running_newest(wanted | {q}, now):
+        for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
-            if ends is not None and ends <= left:
+            if ends is not None and ends <= left and start < now:  # (not this round's own)
                 running.append((ends, self._demand_of(task), on(executor)))
         if not room_within(need, rooms, running, left):
             return False
