@@ -15,7 +15,13 @@ given and reads no clock of its own (the caller's `clock`).
   duration stream), so that what differs between the two is the stops. In both forks
   no later stop is made (their admission's reclaim is off): the pair compares these
   stops now against none, not against a later reclaim. A replay runs until the owners'
-  workflows (the claimant queue's, present now) have finished.
+  workflows (the claimant queue's, present now) have finished, or to its horizon
+  (`HORIZON`), or to where its share of the budget ends it (below): an owner still in
+  the pool then finishes, at the soonest, its remaining critical path after that time
+  (the horizon's, not its last event's: with no task ending within the horizon, the
+  replay's clock never moved). A decision runs up to `PAIRS` pairs, a third only where
+  the first two disagree: two pairs on one side of the work lost's worth decide the
+  median of three, two late replays decide `BOUND` (`_decided`).
 * *The owners' forecast wait saved* (``gain``, seconds) is the median over the pairs of
   Σ over the owners' workflows of (finish without − finish with): a workflow's run
   time is the same in both, so what its finish moves is what it waited.
@@ -35,12 +41,16 @@ given and reads no clock of its own (the caller's `clock`).
   - `DECLINED`: neither: nothing is stopped, and the claimant's queue is not judged
     again for `RECHECK` seconds (its waiting task starts as borrowed ones end, as with
     ``reclaim: Never``);
-  - `CUT`: the budget was spent before one pair of replays ended: the rules' answer,
-    the stops go ahead (said so in the verdict).
+  - `CUT`: the budget was spent before one pair of replays looked `SHORTEST` seconds
+    ahead: the rules' answer, the stops go ahead (said so in the verdict).
 * *Budget.* A decision's replays together take at most `events` events (deterministic:
   the simulator's figures repeat), or with `seconds` that much of the caller's `clock`
-  (a live pool's CPU time); a replay still running when it is spent is cut and its
-  pair left out. `benchmarks/queues.py` measures each decision's CPU time beside it.
+  (a live pool's CPU time), and a replay at most a share of the events, 1 / (2 ×
+  `FIRST_PAIRS`) of them (the second of a pair may take what the first left of the
+  pair's). A replay past its share, or the decision's, ends there rather than being
+  cut: the pair's other replay runs to the same time, and the pair is compared there,
+  if it looked at least `SHORTEST` seconds ahead (else it is left out).
+  `benchmarks/queues.py` measures each decision's CPU time beside it.
 
 The verdict rides on the plan's stops (`idlegate.sim.reclaim_plan.Reclaim.verdict`) and
 says which case held with both figures (`ReclaimVerdict.sentence`: the ``Preempted`` Event's

@@ -19,6 +19,12 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
+* *Patience* (`idlegate.sim.reclaim_patience`, the ledger's `Calm.patience`): a
+  claimant whose task the running tasks of those queues and of its own are expected to
+  give the room within what is left of its patience stops nothing; the next claimant is
+  tried, and the driver asks the question again when its patience ends (`wake`, read by
+  `Admission.next_bound`). A task near its declared end (`Calm.ending`) is no candidate.
+  Neither holds for the Kueue-like victims.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
