@@ -142,9 +142,9 @@ def test_past_the_budget_the_rules_answer_and_the_verdict_says_so():
     def tiny(scheduler, seed, waves, calm):  # (one event: no replay ends within it)
         return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, events=1)
 
-    engine = lent(190.0, judge=tiny)
+    engine = lent(195.0, judge=tiny)  # (the first step, X's end at 200 s, is 5 s ahead)
     engine.run()
-    assert events(engine, "preempted") == [(190.0, "preempted", 2, 0, (3, 170.0))]
+    assert events(engine, "preempted") == [(195.0, "preempted", 2, 0, (3, 175.0))]
     (verdict,) = verdicts(engine)
     assert verdict.case == CUT and verdict.pairs == 0
     assert verdict.sentence().startswith("decided by the rules: the forecast's budget ran out")

@@ -80,19 +80,24 @@ if TYPE_CHECKING:
 PAIRS = 3
 """Pairs of replays a decision runs at most (within its budget): a third only where the
 first two disagree (`_decided`)."""
-FIRST_PAIRS = 2
+FIRST_PAIRS = 1
 """Pairs a decision's budget is shared out for: a replay takes at most `EVENTS` / (2 ×
-`FIRST_PAIRS`) events, so the first two pairs always fit."""
-SHORTEST = 20.0
+`FIRST_PAIRS`) events, so the first pair always fits and looks as far ahead as it can;
+another runs only with what it left (a busy pool's decision is one pair, a quiet one's
+up to `PAIRS`). Tuned with `EVENTS` and `SHORTEST` (docs/queues.md, "The judge's
+budget, tuning seeds")."""
+SHORTEST = 10.0
 """Seconds a pair of replays must look ahead (or end on their own first) to count: one
 whose budget ended it sooner says too little, and is cut."""
 HORIZON = 100.0
 """Seconds a replay looks ahead (its cost grows with how far it runs): an owner's
 workflow not finished by then finishes, at the soonest, its remaining critical path
 later, and is counted so."""
-EVENTS = 5_000
-"""Events a decision's replays may take in all: at 20-30 µs an event on `-w teams`' 30
-executors, at most about 0.2 s of CPU (`benchmarks/queues.py` measures each decision's)."""
+EVENTS = 1_500
+"""Events a decision's replays may take in all: an event cost up to about 130 µs of CPU
+on `-w teams`' 30 executors with a bound of 120 s under a loaded machine (20-30 µs
+alone), so at most about 0.2 s a decision (`benchmarks/queues.py` measures each
+decision's)."""
 
 
 class ForecastJudge:
