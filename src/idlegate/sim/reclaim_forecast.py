@@ -116,6 +116,8 @@ class ForecastJudge:
         rate: float = RATE,
         horizon: float = HORIZON,
         events: int | None = EVENTS,
+        first_pairs: int = FIRST_PAIRS,
+        shortest: float = SHORTEST,
         seconds: float | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
@@ -129,6 +131,8 @@ class ForecastJudge:
         self.rate = rate
         self.horizon = horizon
         self.events = events
+        self.first_pairs = first_pairs
+        self.shortest = shortest
         self.seconds = seconds
         self.clock = clock
 
@@ -144,7 +148,7 @@ class ForecastJudge:
         gains: list[float] = []
         late: list[float] = []
         worth = self.rate * plan.lost
-        share = None if self.events is None else max(1, self.events // (2 * FIRST_PAIRS))
+        share = None if self.events is None else max(1, self.events // (2 * self.first_pairs))
         for _ in range(self.pairs):
             if _decided(gains, late, worth, self.pairs) or self._spent(spent, began):
                 break
@@ -156,7 +160,7 @@ class ForecastJudge:
             # (the pair's second replay may take what its first left of the pair's share)
             rest = None if share is None else max(share, 2 * share - n0)
             spent += self._replay(with_, future, until, runs[1], spent, began, rest)
-            if min(runs[0].ahead(now), runs[1].ahead(now)) < SHORTEST:
+            if min(runs[0].ahead(now), runs[1].ahead(now)) < self.shortest:
                 break  # (the budget spent before the pair looked far enough ahead)
             gains.append(sum(_saved(runs[0], runs[1], o) for o in owners))
             late.append(runs[0].overshoot)
@@ -280,12 +284,24 @@ def forecast_judge(
     calm: Calm,
     clock: Callable[[], float] | None = None,
     rate: float = RATE,
+    events: int = EVENTS,
+    first_pairs: int = FIRST_PAIRS,
+    shortest: float = SHORTEST,
 ) -> ForecastJudge:
     """A run's judge (`idlegate.sim.reclaim_plan.JudgeMaker`): `EVENTS` a decision, the
     grace of `calm`; `clock` measures each decision (`ReclaimVerdict.spent`), cutting
-    nothing; `rate`, the exchange rate (`RATE`; another for the benchmark's tuning)."""
+    nothing; `rate`, the exchange rate (`RATE`), and `events`, `first_pairs` and
+    `shortest` the budget's (others for the benchmark's tuning)."""
     return ForecastJudge(
-        scheduler, seed=seed, waves=waves, grace=calm.grace, clock=clock, rate=rate
+        scheduler,
+        seed=seed,
+        waves=waves,
+        grace=calm.grace,
+        clock=clock,
+        rate=rate,
+        events=events,
+        first_pairs=first_pairs,
+        shortest=shortest,
     )
 
 
