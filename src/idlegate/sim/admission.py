@@ -351,12 +351,10 @@ class Admission(Usage, Entries, Views):
                     since[stage] = now
 
     def next_bound(self) -> float:
-        """The next time a waiting task passes its bound (inf: none will), for the driver's
-        timer: an overdue task that fits starts then even if nothing else happens; or,
-        sooner, when a reclaim's claimant stops waiting for room (`Reclaimer.wake`)."""
+        """When a waiting task next passes its bound or a reclaim's claimant stops waiting
+        (`Reclaimer.waking`; inf: never), for the driver's timer: a round runs then."""
         now = self.last_tick
-        wake = inf if self.reclaimer is None else self.reclaimer.wake
-        best = wake if wake > now else inf
+        best = inf if self.reclaimer is None else self.reclaimer.waking(now)
         if not self.bounded:
             return best
         for q, since in enumerate(self.waits_since):

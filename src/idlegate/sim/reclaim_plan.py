@@ -302,6 +302,10 @@ class Reclaimer:
         self.wake = min(self.wake, since + patience)
         return True
 
+    def waking(self, now: float) -> float:
+        """When a claimant waiting for room stops waiting, after `now` (`wake`; inf: none)."""
+        return self.wake if self.wake > now else inf
+
     def _judged(self, pool: PoolState, got: Reclaim, q: int, now: float) -> Reclaim | None:
         """`got` with the judge's verdict, or None where it declines (`q` is then not
         judged again for `RECHECK` seconds)."""
