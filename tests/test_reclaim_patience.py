@@ -23,6 +23,7 @@ def test_a_tasks_expected_remaining_is_its_declared_duration_less_what_it_ran():
     assert expected_left(200.0, 50.0) == 150.0
     assert expected_left(200.0, 250.0) == OVERDUE_FRACTION * 200.0  # (overdue: about to end)
     assert expected_left(inf, 5.0) is None and expected_left(nan, 5.0) is None
+    assert expected_left(0.0, 5.0) is None  # (none declared)
 
 
 def test_a_task_is_ending_when_it_has_left_less_than_the_ratio_times_what_it_ran():

@@ -9,8 +9,8 @@ Semantics (a running task started at s of a stage declaring d seconds a task, at
 
 * Its *expected remaining* is s + d − now, and at least `OVERDUE_FRACTION` of d: past
   its estimate it is overdue and about to end (the forecaster's rollouts assume as
-  much: `idlegate.sim.rollout`); a stage declaring no finite duration has none (None),
-  and no rule below reads it as ending.
+  much: `idlegate.sim.rollout`); a stage declaring no positive finite duration has
+  none (None), and no rule below reads it as ending.
 * *Patience.* A claimant whose ready task has waited w seconds stops nothing while the
   running tasks of the queues it could take room from, and its own, are expected to give
   it the room within ``patience`` − w: ending at their expected remaining, one after
@@ -46,8 +46,8 @@ forecaster's rollouts, `idlegate.sim.rollout`, and the rules here assume as much
 def expected_left(duration: float, elapsed: float) -> float | None:
     """Seconds a task declaring `duration` seconds, having run `elapsed`, is expected to
     run still (the module docstring; None: it declares none)."""
-    if not isfinite(duration) or duration < 0:
-        return None
+    if not isfinite(duration) or duration <= 0:
+        return None  # (none declared: no rule reads it as ending)
     return max(duration - elapsed, OVERDUE_FRACTION * duration)
 
 
