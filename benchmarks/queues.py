@@ -33,8 +33,11 @@ over the seeds), each steady team's ρ beside, the starts later than the bound p
 reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
 With forecast rows, a third: each row's verdicts by case and the CPU time of a decision
 (median, p99, worst). `--grace S` gives the reclaim rows' lent tasks a grace of S seconds
-(``admission?grace=S``; the starts counted past bound + grace use it too); `--rate R`
-the forecast rows' exchange rate (`idlegate.sim.reclaim_verdict.RATE`).
+(``admission?grace=S``; the starts counted past bound + grace use it too); `--patience S`
+and `--ending R` their claimants' patience and the ending ratio
+(`idlegate.sim.reclaim_patience`; 0 and 0: the rules without them); `--rate R`
+the forecast rows' exchange rate (`idlegate.sim.reclaim_verdict.RATE`); `--events N`,
+`--first-pairs K` and `--shortest S` the judge's budget (`idlegate.sim.reclaim_forecast`).
 `--from-json FILE` prints the tables of a `--json` file again, without running.
 """
 
@@ -54,7 +57,7 @@ from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
-from idlegate.sim.reclaim_forecast import forecast_judge
+from idlegate.sim.reclaim_forecast import EVENTS, FIRST_PAIRS, SHORTEST, forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.reclaim_verdict import RATE
 from idlegate.sim.workloads import build_workload
@@ -80,14 +83,17 @@ def rows(policy: str) -> dict[str, str]:
     }
 
 
-def graced(label: str, spec: str, grace: float | None) -> str:
-    """A row's spec with the reclaim's grace `grace` (None: the default, `GRACE`)."""
-    if grace is None or not label.startswith("reclaim"):
+def graced(label: str, spec: str, grace: float | None, **more: float | None) -> str:
+    """A row's spec with the reclaim's grace `grace` and `more` of its settings
+    (`patience`, `ending`: `idlegate.sim.reclaim_ledger.Calm`; None: the default)."""
+    given = {"grace": grace, **more}
+    keys = "&".join(f"{k}={v:g}" for k, v in given.items() if v is not None)
+    if not keys or not label.startswith("reclaim"):
         return spec
     if spec.startswith("admission?"):
         head, tail = spec.split(":", 1)
-        return f"{head}&grace={grace:g}:{tail}"
-    return f"admission?grace={grace:g}:{spec}"
+        return f"{head}&{keys}:{tail}"
+    return f"admission?{keys}:{spec}"
 
 
 def reclaims(label: str) -> str:
@@ -106,12 +112,18 @@ def inner(spec: str) -> str:
 
 
 def run_row(
-    workload: Workload, spec: str, seed: int, grace: float = GRACE, rate: float = RATE
+    workload: Workload,
+    spec: str,
+    seed: int,
+    grace: float = GRACE,
+    rate: float = RATE,
+    budget: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One row on one seed: the run's figures and each queue's (and, deciding on
-    forecasts at `rate`, the verdicts by case and each decision's CPU seconds)."""
+    forecasts at `rate` within `budget`, `forecast_judge`'s ``events``, ``first_pairs``
+    and ``shortest``, the verdicts by case and each decision's CPU seconds)."""
     scheduler = make_scheduler(spec)
-    judge = functools.partial(forecast_judge, clock=time.thread_time, rate=rate)
+    judge = functools.partial(forecast_judge, clock=time.thread_time, rate=rate, **(budget or {}))
     engine = Engine.for_workload(workload, scheduler, seed, record_tasks=True, judge=judge)
     engine.run()
     result = engine.result(workload.name, getattr(scheduler, "name", spec), seed)
@@ -167,6 +179,31 @@ def main(argv: list[str] | None = None) -> int:
         "--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})"
     )
     parser.add_argument(
+        "--events", type=int, default=EVENTS, help=f"the judge's events a decision ({EVENTS})"
+    )
+    parser.add_argument(
+        "--first-pairs",
+        type=int,
+        default=FIRST_PAIRS,
+        help=f"pairs of replays the judge's budget is shared out for ({FIRST_PAIRS})",
+    )
+    parser.add_argument(
+        "--shortest",
+        type=float,
+        default=SHORTEST,
+        help=f"seconds a pair of replays must look ahead to count ({SHORTEST:g})",
+    )
+    parser.add_argument(
+        "--patience",
+        type=float,
+        help=f"the reclaim rows' patience (s; default {Calm().patience:g})",
+    )
+    parser.add_argument(
+        "--ending",
+        type=float,
+        help=f"the reclaim rows' ending ratio (default {Calm().ending:g})",
+    )
+    parser.add_argument(
         "--rate",
         type=float,
         default=RATE,
@@ -208,8 +245,15 @@ def main(argv: list[str] | None = None) -> int:
                         **scenes(scenario, args.jobs),
                     )
                     grace = GRACE if args.grace is None else args.grace
-                    spec_g = graced(label, spec, args.grace)
-                    row = run_row(workload, spec_g, seed, grace, args.rate)
+                    spec_g = graced(
+                        label, spec, args.grace, patience=args.patience, ending=args.ending
+                    )
+                    budget = {
+                        "events": args.events,
+                        "first_pairs": args.first_pairs,
+                        "shortest": args.shortest,
+                    }
+                    row = run_row(workload, spec_g, seed, grace, args.rate, budget)
                     per_seed.append(row)
                     done += 1
                     bar(done, total, f"{scenario} {label} seed {seed}")

@@ -6,6 +6,7 @@ cases whose replays are exact (durations as declared), on the engine's clock."""
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +17,7 @@ from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine, JobArrival, Workload
 from idlegate.sim.queues import Preemption, QueueSpec, queues_from
-from idlegate.sim.reclaim_forecast import ForecastJudge, forecast_judge
+from idlegate.sim.reclaim_forecast import ForecastJudge, _decided, _Run, forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.reclaim_plan import RECHECK
 from idlegate.sim.reclaim_verdict import BOUND, CUT, DECLINED, PAYS, ReclaimVerdict, counts
@@ -24,6 +25,9 @@ from tests.helpers import chain
 from tests.reclaim_helpers import events
 
 FORECAST = Preemption(reclaim="Any", decide="Forecast")
+RAW = "admission?patience=0&ending=0:fifo"
+"""The rules without patience or the ending rule (`idlegate.sim.reclaim_patience`: at
+190 s, X's tasks end within 10 s, so the rules would wait for them and ask no judge)."""
 
 
 def lent(
@@ -31,7 +35,7 @@ def lent(
     *,
     decide: str = "Forecast",
     bound: float | None = None,
-    policy: str = "fifo",
+    policy: str = RAW,
     judge: object = forecast_judge,
 ) -> Engine:
     """Queue a runs X (two tasks, at 0 s), Y (at 10 s) and Z (at 20 s), all of 200 s, on
@@ -128,7 +132,7 @@ def test_a_wait_bound_the_owner_would_break_stops_whatever_is_lost():
     )
     assert "5 s past its wait bound" in verdict.sentence()
     # with a grace of 60 s the same start is within bound + grace: declined
-    graced = lent(190.0, bound=5.0, policy="admission?grace=60:fifo")
+    graced = lent(190.0, bound=5.0, policy="admission?grace=60&patience=0&ending=0:fifo")
     graced.run()
     assert {(v.case, v.overshoot) for v in verdicts(graced)} == {(DECLINED, 0.0)}
     assert not events(graced, "preempted") and b_start(graced) == 200.0
@@ -138,9 +142,9 @@ def test_past_the_budget_the_rules_answer_and_the_verdict_says_so():
     def tiny(scheduler, seed, waves, calm):  # (one event: no replay ends within it)
         return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, events=1)
 
-    engine = lent(190.0, judge=tiny)
+    engine = lent(195.0, judge=tiny)  # (the first step, X's end at 200 s, is 5 s ahead)
     engine.run()
-    assert events(engine, "preempted") == [(190.0, "preempted", 2, 0, (3, 170.0))]
+    assert events(engine, "preempted") == [(195.0, "preempted", 2, 0, (3, 175.0))]
     (verdict,) = verdicts(engine)
     assert verdict.case == CUT and verdict.pairs == 0
     assert verdict.sentence().startswith("decided by the rules: the forecast's budget ran out")
@@ -219,3 +223,52 @@ def test_a_judge_with_a_clock_measures_each_decision():
     engine.run()
     (verdict,) = verdicts(engine)
     assert verdict.spent is not None and verdict.spent > 0
+
+
+def test_a_decision_stops_at_the_pairs_that_decide_it():
+    # three pairs at most: two on one side of the work lost's worth decide the median
+    assert _decided([50.0, 60.0], [0.0, 0.0], 10.0, 3)
+    assert _decided([5.0, 0.0], [0.0, 0.0], 10.0, 3)
+    assert not _decided([50.0, 0.0], [0.0, 0.0], 10.0, 3)  # (a third pair breaks the tie)
+    assert not _decided([50.0], [0.0], 10.0, 3) and not _decided([], [], 10.0, 3)
+    # two late replays decide `bound`; one, with a pair to come, does not
+    assert _decided([0.0, 0.0], [3.0, 1.0], 10.0, 3)
+    assert not _decided([50.0, 60.0], [3.0, 0.0], 10.0, 3)
+
+
+def test_the_agreeing_pairs_are_two_and_a_split_takes_a_third():
+    engine = lent(100.0)
+    engine.run()
+    assert [v.pairs for v in verdicts(engine)] == [2]  # (both pairs save 100 s: decided)
+
+
+def test_a_replay_past_its_share_of_the_budget_ends_there_and_its_pair_still_counts():
+    # 2 events in all, 1 step a replay: the replay without the stop ends at its first
+    # step (X's two tasks end at 200 s), 100 s ahead, and B finishes at 105 s in the one
+    # with it; the pair is compared where the first ended (B's 5 s after 200 s), not cut
+    def small(scheduler, seed, waves, calm):
+        return ForecastJudge(scheduler, seed=seed, waves=waves, grace=calm.grace, events=2)
+
+    engine = lent(100.0, judge=small)
+    engine.run()
+    (verdict,) = verdicts(engine)
+    assert (verdict.case, verdict.gain, verdict.pairs) == (PAYS, 100.0, 1)
+
+
+def test_an_owner_unfinished_at_the_horizon_counts_from_the_horizon():
+    # a replay with no event within its horizon ends with its clock where it began: an
+    # owner still in the pool finishes, at the soonest, its remaining path after the
+    # horizon (190 s), not after the last event's time (90 s); where the budget cut the
+    # replay short, after where it was cut
+    owner = SimpleNamespace(id=7, remaining_cp=5.0)
+    sim = SimpleNamespace(now=90.0, jobs=[owner], admission=None)
+    run = _Run({7}, 0, 0.0)
+    run.until = 190.0
+    run.read(sim)  # type: ignore[arg-type]
+    assert (run.end, run.left) == (190.0, {7: 195.0})
+    run.cut = True
+    run.read(sim)  # type: ignore[arg-type]
+    assert (run.end, run.left) == (90.0, {7: 95.0})
+    sim.jobs = []  # (its owners all finished: not cut short, the budget spent or not)
+    run.read(sim)  # type: ignore[arg-type]
+    assert not run.cut and run.left == {}

@@ -237,7 +237,7 @@ def test_reading_the_candidates_newest_first_chooses_as_reading_them_all(monkeyp
 def test_the_operator_evicts_a_plans_victims_and_the_owners_task_starts_once_taken():
     settings = Settings(pool_size=4, queues=QueueFile(two_queues()))
     core = Core(settings, make_scheduler("fifo"), metrics=Metrics(4, "fifo"))
-    lender = stage("a", tasks=4)
+    lender = stage("a", tasks=4, seconds=1000)  # (not about to end: the rules stop one)
     said(core, Admit(workflow("x", lender), [], NamespacePolicy(), queue=0), T0)
     taken(core)
     assert core.cluster.busy == 4  # (a borrows all of b's quota)

@@ -139,18 +139,22 @@ def _pods_gate(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
 
 
 def _admission(spec: SchedulerSpec, keywords: dict[str, Any]) -> Scheduler:
-    """``admission?mode=MODE[&victims=V][&grace=S]:BASE`` (`sim.admission_baselines.
-    Admitted`)."""
-    reject_unknown(keywords, ["mode", "victims", "grace"], "admission")
+    """``admission?mode=MODE[&victims=V][&grace=S][&patience=S][&ending=R]:BASE``
+    (`sim.admission_baselines.Admitted`)."""
+    reject_unknown(keywords, ["mode", "victims", "grace", "patience", "ending"], "admission")
     if spec.base is None or spec.base.kind == "admission":
         raise IdlegateError(f"{spec} needs one base scheduler, e.g. admission?mode=kueue:fifo")
     mode = keywords.get("mode", "queues")  # (``mode=none`` reads as None)
     victims = str(keywords.get("victims", "least"))
-    grace = keywords.get("grace")
-    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int | float)):
-        raise IdlegateError(f"admission grace {grace!r} must be a number of seconds, e.g. 60")
+    calm: dict[str, float] = {}
+    for name, example in (("grace", "60"), ("patience", "30"), ("ending", "0.5")):
+        value = keywords.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise IdlegateError(f"admission {name} {value!r} must be a number, e.g. {example}")
+        if value is not None:
+            calm[name] = float(value)
     base = make_scheduler(spec.base)
-    return Admitted(base, "none" if mode is None else str(mode), victims, grace)
+    return Admitted(base, "none" if mode is None else str(mode), victims, **calm)
 
 
 def resolve_default(spec: SchedulerSpec) -> SchedulerSpec:

@@ -347,11 +347,12 @@ class Admission(Usage, Entries, Views):
                     since[stage] = now
 
     def next_bound(self) -> float:
-        """The next time a waiting task passes its bound (inf: none will), for the driver's
-        timer: an overdue task that fits starts then even if nothing else happens."""
+        """When a waiting task next passes its bound or a reclaim's claimant stops waiting
+        (`Reclaimer.waking`; inf: never), for the driver's timer: a round runs then."""
+        now = self.last_tick
+        best = inf if self.reclaimer is None else self.reclaimer.waking(now)
         if not self.bounded:
-            return inf
-        now, best = self.last_tick, inf
+            return best
         for q, since in enumerate(self.waits_since):
             bound = self.bound[q]
             if bound == inf:

@@ -131,10 +131,18 @@ class Admitted:
     engine unwraps it as it unwraps a `PodsGate` and admits the workload's queues by
     `mode` (``none``: one queue, today's pool, whatever queues the workload has), a
     reclaim's victims chosen by `victims` (``admission?victims=kueue:srpt``: Kueue's), a
-    lent task spared for `grace` seconds (``admission?grace=0:srpt``; None: `Calm`'s)."""
+    lent task spared for `grace` seconds (``admission?grace=0:srpt``; None: `Calm`'s), a
+    claimant's `patience` and the `ending` ratio likewise (`idlegate.sim.reclaim_patience`:
+    ``admission?patience=0&ending=0:srpt``, the rules without them)."""
 
     def __init__(
-        self, scheduler: Scheduler, mode: str, victims: str = "least", grace: float | None = None
+        self,
+        scheduler: Scheduler,
+        mode: str,
+        victims: str = "least",
+        grace: float | None = None,
+        patience: float | None = None,
+        ending: float | None = None,
     ) -> None:
         if mode not in (*MODES, "none"):
             raise IdlegateError(
@@ -149,11 +157,22 @@ class Admitted:
         self.mode = mode
         self.victims = victims
         """How a reclaim chooses its victims (`idlegate.sim.reclaim_plan.VICTIMS`)."""
-        self.calm = None if grace is None else Calm(grace=grace)
-        """A reclaim's no-thrash settings with another grace (None: the defaults)."""
+        named = {"grace": grace, "patience": patience, "ending": ending}
+        given = {k: v for k, v in named.items() if v is not None}
+        base = Calm()
+        self.calm = (
+            Calm(
+                grace=base.grace if grace is None else grace,
+                patience=base.patience if patience is None else patience,
+                ending=base.ending if ending is None else ending,
+            )
+            if given
+            else None
+        )
+        """A reclaim's no-thrash settings with those given (None: the defaults)."""
         inner = getattr(scheduler, "name", type(scheduler).__name__)
         also = "" if victims == "least" else f"&victims={victims}"
-        also += "" if grace is None else f"&grace={grace:g}"
+        also += "".join(f"&{k}={v:g}" for k, v in given.items())
         self.name = f"admission?mode={mode}{also}:{inner}"
 
     def reset(self, rng: Any) -> None:

@@ -273,13 +273,16 @@ def replay(
     watch: Collection[int] | None = None,
     stop: Callable[[], bool] | None = None,
     after: Callable[[Cluster], object] | None = None,
+    truncate: bool = False,
 ) -> tuple[dict[int, tuple[float, float]], int]:
     """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
     (inf: not by `until`), and the events it simulated; it ends once the workflows of
     `watch` (None: every one present) finished. `stop` is asked after each event: True
-    raises `ReplayCut` (`forecast`'s `cut`). `after` is given the replayed fork once it
-    ended, for what a caller reads of it beyond starts and finishes (a reclaim's judge:
-    the starts past a wait bound, `idlegate.sim.reclaim_forecast`)."""
+    raises `ReplayCut` (`forecast`'s `cut`), or with `truncate` ends the replay there as
+    its horizon would (a reclaim's judge, which reads the fork where it ended). `after`
+    is given the replayed fork once it ended, for what a caller reads of it beyond
+    starts and finishes (a reclaim's judge: where it ended, the owners left, the starts
+    past a wait bound, `idlegate.sim.reclaim_forecast`)."""
     sim = planning_fork(cluster)
     now = sim.now
     streams = np.random.default_rng(future.seed)
@@ -306,6 +309,8 @@ def replay(
                 left -= record.id in wanted
             read = len(sim.done)
             if stop is not None and stop():
+                if truncate:
+                    break
                 raise ReplayCut
     if after is not None:
         after(sim)

@@ -52,12 +52,20 @@ class Calm:
     """Tasks the pool stops at most in any 60 seconds."""
     grace: float = 0.0
     """Seconds a lent task is spared where an older one would do (none by default)."""
+    patience: float = 30.0
+    """Seconds a claimant's task waits for running tasks expected to give it the room
+    before it stops any (`idlegate.sim.reclaim_patience`; tuned: docs/queues.md, "Less
+    work lost")."""
+    ending: float = 0.5
+    """A task expected to run less than this times what it has run is no victim
+    (`idlegate.sim.reclaim_patience`; tuned as `patience`)."""
 
     def __post_init__(self) -> None:
-        for name in ("cooldown", "grace"):
+        for name, example in (("cooldown", 60), ("grace", 60), ("patience", 30), ("ending", 0.5)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise IdlegateError(f"{name} {value!r} must be a number of seconds >= 0, e.g. 60")
+                unit = "a ratio" if name == "ending" else "a number of seconds"
+                raise IdlegateError(f"{name} {value!r} must be {unit} >= 0, e.g. {example}")
         if isinstance(self.per_minute, bool) or not isinstance(self.per_minute, int):
             raise IdlegateError(f"per_minute {self.per_minute!r} must be a whole number, e.g. 20")
         if self.per_minute < 1:

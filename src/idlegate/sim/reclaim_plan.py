@@ -19,6 +19,12 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
+* *Patience* (`idlegate.sim.reclaim_patience`, the ledger's `Calm.patience`): a
+  claimant whose task the running tasks of those queues and of its own are expected to
+  give the room within what is left of its patience stops nothing; the next claimant is
+  tried, and the driver asks the question again when its patience ends (`wake`, read by
+  `Admission.next_bound`). A task near its declared end (`Calm.ending`) is no candidate.
+  Neither holds for the Kueue-like victims.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -67,6 +73,7 @@ candidates, not every running task; one with no claimant, or no queue borrowing 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from math import inf
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -74,6 +81,7 @@ from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
+from idlegate.sim.reclaim_patience import ending, expected_left, room_within
 from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
@@ -89,6 +97,10 @@ PENDING_FOR = 300.0
 docstring's *pending*)."""
 FIRST = 4
 """Candidates read before the first choice (then twice as many each time)."""
+SCAN = 256
+"""Running tasks a claimant's patience reads at most, oldest first (of tasks alike, the
+first to end): on a pool running more, one ending soon may be missed, and the claimant
+then stops what the rules choose, as without patience."""
 RECHECK = 30.0
 """Seconds a queue whose stops the judge declined is not judged again (its waiting task
 meanwhile starts as borrowed tasks end, as with ``reclaim: Never``)."""
@@ -119,6 +131,7 @@ class Queues(Protocol):
     used: list[list[float]]
     nominal: list[list[float]]
     priority: list[int]
+    waits_since: list[dict[Stage, float]]
 
     def share(self, q: int) -> float: ...
 
@@ -171,6 +184,9 @@ class Reclaimer:
         self.declined: dict[int, float] = {}
         """Per queue whose stops the judge declined, until when it is not judged again (the
         simulator's judge, or the operator's verdicts: `withdraw`); a copy has none."""
+        self.wake = inf
+        """When the patience of a claimant that waits for room (`_patient`) ends: the
+        driver asks the question again then (`Admission.next_bound`); inf: none waits."""
 
     @property
     def forecasts(self) -> bool:
@@ -194,6 +210,7 @@ class Reclaimer:
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
         at once), tried in the admission's order (`queues`: priority, then weighted
         dominant share); only a claimant that does not fit is read further."""
+        self.wake = inf
         if not self.ledger.left(now):
             return None  # (the budget spent: no choice fits)
         self._settle(pool, now)
@@ -241,6 +258,8 @@ class Reclaimer:
             judged = self.judge is not None and settings.decide == "Forecast"
             if now < self.declined.get(q, -inf):
                 continue  # (declined lately: its task waits for borrowed tasks to end)
+            if self._patient(pool, now, queues, (q, stage, need), wanted, free, nodes, where):
+                continue  # (running tasks give it the room soon: it waits for them)
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
             mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
@@ -250,6 +269,45 @@ class Reclaimer:
             if got is not None:
                 return got
         return None
+
+    def _patient(
+        self,
+        pool: PoolState,
+        now: float,
+        queues: Queues,
+        claim: tuple[int, Stage, Mapping[str, int]],
+        wanted: set[int],
+        free: Mapping[str, int],
+        nodes: list[dict[str, int]] | None,
+        where: Callable[[int], int | None],
+    ) -> bool:
+        """Whether the claimant `claim` (its queue, stage and need) waits rather than stops
+        a task: the running tasks of `wanted` and of its queue (the oldest `SCAN`) are
+        expected to give it the room within what is left of its patience
+        (`idlegate.sim.reclaim_patience`); its patience's end is then `wake`. Never for
+        the Kueue-like victims."""
+        patience = self.ledger.calm.patience
+        if patience <= 0 or self.victims != "least":
+            return False
+        q, stage, need = claim
+        since = queues.waits_since[q].get(stage, now)
+        left = since + patience - now
+        if left <= 0:
+            return False
+        rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
+        running = []
+        for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
+            ends = expected_left(task.duration, now - start)
+            if ends is not None and ends <= left and start < now:  # (not this round's own)
+                running.append((ends, self._demand_of(task), on(executor)))
+        if not room_within(need, rooms, running, left):
+            return False
+        self.wake = min(self.wake, since + patience)
+        return True
+
+    def waking(self, now: float) -> float:
+        """When a claimant waiting for room stops waiting, after `now` (`wake`; inf: none)."""
+        return self.wake if self.wake > now else inf
 
     def _judged(self, pool: PoolState, got: Reclaim, q: int, now: float) -> Reclaim | None:
         """`got` with the judge's verdict, or None where it declines (`q` is then not
@@ -276,14 +334,17 @@ class Reclaimer:
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues."""
         cool, pending = self.ledger.calm.cooldown, self.pending
+        ratio = self.ledger.calm.ending if self.victims == "least" else 0.0
         rows = (
             r
             for r in pool.running_newest(wanted, now)
-            if r[1] not in pending and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+            if r[1] not in pending
+            and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
+            and (r[3] or not ending(r[2].duration, now - r[0], ratio))
         )
-        ledger, dims = self.ledger, self.dims
+        ledger = self.ledger
         if self.victims == "kueue":
-            made = [self._running(r, now, dims, where) for r in rows]
+            made = [self._running(r, now, where) for r in rows]
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             return self._kueue(claimant, rules, now, free)
         made = []
@@ -291,7 +352,7 @@ class Reclaimer:
         ahead = next(rows, None)  # (the next row unread: its start bounds the rest's loss)
         while True:
             while ahead is not None and len(made) < size:
-                made.append(self._running(ahead, now, dims, where))
+                made.append(self._running(ahead, now, where))
                 ahead = next(rows, None)
             rules = eligible(claimant, self.queues, usage, made, lends=lends)
             if nodes is None:
@@ -359,30 +420,35 @@ class Reclaimer:
         self,
         row: tuple[float, int, Stage, bool],
         now: float,
-        dims: Sequence[str],
         where: Callable[[int], int | None],
     ) -> Running:
         """A running task as a candidate (its ledger name: the module docstring)."""
         start, executor, stage, kept = row
         job = stage.job
-        demand = self._demands.get(stage)
-        if demand is None:  # (one mapping per stage: `choose_victims` groups a stage's by it)
-            if len(self._demands) > 4096:
-                self._demands.clear()
-            amounts = _demand(stage, len(dims))
-            demand = {x: int(a) for x, a in zip(dims, amounts, strict=True) if a > 0}
-            self._demands[stage] = demand
         return Running(
             task=(job.id, stage.index, executor, start),
             queue=job.queue,
             priority=job.priority,
             start=start,
-            demand=demand,
+            demand=self._demand_of(stage),
             checkpointed=kept,
             node=where(executor),
             workflow=job.id,
             admitted=job.first_start,
         )
+
+    def _demand_of(self, stage: Stage) -> dict[str, int]:
+        """What a task of `stage` holds by name (one mapping per stage: `choose_victims`
+        groups a stage's tasks by it)."""
+        demand = self._demands.get(stage)
+        if demand is None:
+            if len(self._demands) > 4096:
+                self._demands.clear()
+            dims = self.dims
+            amounts = _demand(stage, len(dims))
+            demand = {x: int(a) for x, a in zip(dims, amounts, strict=True) if a > 0}
+            self._demands[stage] = demand
+        return demand
 
     def _rooms(
         self,

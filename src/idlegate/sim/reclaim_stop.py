@@ -152,6 +152,19 @@ class Stopping:
             if e not in kept and candidate(stages[e], starts[e]):
                 yield starts[e], e, stages[e], False  # type: ignore[misc]
 
+    def running_oldest(self, queues: set[int]) -> Iterator[tuple[float, int, Stage]]:
+        """(start, executor, stage) of the tasks running for the jobs of `queues`, oldest first (a
+        reclaim's patience, `idlegate.sim.reclaim_patience`: of tasks alike, the first
+        to end)."""
+        if self._busy is None:
+            self._track()
+        assert self._busy is not None
+        stages, starts = self._exec_stage, self._task_start
+        for e in self._busy:
+            stage = stages[e]
+            if stage is not None and stage.job.queue in queues:
+                yield starts[e], e, stage
+
     def rerun_of(self, executor: int) -> float | None:
         """When the task `executor` runs was stopped, if it is a stopped one run again."""
         return None if self._rerun is None else self._rerun.get(executor)

@@ -46,14 +46,12 @@ from idlegate.sim.durations import Uniforms, duration_model
 from idlegate.sim.engine import Engine, JobArrival
 from idlegate.sim.pool import tasks_at_once
 from idlegate.sim.protocol import WAIT, Action, Decision, Job, Scheduler, Stage
+from idlegate.sim.reclaim_patience import OVERDUE_FRACTION as OVERDUE_FRACTION
 
 Forkable = Cluster | PoolView
 """A pool a planner may fork: the cluster, or the whole pool as its admission shows it to
 the policy at a question (`idlegate.sim.admission_view.PoolView`, whose fork is the
 pool's as it is: its copy of the admission holds back what the pool's does)."""
-
-OVERDUE_FRACTION = 0.05
-"""A running task past its estimate ends after this fraction of the estimate."""
 
 
 @dataclass(frozen=True)
