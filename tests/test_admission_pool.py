@@ -18,7 +18,7 @@ from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
 
-GPU = re.escape("names nvidia.com/gpu, which the pool does not count")
+GPU = re.escape("the pool does not count nvidia.com/gpu")
 NODE = ResourceVector.parse("cpu=8,memory=32Gi,pods=110")
 
 

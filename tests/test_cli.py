@@ -544,3 +544,14 @@ def test_the_base_install_runs_without_any_extras_packages():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", [["operator"], ["simulate"], ["lint"], ["compare"]])
+def test_help_fits_80_columns(command: list[str]):
+    # (issue 82's trial: --pod-gc's five choices made an 84-column line of operator --help)
+    shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0
+    wide = [line for line in shown.output.splitlines() if len(line) > 80]
+    assert not wide, wide
+    if command == ["operator"]:
+        assert "--pod-gc <choice>" in shown.output and "OnWorkflowSuccess or Never" in shown.output

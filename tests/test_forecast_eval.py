@@ -427,6 +427,7 @@ def test_the_start_quantile_follows_the_arrivals_unless_set() -> None:
     ("text", "said"),
     [
         ("kind: ConfigMap\ndata: {}\n", "it is a ConfigMap, not a DagWorkflow"),
+        ("kind: ExecutorPool\nspec: {size: 2}\n", "it is an ExecutorPool, not a DagWorkflow"),
         ("not: [valid\n", "it is not YAML or JSON"),
         ("kind: DagWorkflow\nspec: {stages: []}\n", "spec: the workflow has no stages"),
         ("- a list\n", "it is not a DagWorkflow (kind: DagWorkflow, with a spec)"),

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.looptime
 CPU_QUEUES = [{"name": "a", "nominal": {"cpu": 8}}]
 GPU_QUEUES = [{"name": "a", "nominal": {"cpu": 8, "nvidia.com/gpu": 1}}]
 WHY = (
-    "ExecutorPool 'gpu', on its nodes: queue 'a': its quota names nvidia.com/gpu, which the "
-    "pool does not count (cpu, memory, pods); quote only the pool's resources"
+    "ExecutorPool 'gpu', on its nodes: queues[0][a].nominal: the pool does not count "
+    "nvidia.com/gpu (only cpu, memory, pods), so a quota of it could never be used; remove it"
 )
 
 

@@ -111,7 +111,7 @@ def test_quotas_past_the_pool_are_one_line(tmp_path):
     out = runner.invoke(app, ["simulate", "-k", "10", "--queues", str(queues)])
     assert out.exit_code == 1
     assert len(out.output.strip().splitlines()) == 1
-    assert "sums to pods=30, more than the pool's pods=10" in out.output
+    assert "add up to 30, more than the pool's 10" in out.output
 
 
 def test_compare_writes_the_queues_of_each_seed_only_where_there_are_queues():
@@ -145,7 +145,7 @@ def test_lint_checks_a_queues_file_as_simulate_reads_it(tmp_path):
     assert "skipped" not in fine.output
     past = runner.invoke(app, ["lint", str(queues), "--pool-size", "30"])
     assert past.exit_code == 1
-    assert "sums to pods=40, more than the pool's pods=30" in past.output
+    assert "add up to 40, more than the pool's 30" in past.output
     queues.write_text("- {name: a, nominal: {pods: 10}, waitBound: 0}\n")
     zero = runner.invoke(app, ["lint", str(queues)])
     assert zero.exit_code == 1

@@ -135,18 +135,20 @@ def test_an_executor_pool_declares_its_queues_checked_against_its_capacity():
     spec = parse_pool_spec({"size": 4, "queues": TWO}, "p")
     assert [q.name for q in spec.queue_specs] == ["a", "b"]
     assert parse_pool_spec({"size": 4}, "p").queue_specs == ()
-    with pytest.raises(SpecError, match="nominal pods sums to pods=4, more than the pool's pods=3"):
+    with pytest.raises(
+        SpecError, match="nominal quotas of pods add up to 4, more than the pool's 3"
+    ):
         parse_pool_spec({"size": 3, "queues": TWO}, "p")
 
 
 @pytest.mark.parametrize(
     ("queues", "problem"),
     [
-        (TWO, "the queues' nominal pods sums to pods=4, more than the pool's pods=3"),
+        (TWO, "the queues' nominal quotas of pods add up to 4, more than the pool's 3"),
         ([{"name": "a", "nominal": {"pods": "-1"}}], "is negative"),
         ([{"name": "a", "nominal": {"pods": "lots"}}], "lots"),
         ([{"name": "a", "nominal": {"pods": 1}, "waitBound": 0}], "a bound of 0"),
-        ([{"name": "a", "nominal": {"cpu": 1}}], "its quota names cpu, which the pool does not"),
+        ([{"name": "a", "nominal": {"cpu": 1}}], "the pool does not count cpu (only pods)"),
         ([{"name": "a", "nominal": {"pods": 1}, "size": 2}], "is not a field here"),
     ],
 )
@@ -165,7 +167,7 @@ def test_the_default_pools_queues_come_from_a_yaml_file(tmp_path):
     path.write_text("- {name: a, nominal: {pods: 2}}\n- {name: b, nominal: {pods: 2}}\n")
     settings = Settings(pool_size=4, queues=str(path))
     assert settings.queues is not None and [q.name for q in settings.queues.specs] == ["a", "b"]
-    with pytest.raises(IdlegateError, match=r"--queues: .*sums to pods=4, more than the pool's"):
+    with pytest.raises(IdlegateError, match=r"--queues: .*add up to 4, more than the pool's"):
         Settings(pool_size=3, queues=str(path))
     with pytest.raises(IdlegateError, match="cannot read"):
         Settings(pool_size=4, queues=str(tmp_path / "missing.yaml"))
@@ -438,6 +440,6 @@ def test_a_pools_pods_are_counted_once_against_its_queues_quotas():
         [{"name": "a", "nominal": {"pods": 20}}, {"name": "b", "nominal": {"pods": 20}}]
     )
     capacity = ResourceVector({"pods": 30_000, "cpu": 60_000})
-    with pytest.raises(IdlegateError, match="sums to pods=40, more than the pool's pods=30"):
+    with pytest.raises(IdlegateError, match="add up to 40, more than the pool's 30"):
         cohort_check(queues, 30, capacity)
     cohort_check(queues[:1], 30, capacity)

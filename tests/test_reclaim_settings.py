@@ -198,10 +198,10 @@ def test_every_problem_of_a_cohort_is_said_at_once_by_lint_and_the_pool(tmp_path
     said = [
         "queues: two queues are named 'a'; give each its own name",
         "queues: namespace 'x' is selected by queues 'a' and 'a'; a namespace routes to one queue",
-        "queue 'b': its quota names cpu, which the pool does not count (pods); quote only the "
-        "pool's resources",
-        "queues: the queues' nominal pods sums to pods=9, more than the pool's pods=4; lower a "
-        "quota or grow the pool",
+        "queues[2][b].nominal: the pool does not count cpu (only pods), so a quota of it could "
+        "never be used; remove it",
+        "queues: the queues' nominal quotas of pods add up to 9, more than the pool's 4; lower "
+        "a quota or grow the pool",
     ]
     pool = tmp_path / "pool.yaml"
     pool.write_text(
@@ -217,10 +217,10 @@ def test_every_problem_of_a_cohort_is_said_at_once_by_lint_and_the_pool(tmp_path
     file = tmp_path / "queues.yaml"
     file.write_text(yaml.safe_dump(queues, sort_keys=False))
     messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
-    assert messages == said[:2]  # (the names first: a file's queues are read by name)
+    assert messages == said  # (a file's too: not the names first, then the rest)
     file.write_text(yaml.safe_dump([queues[0], queues[2]], sort_keys=False))
     messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
-    assert messages == [said[2], said[3].replace("pods=9", "pods=6")]
+    assert messages == [said[2].replace("[2]", "[1]"), said[3].replace("to 9", "to 6")]
 
 
 def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
@@ -249,9 +249,11 @@ def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
     assert "unknown key 'colour'" in problems[0] and "weight -1" in problems[3]
     assert "priority 'high'" in problems[4] and "'Bad!' is not a DNS label" in problems[8]
     assert queue_problems([{"name": "a", "nominal": {"pods": 1}}]) == []
-    # the cohort is checked once every queue reads
     two = [{"name": "a", "nominal": {"pods": 1}}] * 2
     assert queue_problems(two) == ["queues: two queues are named 'a'; give each its own name"]
+    # a bad value hides nothing of the cohort: the queue's name and quotas still count
+    worse = [{**two[0], "weight": 0}, two[1]]
+    assert queue_problems(worse)[1:] == queue_problems(two)
 
 
 def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path):
@@ -276,3 +278,31 @@ def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path)
         ("spec.queues[0][Bad!]", said[0].partition(": ")[2]),
         *((f"spec.{s.partition(': ')[0]}", s.partition(": ")[2]) for s in said[1:]),
     ]
+
+
+def test_a_bad_value_of_a_queue_does_not_stop_the_cohorts_checks(tmp_path: Path):
+    # (issue 82's trial: a pool's `decide: forecast` was said alone, its two queues named
+    # etl, a cpu quota on a pods-only pool and the quotas past the pool went unsaid; a
+    # queues file stopped at the names before the pool)
+    queues = [
+        {"name": "etl", "nominal": {"pods": 10}, "preemption": {"decide": "forecast"}},
+        {"name": "etl", "nominal": {"pods": 10, "cpu": 4}},
+    ]
+    said = [
+        "queues[0][etl].preemption.decide: 'forecast' is not a decide setting",
+        "queues: two queues are named 'etl'; give each its own name",
+        "queues[1][etl].nominal: the pool does not count cpu (only pods), so a quota of it "
+        "could never be used; remove it",
+        "queues: the queues' nominal quotas of pods add up to 20, more than the pool's 16; "
+        "lower a quota or grow the pool",
+    ]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({**_pool(None), "spec": {"size": 16, "queues": queues}}))
+    found = [
+        f"{p.field.removeprefix('spec.')}: {p.message}" for p in lint_paths([str(pool)]).problems
+    ]
+    assert all(f.startswith(s) for f, s in zip(found, said, strict=True))
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump(queues))
+    found = [p.message for p in lint_paths([str(file)], pool_size=16).problems]
+    assert all(f.startswith(s) for f, s in zip(found, said, strict=True))

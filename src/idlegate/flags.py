@@ -155,13 +155,24 @@ def _option(field: str, info: FieldInfo, defaults: bool) -> dict[str, Any] | Non
     required = info.is_required()
     default = ... if required else _shown(info.get_default(call_default_factory=True))
     choices = _choices(info.annotation)
+    metavar = "|".join(choices) if choices else None
+    if metavar is not None and len(metavar) > _METAVAR_WIDTH:  # (a --help line past 80)
+        metavar = "<choice>"
+        if not all(c in help_text for c in choices):
+            help_text += f" One of {', '.join(choices[:-1])} or {choices[-1]}."
     option = typer.Option(
         *names,
         help=help_text,
         show_default=defaults and not required,
-        metavar="|".join(choices) if choices else None,
+        metavar=metavar,
     )
     return {"annotation": Annotated[kind, option], "default": default}
+
+
+_METAVAR_WIDTH = 40
+"""The longest list of choices shown as an option's metavar (``a|b|c``): a longer one
+would push its --help line past 80 columns, so it reads ``<choice>`` and the help names
+them."""
 
 
 def _kind(annotation: Any) -> Any:

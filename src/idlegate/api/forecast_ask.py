@@ -35,7 +35,8 @@ def read_what_if(text: str) -> dict[str, Any]:
         raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
         kind = body.get("kind") if isinstance(body, dict) else None
-        was = f"it is a {kind}, not" if isinstance(kind, str) else "it is not"
+        an = "an" if isinstance(kind, str) and kind[:1].lower() in "aeiou" else "a"
+        was = f"it is {an} {kind}, not" if isinstance(kind, str) else "it is not"
         raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
     check_templates(parse_workflow(body.get("spec"), "spec"), "spec")  # (as admission would)
     return body

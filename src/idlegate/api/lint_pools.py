@@ -46,7 +46,7 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queue_files import queue_problem
-from idlegate.sim.queues import QueueSpec, cohort_problems, queue_problems, queues_from
+from idlegate.sim.queues import QueueSpec, queue_problems, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -236,7 +236,7 @@ def is_queue_file(doc: Any) -> bool:
 class QueueFiles:
     """The ``--queues`` files among lint's inputs, and the queues the default pool's
     workflows name: each checked against each file as `simulate --queues` checks them
-    (`queues_from`, `cohort_problems`, `check_named`)."""
+    (`queue_problems`, `check_named`)."""
 
     files: list[tuple[str, tuple[QueueSpec, ...]]] = field(default_factory=list)
     joins: list[tuple[Where, str, str]] = field(default_factory=list)
@@ -252,16 +252,12 @@ class QueueFiles:
         against the pool of ``--pool-size`` and ``--pool-resources`` when given; empty
         when nothing is wrong."""
         self.read += 1
-        problems = queue_problems(doc, "queues")
+        pods = pool_size or int((resources or ResourceVector()).units("pods"))
+        pool = {**(resources or {}), "pods": pods * MILLI} if pods else None
+        problems = queue_problems(doc, "queues", pool)  # (every one, each apart)
         if problems:
             return problems
-        queues = queues_from(doc, "queues")
-        pods = pool_size or int((resources or ResourceVector()).units("pods"))
-        if pods:  # (every problem of the cohort, each apart)
-            pool = {**(resources or {}), "pods": pods * MILLI}
-            if problems := cohort_problems(queues, pool, "queues"):
-                return problems
-        self.files.append((source, queues))
+        self.files.append((source, queues_from(doc, "queues")))
         return []
 
     def join(self, where: Where, name: str | None, spec: Any) -> None:

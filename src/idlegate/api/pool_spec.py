@@ -43,10 +43,9 @@ from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.queues import (
     QueueSpec,
-    cohort_problems,
     preemption_problem,
-    queue_from,
     queue_problems,
+    queues_cohort_problems,
     queues_from,
 )
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
@@ -465,21 +464,20 @@ class ExecutorPoolSpec(BaseModel):
 
     def cohort_problems(self) -> list[str]:
         """Every problem of the pool's queues, each led by its place: each queue's values
-        (`queue_problems`), else its cohort's, the names and, against the pool's capacity,
-        the quotas' resources and sums together (`cohort_problems`; a node pool's room is
-        not known here: its names alone)."""
+        (`queue_problems`) and its cohort's, the names and, against the pool's capacity,
+        the quotas' resources and sums together (a node pool's room is not known here:
+        its names alone)."""
         if not self.queues:
             return []
         raw = [q.model_dump(by_alias=True, exclude_none=True) for q in self.queues]
-        problems = queue_problems(raw)
+        return queue_problems(raw, pool=self.room)
+
+    @property
+    def room(self) -> ResourceVector | None:
+        """The capacity the queues' quotas are checked against (None: a pool on nodes)."""
         if self.node_selector is not None:
-            return problems
-        try:
-            queues = tuple(queue_from(item, f"queues[{i}]") for i, item in enumerate(raw))
-        except IdlegateError:
-            return problems  # (a queue's values: each said apart)
-        pool = ResourceVector({**(self.capacity or {}), "pods": self.executors * MILLI})
-        return cohort_problems(queues, pool)
+            return None
+        return ResourceVector({**(self.capacity or {}), "pods": self.executors * MILLI})
 
     @model_validator(mode="after")
     def _arrivals_per_queue(self) -> ExecutorPoolSpec:
@@ -666,13 +664,27 @@ def pool_spec_problems(raw: Any) -> list[tuple[str, str]]:
                 raw if raw is not None else {}, context=NO_COHORT
             )
             every = spec.cohort_problems()
-        except ValidationError:
-            every = []  # (other problems too: the cohort's stay joined, all of them)
+        except ValidationError:  # (a queue's value too: its cohort is checked all the same)
+            every = _cohort_apart(raw)
+            problems += [(p.partition(": ")[0], p.partition(": ")[2]) for p in every]
         if every and ("", "; ".join(every)) in problems:
             at = problems.index(("", "; ".join(every)))
             problems[at : at + 1] = [(p.partition(": ")[0], p.partition(": ")[2]) for p in every]
         return [(_named(path, raw), text) for path, text in problems]
     return []
+
+
+def _cohort_apart(raw: Any) -> list[str]:
+    """The cohort's problems of a spec whose queues have a bad value (so it does not
+    validate): against its capacity if the rest of the spec reads, else names alone."""
+    if not isinstance(raw, Mapping) or "queues" not in raw:
+        return []
+    rest = {k: v for k, v in raw.items() if k not in ("queues", "forecastArrivals")}
+    try:
+        room = ExecutorPoolSpec.model_validate(rest, context=NO_COHORT).room
+    except ValidationError:
+        room = None
+    return queues_cohort_problems(raw["queues"], room)
 
 
 def _named(path: str, raw: Any) -> str:

@@ -273,30 +273,45 @@ def queue_from(data: Mapping[str, Any], where: str = "queues") -> QueueSpec:
     the first of its `queue_problems`."""
     problems: list[str] = []
     queue = _read_queue(data, where, problems)
-    if queue is None:
+    if queue is None or problems:
         raise IdlegateError(problems[0])
     return queue
 
 
-def queue_problems(data: Any, where: str = "queues") -> list[str]:
+def queue_problems(
+    data: Any, where: str = "queues", pool: Mapping[str, int] | None = None
+) -> list[str]:
     """Every problem of a queues document (a list of queues, or ``{queues: [...]}``), each
     a sentence led by its place (``queues[0][a].preemption.reclaim``): what `idlegate lint`
-    says, where `queues_from` raises the first. Each queue's keys are checked apart, and the
-    cohort (`check_cohort`) once every queue reads."""
+    says, where `queues_from` raises the first. Each queue's keys are checked apart, then
+    the cohort (`cohort_problems`, against `pool` if given) even when a queue has a bad
+    value: its name and quotas still count, so that one bad value hides nothing else."""
     try:
         items = _queue_items(data, where)
     except IdlegateError as exc:
         return [str(exc)]
     problems: list[str] = []
     queues = [_read_queue(item, f"{where}[{i}]", problems) for i, item in enumerate(items)]
-    if not problems:
-        problems = cohort_problems([q for q in queues if q is not None], where=where)
-    return problems
+    return problems + _cohort_problems(list(enumerate(queues)), pool, where)
+
+
+def queues_cohort_problems(
+    data: Any, pool: Mapping[str, int] | None = None, where: str = "queues"
+) -> list[str]:
+    """The cohort's problems alone of a queues document whose queues may have bad values
+    (`queue_problems` without theirs): for a pool whose queues another reader checks."""
+    try:
+        items = _queue_items(data, where)
+    except IdlegateError:
+        return []
+    queues = [_read_queue(item, f"{where}[{i}]", []) for i, item in enumerate(items)]
+    return _cohort_problems(list(enumerate(queues)), pool, where)
 
 
 def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
-    """One queue from its mapping; None, with each of its problems added to `problems`
-    (a sentence led by its place), when it has any."""
+    """One queue from its mapping, each of its problems added to `problems` (a sentence
+    led by its place); with problems, a stand-in of its name and quotas alone for the
+    cohort's checks (None: not even those read)."""
     if not isinstance(data, Mapping):
         problems.append(f"{where}: a queue is a mapping with a name and a nominal quota")
         return None
@@ -310,10 +325,12 @@ def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
         problems.append(f"{where}: every queue needs a name, e.g. name: data-eng")
         return None
     at = f"{where}[{name}]"
+    named = True
     try:
         check_queue_name(name)
     except IdlegateError as exc:
         problems.append(f"{where}: {exc}")
+        named = False
 
     def vector(key: str) -> dict[str, int] | None:
         value = data.get(key)
@@ -341,10 +358,22 @@ def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
         or not all(isinstance(n, str) for n in namespaces)
     ):
         problems.append(f"{at}.namespaces: give a list of namespace names")
+        namespaces = ()
     problems += preemption_problems(data.get("preemption"), f"{at}.preemption")
-    problems += _lending_problems(at, lending, nominal)
-    if len(problems) > before:
-        return None
+    lends = _lending_problems(at, lending, nominal)
+    problems += lends
+    if len(problems) > before:  # (a stand-in for the cohort's checks: name and quotas)
+        return (
+            None
+            if not named
+            else QueueSpec(
+                name=name,
+                nominal=nominal or {},
+                borrowing_limit=borrowing,
+                lending_limit=None if lends else lending,
+                namespaces=tuple(namespaces),
+            )
+        )
     return QueueSpec(
         name=name,
         nominal=nominal or {},
@@ -407,14 +436,25 @@ def cohort_problems(
     pool that follows its nodes counts; pods always), only the names are checked: its
     capacity comes and goes with its nodes, so no sum can be. All of them, not the first:
     a user who fixes one learns of the next at once (lint, the pool's condition)."""
-    queues = tuple(queues)
-    names = [q.name for q in queues]
+    return _cohort_problems(list(enumerate(queues)), pool, where, counted)
+
+
+def _cohort_problems(
+    indexed: Sequence[tuple[int, QueueSpec | None]],
+    pool: Mapping[str, int] | None,
+    where: str,
+    counted: Iterable[str] | None = None,
+) -> list[str]:
+    """`cohort_problems` of the queues at their positions in the document (None: a queue
+    not even named, left out), so that a problem of one says which."""
+    queues = [(i, q) for i, q in indexed if q is not None]
+    names = [q.name for _, q in queues]
     problems = [
         f"{where}: two queues are named {dup!r}; give each its own name"
         for dup in dict.fromkeys(n for n in names if names.count(n) > 1)
     ]
     seen: dict[str, str] = {}
-    for q in queues:
+    for _, q in queues:
         for ns in q.namespaces:
             if ns in seen:
                 problems.append(
@@ -424,15 +464,15 @@ def cohort_problems(
             else:
                 seen[ns] = q.name
     if counted is not None:
-        problems += counted_problems(queues, ("pods", *(n for n in counted if n != "pods")))
+        dims = ("pods", *(n for n in counted if n != "pods"))
+        problems += _counted_problems(queues, dims, where)
     if pool is None:
         return problems
-    problems += counted_problems(queues, pool)
-    total = sum((ResourceVector(q.nominal) for q in queues), ResourceVector())
+    problems += _counted_problems(queues, pool, where)
+    total = sum((ResourceVector(q.nominal) for _, q in queues), ResourceVector())
     problems += [
-        f"{where}: the queues' nominal {name} sums to "
-        f"{ResourceVector({name: total[name]}).format()}, more than the pool's "
-        f"{ResourceVector({name: pool[name]}).format()}; lower a quota or grow the pool"
+        f"{where}: the queues' nominal quotas of {name} add up to {_texts(total)[name]}, more "
+        f"than the pool's {_texts(pool)[name]}; lower a quota or grow the pool"
         for name in total
         if name in pool and total[name] > pool[name]
     ]
@@ -447,19 +487,34 @@ def check_counted(queues: Iterable[QueueSpec], names: Iterable[str]) -> None:
         raise IdlegateError("; ".join(problems))
 
 
-def counted_problems(queues: Iterable[QueueSpec], names: Iterable[str]) -> list[str]:
+def counted_problems(
+    queues: Iterable[QueueSpec], names: Iterable[str], where: str = "queues"
+) -> list[str]:
     """Each quota naming a resource not among `names` (what the pool counts, pods
     included): on a `resources` pool and on one that follows its nodes alike, a quota of
     what the pool does not count could never be used."""
+    return _counted_problems(list(enumerate(queues)), names, where)
+
+
+def _counted_problems(
+    queues: Sequence[tuple[int, QueueSpec]], names: Iterable[str], where: str
+) -> list[str]:
+    """`counted_problems` of the queues at their positions (``queues[1][etl].nominal``)."""
     names = tuple(names)
     problems = []
-    for q in queues:
-        for key in ("nominal", "borrowing_limit", "lending_limit"):
+    for i, q in queues:
+        for key, alias in (
+            ("nominal", "nominal"),
+            ("borrowing_limit", "borrowingLimit"),
+            ("lending_limit", "lendingLimit"),
+        ):
             missing = [n for n in getattr(q, key) or () if n not in names]
             if missing:
                 problems.append(
-                    f"queue {q.name!r}: its quota names {', '.join(missing)}, which the pool "
-                    f"does not count ({', '.join(names)}); quote only the pool's resources"
+                    f"{where}[{i}][{q.name}].{alias}: the pool does not count "
+                    f"{' or '.join(missing)} (only {', '.join(names)}), so a quota of "
+                    f"{'it' if len(missing) == 1 else 'them'} could never be used; remove "
+                    f"{'it' if len(missing) == 1 else 'them'}"
                 )
     return problems
 
