@@ -207,9 +207,10 @@ def add_folding(
     *,
     width: int,
     keep: int,
-    under: int,
+    under: int = 0,
     sep: str = " · ",
     per_line: int = 0,
+    stack: bool = False,
 ) -> None:
     """Add `columns` (each its header and justification) and `rows` to `table`. Below
     :data:`NARROW` columns of `width` only the first `keep` columns are columns: a row's
@@ -218,8 +219,14 @@ def add_folding(
     line each, for a narrow cell), so that no header or figure is cut, however narrow the
     terminal, and a row stays one row. A header over two lines is one line where folded;
     `per_line` figures a line (0: all on one, wrapped by the cell, which may part a figure
-    from its header)."""
+    from its header). With `stack`, the other columns are groups instead, each header
+    its group's word and the figure's ("start med s", "finish med s"), every group the
+    same figures: below NARROW they become a column of the group words and a column of
+    each figure, a row a line per group (`stacked`)."""
     narrow = width < NARROW
+    if narrow and stack:
+        stacked(table, columns, rows, keep)
+        return
     for head, justify in columns[:keep] if narrow else columns:
         table.add_column(head, justify=justify)
     heads = [head.replace("\n", " ") for head, _ in columns[keep:]]  # (a folded one: a line)
@@ -233,6 +240,35 @@ def add_folding(
         text = "\n".join(sep.join(folded[i : i + per]) for i in range(0, len(folded), per))
         cells[under] += f"\n[dim]{text}[/]"
         table.add_row(*cells)
+
+
+def stacked(
+    table: Table,
+    columns: Sequence[tuple[str, JustifyMethod]],
+    rows: Iterable[Sequence[str]],
+    keep: int,
+) -> None:
+    """`add_folding`'s stack: the columns after the first `keep`, headed "GROUP FIGURE",
+    as a column of the groups and one of each figure, a row's groups a line each under
+    one another (``start 9 44.4`` over ``finish 300 95.7``), so that the figures a reader
+    compares share a column (issue 82: folded under the method, the finish's and the
+    start's ran together). ValueError if the groups' figures differ."""
+    groups: dict[str, list[tuple[int, str, JustifyMethod]]] = {}
+    for i, (head, justify) in enumerate(columns[keep:], keep):
+        group, _, figure = head.replace("\n", " ").partition(" ")
+        groups.setdefault(group, []).append((i, figure, justify))
+    first, *others = groups.values()
+    if any([f for _, f, _ in g] != [f for _, f, _ in first] for g in others):
+        raise ValueError(f"the stacked groups differ: {list(groups)}")
+    for head, justify in columns[:keep]:
+        table.add_column(head, justify=justify)
+    table.add_column("")
+    for _, figure, justify in first:
+        table.add_column(figure, justify=justify)
+    for row in rows:
+        lines = [[row[i] for i, _, _ in g] for g in groups.values()]
+        figures = ["\n".join(line[j] for line in lines) for j in range(len(first))]
+        table.add_row(*row[:keep], "\n".join(groups), *figures)
 
 
 def render_followed(account: Mapping[str, Any], width: int = 120) -> Table:

@@ -174,10 +174,11 @@ def unavailable_reasons(runs: Sequence[SeedRun]) -> dict[str, int]:
 
 def render(figs: Sequence[Figures], width: int = 120) -> Table:
     """The table (`MD_COLUMNS`' columns, each header over two lines), for a console
-    `width` columns wide: below `evaluation.console.NARROW` the start's figures stay
-    columns and the finish's and the intervals' go dim under the method (`add_folding`,
-    the fold every wide table of the CLI shares), so that at 80 columns no row is 100
-    wide (issue 80). Percentages are of the actual wait / JCT."""
+    `width` columns wide: below `evaluation.console.NARROW` a method's start figures
+    and its finish figures are two lines under the same six headers (`add_folding`'s
+    stack, the fold every wide table of the CLI shares), so that at 80 columns no row is
+    100 wide (issue 80) and the finish's are not mixed with the start's (issue 82).
+    Percentages are of the actual wait / JCT."""
     from rich import box
     from rich.table import Table
 
@@ -190,10 +191,7 @@ def render(figs: Sequence[Figures], width: int = 120) -> Table:
         for i, (head, _) in enumerate(MD_COLUMNS)
     ]
     rows = [[cell(f).strip() for _, cell in MD_COLUMNS] for f in figs]
-    add_folding(table, columns, rows, width=width, keep=6, under=0, per_line=2)
-    if len(table.columns) < len(columns):  # (folded: the room left goes to the method's
-        table.expand = True  # cell, whose folded figures then take a few lines, not ten)
-        table.columns[0].ratio = 1
+    add_folding(table, columns, rows, width=width, keep=1, stack=True)
     return table
 
 
