@@ -17,6 +17,7 @@ on them, so the caller's fallback (the operator's safe rules, a Warning and
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,17 @@ class OnnxPolicy:
             )
         # the exporter drops inputs a configuration does not use (no message passing)
         self.input_names = names
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OnnxPolicy:
+        """A copy with its own state (featurizer, window, generator) and the same
+        onnxruntime session, which cannot be copied and need not be: inference leaves
+        it as it was (a judge's or a forecast's replays copy the pool's scheduler)."""
+        out = OnnxPolicy.__new__(OnnxPolicy)
+        memo[id(self)] = out
+        shared = {"session", "_run"}
+        for key, value in self.__dict__.items():
+            out.__dict__[key] = value if key in shared else copy.deepcopy(value, memo)
+        return out
 
     def _probe(self) -> None:
         """Raise IdlegateError unless the model's outputs on a small state are all finite
