@@ -535,9 +535,9 @@ def oldest_waiting(
     no node could hold (`Admission._never`)."""
     priority = stage.job.priority
     for s in since:
-        if s.job.priority == priority and s.launched < s.available and s.job.finish is None:
-            if not skip(s):
-                return s
+        waiting = s.launched < s.available and s.job.finish is None
+        if waiting and s.job.priority == priority and not skip(s):
+            return s
     return stage
 
 
