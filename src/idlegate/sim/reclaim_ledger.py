@@ -128,8 +128,8 @@ class StopLedger:
         while recent and recent[0] <= now - WINDOW:
             recent.popleft()
         last, cool = self._last, self.calm.cooldown
-        while last:  # (those cooled down, oldest first: none is read again)
-            task, at = next(iter(last.items()))
+        while len(last) > 64 and len(last) > 2 * len(recent):  # (bound its size: those
+            task, at = next(iter(last.items()))  # cooled down, oldest first, go)
             if now < at + cool:
                 break
             del last[task]
