@@ -5,27 +5,45 @@ nominal and the team less than its own), or held all of its quota with its own t
 (no rule of ``reclaim`` then applies: it stops borrowed tasks only).
 
     python benchmarks/late_starts.py --seeds 10 --first-seed 1000 --bound 120
+
+``--decide Forecast``: the queues' stops are judged on forecasts (``decide: Forecast``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import time
 from collections import Counter
 
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine
+from idlegate.sim.reclaim_forecast import forecast_judge
 from idlegate.sim.resources import MILLI
 from idlegate.sim.workloads import build_workload
 
 
-def late_starts(seed: int, bound: float, jobs: int) -> list[tuple[str, float, bool]]:
+def late_starts(
+    seed: int, bound: float, jobs: int, decide: str = "Rules"
+) -> list[tuple[str, float, bool]]:
     """Each start of a steady team's task past its bound on `seed`: the team, seconds past
     the bound, and whether the team lent quota at its due time."""
     workload = build_workload(
-        "teams", seed, wait_bound=bound, num_jobs=jobs, reclaim="Any", scenario="large"
+        "teams",
+        seed,
+        wait_bound=bound,
+        num_jobs=jobs,
+        reclaim="Any",
+        decide=decide,
+        scenario="large",
     )
     engine = Engine.for_workload(
-        workload, make_scheduler("srpt"), seed, record_tasks=True, trace=True
+        workload,
+        make_scheduler("srpt"),
+        seed,
+        record_tasks=True,
+        trace=True,
+        judge=functools.partial(forecast_judge, clock=time.thread_time),
     )
     engine.run()
     result = engine.result(workload.name, "srpt", seed)
@@ -49,11 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--bound", type=float, default=120.0)
     parser.add_argument("--jobs", type=int, default=30)
+    parser.add_argument("--decide", choices=("Rules", "Forecast"), default="Rules")
     args = parser.parse_args(argv)
     rows = [
         row
         for seed in range(args.first_seed, args.first_seed + args.seeds)
-        for row in late_starts(seed, args.bound, args.jobs)
+        for row in late_starts(seed, args.bound, args.jobs, args.decide)
     ]
     for lent in (True, False):
         late = [s for _team, s, was in rows if was == lent]
