@@ -24,7 +24,9 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   give the room within what is left of its patience stops nothing; the next claimant is
   tried, and the driver asks the question again when its patience ends (`wake`, read by
   `Admission.next_bound`). A task near its declared end (`Calm.ending`) is no candidate.
-  Neither holds for the Kueue-like victims.
+  Neither holds for the Kueue-like victims. The claimant's wait is its queue's longest
+  of that priority (`oldest_waiting`); its patience is at most its queue's wait bound,
+  and past the bound neither the ending rule nor the cooldown spares a task.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
