@@ -100,3 +100,15 @@ def test_the_queues_own_young_tasks_are_not_lent_and_have_no_grace():
 def test_bad_settings_are_one_sentence(fields, message):
     with pytest.raises(IdlegateError, match=message):
         Calm(**fields)
+
+
+def test_a_long_ledger_answers_as_its_stops_say_and_forgets_the_cooled_ones():
+    # a stop every 3 s for 30 min, a cooldown of 300 s: each task cools as stopped, and
+    # those cooled down are forgotten from the oldest (the ledger stays about 100 long)
+    ledger = StopLedger(Calm(cooldown=300.0))
+    stops = [(f"t{i}", 3.0 * i) for i in range(600)]
+    for i, (task, at) in enumerate(stops):
+        ledger.stopped([task], at)
+        for old, when in stops[max(0, i - 120) : i + 1]:
+            assert ledger.cooling(old, at) == (at < when + 300.0), (old, at)
+    assert len(ledger._last) <= 101

@@ -101,3 +101,22 @@ def test_the_settings_are_checked():
         Calm(ending=-0.5)
     with pytest.raises(IdlegateError, match="admission patience 'soon' must be a number"):
         make_scheduler("admission?patience=soon:fifo")
+
+
+def test_a_task_past_its_bound_stops_a_task_near_its_end():
+    # at 160 s every lent task is near its end (as above) and B's bound is 10 s: B waits
+    # until its bound, 170 s, then the ending rule spares none and Z, which lost least, is
+    # stopped; before, B waited for X until 200 s, 30 s past its bound
+    engine = lent(160.0, decide="Rules", bound=10.0, policy="fifo")
+    engine.run()
+    assert events(engine, "preempted") == [(170.0, "preempted", 2, 0, (3, 150.0))]
+    assert b_start(engine) == 170.0
+
+
+def test_the_patience_ends_at_the_bound_when_the_bound_is_shorter():
+    # at 175 s X's tasks end in 25 s, within the 30 s of patience, but B's bound is 10 s:
+    # B waits only until 185 s, then Z is stopped (before: B started at 200 s)
+    engine = lent(175.0, decide="Rules", bound=10.0, policy="fifo")
+    engine.run()
+    assert events(engine, "preempted") == [(185.0, "preempted", 2, 0, (3, 165.0))]
+    assert b_start(engine) == 185.0

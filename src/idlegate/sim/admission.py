@@ -145,7 +145,7 @@ from idlegate.sim.admission_view import PoolView, QueueView, Views
 from idlegate.sim.protocol import Decision, Job, Stage, launchable
 from idlegate.sim.queues import QueueSpec, check_counted
 from idlegate.sim.reclaim_ledger import Calm
-from idlegate.sim.reclaim_plan import VICTIMS, Reclaimer
+from idlegate.sim.reclaim_plan import VICTIMS, Reclaimer, oldest_waiting
 from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
@@ -406,7 +406,8 @@ class Admission(Usage, Entries, Views):
         for q in self.reclaimer.claiming:
             groups = self.snapshot.groups[q]
             if self._waiting[q] and groups:
-                stage = next(iter(groups[max(groups, key=lambda k: k.priority)]))
+                top = next(iter(groups[max(groups, key=lambda k: k.priority)]))
+                stage = oldest_waiting(self.waits_since[q], top, self._never)
                 if not self._never(stage):
                     claims.append((q, stage, need_of(stage)))
         got = claims and self.reclaimer.plan(pool, now, self, claims)

@@ -89,6 +89,7 @@ class StopLedger:
         """Record that `tasks` (their names) were stopped at `now`."""
         self._forget(now)
         for task in tasks:
+            self._last.pop(task, None)  # (at the end: the order stays the stops')
             self._last[task] = now
             self._recent.append(now)
 
@@ -126,9 +127,12 @@ class StopLedger:
         recent = self._recent
         while recent and recent[0] <= now - WINDOW:
             recent.popleft()
-        if len(self._last) > 64 and len(self._last) > 2 * len(recent):  # (bound its size)
-            cool = self.calm.cooldown
-            self._last = {t: at for t, at in self._last.items() if now < at + cool}
+        last, cool = self._last, self.calm.cooldown
+        while len(last) > 64 and len(last) > 2 * len(recent):  # (bound its size: those
+            task, at = next(iter(last.items()))  # cooled down, oldest first, go)
+            if now < at + cool:
+                break
+            del last[task]
 
 
 def calm_victims(

@@ -24,7 +24,9 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   give the room within what is left of its patience stops nothing; the next claimant is
   tried, and the driver asks the question again when its patience ends (`wake`, read by
   `Admission.next_bound`). A task near its declared end (`Calm.ending`) is no candidate.
-  Neither holds for the Kueue-like victims.
+  Neither holds for the Kueue-like victims. The claimant's wait is its queue's longest
+  of that priority (`oldest_waiting`); its patience is at most its queue's wait bound,
+  and past the bound neither the ending rule nor the cooldown spares a task.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -132,6 +134,7 @@ class Queues(Protocol):
     nominal: list[list[float]]
     priority: list[int]
     waits_since: list[dict[Stage, float]]
+    bound: list[float]
 
     def share(self, q: int) -> float: ...
 
@@ -263,7 +266,8 @@ class Reclaimer:
             key = None if stage.need is None else stage.need.amounts
             lent = queues.entitled_for(q, key)[1] >= tasks
             mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
-            got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on)
+            due = queues.waits_since[q].get(stage, now) + queues.bound[q] <= now
+            got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on, due)
             if got is not None and judged:
                 got = self._judged(pool, got, q, now)
             if got is not None:
@@ -291,6 +295,7 @@ class Reclaimer:
             return False
         q, stage, need = claim
         since = queues.waits_since[q].get(stage, now)
+        patience = min(patience, queues.bound[q])  # (a bound shorter than it holds)
         left = since + patience - now
         if left <= 0:
             return False
@@ -331,10 +336,13 @@ class Reclaimer:
         free: Mapping[str, int],
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
+        due: bool = False,
     ) -> Reclaim | None:
-        """The victims for `claimant` among the running tasks of the `wanted` queues."""
-        cool, pending = self.ledger.calm.cooldown, self.pending
-        ratio = self.ledger.calm.ending if self.victims == "least" else 0.0
+        """The victims for `claimant` among the running tasks of the `wanted` queues (its
+        task `due`, past its queue's wait bound: neither the ending rule nor the cooldown
+        spares a task, as the bound would be broken by as much as the task has left)."""
+        cool, pending = (0.0 if due else self.ledger.calm.cooldown), self.pending
+        ratio = self.ledger.calm.ending if self.victims == "least" and not due else 0.0
         rows = (
             r
             for r in pool.running_newest(wanted, now)
@@ -518,6 +526,23 @@ class Reclaimer:
                 del pending[executor]
 
 
+def oldest_waiting(
+    since: Mapping[Stage, float], stage: Stage, skip: Callable[[Stage], bool]
+) -> Stage:
+    """The claimant's task: of its queue's ready stages of `stage`'s priority, the one
+    waiting longest (`since`: when each began to wait, in that order), so that the
+    patience reads the longest wait and not whichever stage a group holds first (a
+    queue cycling short tasks of one workflow would otherwise never stop a task for
+    another workflow waiting past its bound); `stage` where none is read. `skip`: a stage
+    no node could hold (`Admission._never`)."""
+    priority = stage.job.priority
+    for s in since:
+        waiting = s.launched < s.available and s.job.finish is None
+        if waiting and s.job.priority == priority and not skip(s):
+            return s
+    return stage
+
+
 def _executor(task: Running) -> int:
     """The executor of a candidate `_running` made (its name: workflow, stage, executor,
     start)."""
@@ -560,4 +585,5 @@ __all__ = [
     "Queues",
     "Reclaim",
     "Reclaimer",
+    "oldest_waiting",
 ]
