@@ -63,10 +63,10 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
     import kopf
 
     from benchmarks.operator_burst import fetch, free_port, process
+    from idlegate.api.kopf_retries import KopfRetryLog
     from idlegate.api.settings import Settings
     from idlegate.kubeconfig import load_configuration
     from idlegate.operator.edge.kube import KubeApi, connection_info
-    from idlegate.operator.edge.watchdog import KopfRetryLog
     from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
     from idlegate.operator.metrics import Metrics
     from tests.e2e import new_namespace

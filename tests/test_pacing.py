@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from idlegate.api import pacing
 from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, event_name
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PatchStatus, PostEvent
@@ -239,3 +240,32 @@ async def test_an_event_dropped_unsent_takes_no_later_one_with_it():
     held.set_result(None)
     await e.settle()
     assert [x["message"] for x in e.kube.events] == ["Suspended again."]
+
+
+# -- coalesced jobs ----------------------------------------------------------------------------
+
+
+@pytest.mark.looptime
+@pytest.mark.asyncio
+async def test_only_a_paced_job_reads_the_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round (unpaced) runs without reading the thread's CPU clock, a system call; a
+    reading of the room (paced) reads it around its run and waits nine times its CPU."""
+    reads: list[float] = []
+    cpu = iter([1.0, 1.5])  # (the paced run's CPU: 0.5 s)
+
+    def thread_time() -> float:
+        reads.append(asyncio.get_running_loop().time())
+        return next(cpu)
+
+    monkeypatch.setattr(pacing, "thread_time", thread_time)
+    ran: list[str] = []
+    rounds = pacing.Coalesced(lambda: ran.append("round"), 0.2)
+    room = pacing.Coalesced(lambda: ran.append("room"), 0.2, paced=True)
+    rounds.ask()
+    room.ask()
+    await asyncio.sleep(0.1)
+    assert ran == ["round", "room"] and len(reads) == 2
+    await asyncio.sleep(0.2)  # (the round's next run waits 0.2 s, the room's 4.5)
+    assert room.busy() and not rounds.busy()
+    await asyncio.sleep(4.3)
+    assert not room.busy() and len(reads) == 2
