@@ -49,6 +49,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from idlegate.flags import description
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (the harness is in tests/)
 
 from tests.airflow_e2e import AirflowE2E
@@ -59,7 +61,7 @@ from tests.k8s.airflow_stack import BRANCH_DAG, CHANGING_DAG, E2E_DAGS
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line's options; `operator_args` is the operator's extra flags (a list,
     possibly empty) with --operator, else None."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--runs", type=int, default=3, help="runs of each DAG, all at once")
     parser.add_argument(
         "--dags", nargs="+", default=list(E2E_DAGS), help=f"e.g. {' '.join(E2E_DAGS)} {BRANCH_DAG}"

@@ -28,6 +28,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from idlegate.flags import description
 from idlegate.integrations.airflow import (
     AirflowAuth,
     AirflowClient,
@@ -136,7 +137,7 @@ def errors(url: str, username: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--url", required=True)
     parser.add_argument("--username", default="admin")
     parser.add_argument("--dags", nargs="+", default=list(DAGS))

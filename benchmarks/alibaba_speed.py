@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.alibaba import AlibabaJob, AlibabaTrace, resolve_alibaba_dir
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
@@ -47,7 +48,7 @@ def cpu(run) -> tuple[float, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--alibaba-dir", default=None)
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()

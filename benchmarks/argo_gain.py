@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import change_text, paired_relative_change
@@ -141,7 +142,7 @@ def table(
 
 def measure(gain: Gain, argv: list[str] | None = None, doc: str = __doc__) -> None:
     """Run the measurement of `gain` with the command line `argv` and print the tables."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(doc))
     parser.add_argument("--schedulers", nargs="+", default=list(gain.schedulers))
     parser.add_argument("--loads", nargs="+", type=float, default=[0.7])
     parser.add_argument("--seeds", type=int, default=10)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.api.status import MAX_OBJECT_BYTES, object_bytes
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
@@ -100,7 +101,7 @@ class Timed:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--stages", default="500,2000,5000")
     parser.add_argument("--schedulers", default=SCHEDULERS)
     parser.add_argument("--seed", type=int, default=0)

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from idlegate.flags import description
+
 MEAN_TARGET, SEED_TARGET, CHANGE_TARGET = 0.02, 0.10, 0.01
 
 
@@ -129,7 +131,7 @@ def checks(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("after", type=Path, nargs="+", help="brain.py --json files")
     parser.add_argument("--before", type=Path, nargs="*", default=[], help="brain_only.py files")
     parser.add_argument("--json", type=Path, default=None, help="write the per-seed figures")

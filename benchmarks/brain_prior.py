@@ -49,6 +49,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions
+from idlegate.flags import description
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.portfolio.prior import (
     PRIOR_PATH,
@@ -80,7 +81,7 @@ def queued_cases(seeds: tuple[int, ...], wanted: list[str] | None) -> list[brain
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs-count", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=2000)

@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from idlegate.flags import description
 from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.prior import workflow_features
 
@@ -24,7 +25,7 @@ import brain_runs as brain
 
 
 def main(argv: list[str] | None = None) -> dict[str, list[list[int]]]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--jobs-count", type=int, default=1000)

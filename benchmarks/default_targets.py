@@ -59,7 +59,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.suites import BASELINES, select_cases, suite_cases
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -354,7 +354,7 @@ def report(checks_: Sequence[Check]) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[Check]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="the quick suite, 2 seeds")
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default 3; 2 quick)")
     parser.add_argument("--first-seed", type=int, default=1000)

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Engine
@@ -198,7 +199,7 @@ def costs_at(src: str, *args: Any) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--waiting", type=int, default=1000)
     parser.add_argument(
         "--schedulers",

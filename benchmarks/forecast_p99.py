@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 
 try:  # (the scale benchmark's harness needs the dev extra, the operator its own)
     from benchmarks import scale
@@ -127,7 +127,7 @@ def order(pairs: int) -> list[bool]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
+        description=description(__doc__),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--pairs", type=int, default=4, help="pairs of runs, off and on")

@@ -15,6 +15,7 @@ import argparse
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, stem
 from idlegate.policy.futures import Selector
 from idlegate.sim.workloads import build_workload
@@ -43,7 +44,7 @@ def replay(name: str, options: dict, seed: int, jobs: int, k: int) -> tuple[floa
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=100)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, SimResult, Workload, simulate
@@ -94,7 +95,7 @@ def draw(ax: Axes, result: SimResult, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="PNG to write")
     args = parser.parse_args(argv)
     at_once = run(make_scheduler("sjf-cp"))

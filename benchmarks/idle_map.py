@@ -43,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
@@ -306,7 +306,7 @@ def _sweep(text: str) -> tuple[str, tuple[float, ...]]:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "-j", "--jobs", type=int, default=1, help="worker processes (default %(default)s)"
     )

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.policy.analytic import AnalyticIdleScheduler
 from idlegate.sim.engine import Workload, simulate
@@ -154,7 +155,7 @@ def _loads(text: str) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--loads", type=_loads, default=[0.6, 0.8], help="e.g. 0.6,0.8")
     args = parser.parse_args()

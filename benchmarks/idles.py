@@ -14,6 +14,7 @@ import argparse
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Decision
@@ -45,7 +46,7 @@ def idles_of(spec: str, args: argparse.Namespace) -> tuple[list[int], list[float
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("schedulers", nargs="+")
     parser.add_argument("--workload", default="follow")
     parser.add_argument("-k", "--executors", type=int, default=2)

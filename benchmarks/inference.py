@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from idlegate.flags import description
 from idlegate.policy.actions import ActionConfig, choose, decode
 from idlegate.policy.bounded import WindowConfig
 from idlegate.policy.features import Featurizer, Observation
@@ -246,7 +247,7 @@ def verdicts(times: dict[str, dict[tuple[int, str], list[int]]]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--samples", type=int, default=500, help="decisions kept per row")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default=None, help="an exported policy (default: untrained)")

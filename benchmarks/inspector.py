@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.inspector import FEATURE_NAMES, WAIT_SCALE, InspectorScheduler, log_scaled
 from idlegate.policy.rigid import make_base
@@ -163,7 +164,7 @@ def render_all(groups: dict[str, dict[str, list[RunMetrics]]], base: SchedulerSp
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--model", type=Path, action="append", default=[], help="An ONNX inspector (repeatable)."
     )

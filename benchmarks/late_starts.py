@@ -16,6 +16,8 @@ import functools
 import time
 from collections import Counter
 
+from idlegate.errors import IdlegateError
+from idlegate.flags import description, one_line
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine
 from idlegate.sim.reclaim_forecast import forecast_judge
@@ -61,14 +63,44 @@ def late_starts(
     return out
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line's options, each with its default in its help."""
+    p = argparse.ArgumentParser(description=description(__doc__))
+    p.add_argument("--seeds", type=int, default=10, help="seeds run (default %(default)s)")
+    p.add_argument(
+        "--first-seed", type=int, default=1000, help="the first seed (default %(default)s)"
+    )
+    p.add_argument(
+        "--bound",
+        type=float,
+        default=120.0,
+        help="every queue's wait bound, s (default %(default)g)",
+    )
+    p.add_argument(
+        "--jobs", type=int, default=30, help="workflows a steady team sends (default %(default)s)"
+    )
+    p.add_argument(
+        "--decide",
+        choices=("Rules", "Forecast"),
+        default="Rules",
+        help="every queue's preemption.decide (default %(default)s)",
+    )
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
-    parser.add_argument("--bound", type=float, default=120.0)
-    parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--decide", choices=("Rules", "Forecast"), default="Rules")
-    args = parser.parse_args(argv)
+    """Print the late starts `argv` asks for; a user's mistake is one line ``Error: ...``,
+    exit 1."""
+    options = parser()
+    args = options.parse_args(argv)
+    try:
+        return run(args)
+    except IdlegateError as exc:
+        options.exit(1, f"Error: {one_line(exc)}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Count the starts past the bound of `args`' seeds, by whether the team lent quota."""
     rows = [
         row
         for seed in range(args.first_seed, args.first_seed + args.seeds)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.sim.metrics import Estimate, paired_relative_change
 
 
@@ -42,7 +43,7 @@ def change(est: Estimate) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("compare_json", type=Path)
     parser.add_argument("--heuristics", default="fifo,sjf-cp,srpt,fair")
     args = parser.parse_args()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--workload", default="tpch-like")
     parser.add_argument("-k", "--executors", type=int, default=None)
     parser.add_argument("--load", type=float, default=None)

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from idlegate.flags import description
+
 COMMAND = (
     "simulate -w k8s-batch -o requests=true --resources cpu=8,memory=32Gi "
     "--nodes {n} -k {n} -s fifo"
@@ -72,7 +74,7 @@ def summary(found: dict[int, list[tuple[float, float]]]) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--nodes", default="30,300,3000", help="sizes, comma-separated")
     parser.add_argument("--runs", type=int, default=5, help="counted rounds (after a warm-up)")
     parser.add_argument("--json", action="store_true")

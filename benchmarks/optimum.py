@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 
 try:
     from ortools.sat.python import cp_model
@@ -704,7 +704,7 @@ def _csv(kind: Callable[[str], object]) -> Callable[[str], list]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--executors", type=_csv(int), default=[2, 4], help="e.g. 2,3,4")
     parser.add_argument(
         "--jobs", type=_csv(int), default=[15, 30], help="one-stage jobs, e.g. 15,30"

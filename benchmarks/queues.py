@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from idlegate.errors import IdlegateError
+from idlegate.flags import description, one_line
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload
@@ -161,56 +163,97 @@ def run_row(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
-    parser.add_argument("--policy", default="srpt")
-    parser.add_argument("--bound", type=float, default=600.0, help="wait bound (s)")
-    parser.add_argument("--scenarios", default="flood,large", help=f"of {', '.join(SCENARIOS)}")
-    parser.add_argument(
-        "--rows", help="only the rows whose label starts with one of these (comma-separated)"
+def parser() -> argparse.ArgumentParser:
+    """The command line's options, each with its default in its help."""
+    p = argparse.ArgumentParser(description=description(__doc__))
+    p.add_argument("--seeds", type=int, default=10, help="seeds run (default %(default)s)")
+    p.add_argument(
+        "--first-seed", type=int, default=1000, help="the first seed (default %(default)s)"
     )
-    parser.add_argument("--jobs", type=int, default=60, help="workflows a steady team sends")
-    parser.add_argument("--json", help="write every figure here")
-    parser.add_argument("--cost", action="store_true", help="a question's cost, 20 queues")
-    parser.add_argument("--from-json", help="only print the tables of a --json file written")
-    parser.add_argument(
-        "--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})"
+    p.add_argument(
+        "--policy", default="srpt", help="the rows' policy, a scheduler spec (default %(default)s)"
     )
-    parser.add_argument(
-        "--events", type=int, default=EVENTS, help=f"the judge's events a decision ({EVENTS})"
+    p.add_argument(
+        "--bound",
+        type=float,
+        default=600.0,
+        help="every queue's wait bound, s, but a flooding team's (default %(default)g)",
     )
-    parser.add_argument(
+    p.add_argument(
+        "--scenarios",
+        default="flood,large",
+        help=f"comma-separated, of {', '.join(SCENARIOS)} (default %(default)s)",
+    )
+    p.add_argument(
+        "--rows",
+        help="only the rows whose label starts with one of these, comma-separated (default: "
+        "every row)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=60,
+        help="workflows a steady team sends (default %(default)s)",
+    )
+    p.add_argument("--json", help="write every figure to this file (default: none written)")
+    p.add_argument(
+        "--cost", action="store_true", help="only a question's cost, with 20 queues and one"
+    )
+    p.add_argument(
+        "--from-json",
+        help="only print the tables of a --json file written (default: run the rows)",
+    )
+    p.add_argument("--grace", type=float, help=f"the reclaim rows' grace (s; default {GRACE:g})")
+    p.add_argument(
+        "--events",
+        type=int,
+        default=EVENTS,
+        help="the judge's events a decision (default %(default)s)",
+    )
+    p.add_argument(
         "--first-pairs",
         type=int,
         default=FIRST_PAIRS,
-        help=f"pairs of replays the judge's budget is shared out for ({FIRST_PAIRS})",
+        help="pairs of replays the judge's budget is shared out for (default %(default)s)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--shortest",
         type=float,
         default=SHORTEST,
-        help=f"seconds a pair of replays must look ahead to count ({SHORTEST:g})",
+        help="seconds a pair of replays must look ahead to count (default %(default)g)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--patience",
         type=float,
         help=f"the reclaim rows' patience (s; default {Calm().patience:g})",
     )
-    parser.add_argument(
+    p.add_argument(
         "--ending",
         type=float,
         help=f"the reclaim rows' ending ratio (default {Calm().ending:g})",
     )
-    parser.add_argument(
+    p.add_argument(
         "--rate",
         type=float,
         default=RATE,
-        help=f"the forecast rows' exchange rate (s of wait an executor-second lost is worth; "
-        f"default {RATE:g})",
+        help="the forecast rows' exchange rate (s of wait an executor-second lost is worth; "
+        "default %(default)g)",
     )
-    args = parser.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run what the command line asks; a user's mistake is one line ``Error: ...``, exit 1."""
+    options = parser()
+    args = options.parse_args(argv)
+    try:
+        return run(args)
+    except IdlegateError as exc:
+        options.exit(1, f"Error: {one_line(exc)}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The tables `args` ask for, printed (and written to ``--json``)."""
     if args.cost:
         return cost(args.first_seed, args.policy)
     if args.from_json:
@@ -218,15 +261,26 @@ def main(argv: list[str] | None = None) -> int:
             for scenario, table in json.load(f).items():
                 report(scenario, table, args.policy, args.grace)
         return 0
+    scenarios = args.scenarios.split(",")
+    if unknown := [s for s in scenarios if s not in SCENARIOS]:
+        raise IdlegateError(
+            f"no scenario {unknown[0]!r}; give --scenarios of {', '.join(SCENARIOS)}, "
+            "comma-separated"
+        )
+    make_scheduler(args.policy)  # (a bad spec stops here, before any run)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     out: dict[str, Any] = {}
-    scenarios = args.scenarios.split(",")
     wanted = args.rows.split(",") if args.rows else [""]
     chosen = {
         label: spec
         for label, spec in rows(args.policy).items()
         if any(label.startswith(w) for w in wanted)
     }
+    if not chosen:
+        raise IdlegateError(
+            f"no row's label starts with any of --rows {args.rows}; the rows are "
+            f"{', '.join(rows(args.policy))}"
+        )
     total = len(scenarios) * len(chosen) * len(seeds)
     done = 0
     with stderr_progress("simulating", total) as bar:

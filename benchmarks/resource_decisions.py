@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.pool import identical_nodes
@@ -49,7 +50,7 @@ class Timed:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs", type=int, default=300, help="workflows (default 300)")
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument(

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.datadirs import shared_data_dir
 from idlegate.sim.engine import Workload, simulate
@@ -159,7 +160,7 @@ def render(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="The SWF trace.")
     parser.add_argument(
         "--reference", type=Path, default=DEFAULT_REFERENCE, help="SchedInspector's figures."

@@ -27,6 +27,7 @@ from typing import Any
 from idlegate.api.labels import ANNOTATION_EXECUTOR
 from idlegate.api.nodes import NodeLedger, read_node, requested, room
 from idlegate.api.pool_spec import LabelSelector
+from idlegate.flags import description
 from idlegate.sim.resources import ResourceVector
 
 
@@ -93,7 +94,7 @@ def mean_seconds(run: Callable[[], object], repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--sizes", default="30:1500,1000:50000", help="NODES:PODS, ...")
     parser.add_argument("--unbound", type=int, default=200, help="released pods not bound")
     parser.add_argument("--repeat", type=int, default=3)

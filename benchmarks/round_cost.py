@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.evaluation.comparison import WorkloadOptions, build
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
 from idlegate.policy.portfolio.runs import Runs
@@ -181,7 +182,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("-w", "--workload", default="teams")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-k", "--executors", type=int, default=None)

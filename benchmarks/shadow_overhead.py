@@ -18,6 +18,7 @@ import argparse
 import time
 from statistics import mean
 
+from idlegate.flags import description
 from idlegate.operator.core.decider import Decider
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.features.shadow import Shadow
@@ -56,7 +57,7 @@ def run(workflows: int, pool: int, active: str, shadow: str | None) -> list[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--pool", type=int, default=32)
     parser.add_argument("--active", default="fifo")

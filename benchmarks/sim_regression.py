@@ -106,7 +106,9 @@ def report(current: list[list[dict]], ref: list[list[dict]], label: str) -> bool
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # (the first paragraph, inline: this file runs against other checkouts' idlegate,
+    # which may lack `idlegate.flags.description`)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--against", default="HEAD", help="git commit to compare with")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3, help="runs of every episode per tree")

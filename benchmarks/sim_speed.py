@@ -55,7 +55,9 @@ def episode(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # (the first paragraph, inline: this file runs against other checkouts' idlegate,
+    # which may lack `idlegate.flags.description`)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--tpch-dir", default=None)
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()

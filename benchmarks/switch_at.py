@@ -24,6 +24,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import build
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Scheduler
@@ -73,7 +74,7 @@ def mean_jct(workload: Any, scheduler: Any, seed: int) -> float:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("plan", nargs="+", help="SPEC, then T:SPEC for each switch")
     add_workload_flags(parser, jobs_count=100)
     parser.add_argument("--seed", type=int, default=1000)

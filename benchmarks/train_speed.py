@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from idlegate.flags import description
 from idlegate.policy.model import PolicyNet, load_checkpoint, model_from_checkpoint
 from idlegate.training import math as rl
 from idlegate.training.config import load_config
@@ -57,7 +58,7 @@ def measure(model, cfg, backend: str, workers: int, rounds: int):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--backend", default="onnx,torch")

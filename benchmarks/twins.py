@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from streams import add_workload_flags, run_specs, workload_options
@@ -75,7 +76,7 @@ def luck_of(rule: np.ndarray, twins: np.ndarray, other: np.ndarray | None = None
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("rule", help="the rule, e.g. 'srpt?cap=0.9'")
     parser.add_argument("--twins", required=True, help="its twins, comma-separated")
     parser.add_argument("--other", default=None, help="the rule it races, e.g. 'fair?scale=0.5'")

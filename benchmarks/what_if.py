@@ -50,6 +50,7 @@ from idlegate.api.forecast_request import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
 from idlegate.api.forecast_whatif import CUT, answer, what_if
 from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS
+from idlegate.flags import description
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast_calibration import calibrations
@@ -191,7 +192,7 @@ def cli_seconds(shown: Forecast, repeat: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--waiting", type=int, default=48)
     parser.add_argument("--scheduler", default="default", help="the pool's (default: default)")
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes beside it")

@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 from idlegate.errors import IdlegateError
+from idlegate.flags import description
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
@@ -88,7 +89,7 @@ def pairs(runs: dict[str, list[RunMetrics]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--scheduler", action="append", default=[], help="a spec, e.g. head-8=window:h8.onnx"
     )

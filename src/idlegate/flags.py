@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -90,6 +91,14 @@ def missing_extra(error: ModuleNotFoundError) -> IdlegateError | None:
         f"pip install -c constraints.txt 'idlegate[{extra}]', or from a clone "
         f".venv/bin/pip install -c constraints.txt -e '.[{extra}]'"
     )
+
+
+def description(doc: str | None) -> str:
+    """A script's ``--help`` description: its docstring's first paragraph on one line (the
+    first line alone stops mid-sentence where the docstring wraps; a word wrapped at its
+    hyphen, ``CP-`` then ``SAT``, is joined again)."""
+    first = (doc or "").split("\n\n")[0]
+    return " ".join(re.sub(r"(?<=\w-)\s*\n\s*", "", first).split())
 
 
 def one_line(error: IdlegateError) -> str:
