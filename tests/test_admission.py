@@ -242,7 +242,7 @@ def test_alone_is_the_queues_workflows_on_its_quota():
         ([{"name": "Bad!"}], "not a DNS label"),
         ([{"name": "a", "weight": 0}], "weight"),
         ([{"name": "a", "nominal": {"pods": 1}, "lendingLimit": {"pods": 2}}], "lends at most"),
-        ([{"name": "a", "colour": "red"}], "unknown key 'colour'"),
+        ([{"name": "a", "colour": "red"}], r"queues\[0\]\[a\]\.colour: is not a field here"),
         ([], "non-empty list"),
     ],
 )

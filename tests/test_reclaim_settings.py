@@ -78,7 +78,8 @@ def test_a_bad_setting_is_the_same_sentence_in_an_executor_pool(given, message):
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"reclam": "Any"}, "unknown key 'reclam'; preemption takes reclaim, withinQueue"),
+        ({"reclam": "Any"}, r"preemption\.reclam: is not a field here; did you mean reclaim\?"),
+        ({"patience": 30}, "patience: is not a field here; the fields are reclaim, withinQueue"),
         ("Any", "give a mapping of reclaim, withinQueue, borrowBelow"),
     ],
 )
@@ -170,9 +171,7 @@ def test_lint_says_every_bad_setting_each_with_its_queue_and_key(tmp_path: Path)
     file.write_text(yaml.safe_dump(queues, sort_keys=False))
     out = runner.invoke(app, ["lint", str(file)])
     assert out.exit_code == 1
-    assert [p.message for p in lint_paths([str(file)]).problems] == [
-        f"{at}: {problem}" for at, problem in said.items()
-    ]
+    assert [(p.field, p.message) for p in lint_paths([str(file)]).problems] == list(said.items())
     pool = tmp_path / "pool.yaml"
     pool.write_text(
         yaml.safe_dump({**_pool(None), "spec": {"size": 4, "queues": queues}}, sort_keys=False)
@@ -217,10 +216,10 @@ def test_every_problem_of_a_cohort_is_said_at_once_by_lint_and_the_pool(tmp_path
     # a queues file against --pool-size: the same, each apart
     file = tmp_path / "queues.yaml"
     file.write_text(yaml.safe_dump(queues, sort_keys=False))
-    messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
+    messages = [f"{p.field}: {p.message}" for p in lint_paths([str(file)], pool_size=4).problems]
     assert messages == said  # (a file's too: not the names first, then the rest)
     file.write_text(yaml.safe_dump([queues[0], queues[2]], sort_keys=False))
-    messages = [p.message for p in lint_paths([str(file)], pool_size=4).problems]
+    messages = [f"{p.field}: {p.message}" for p in lint_paths([str(file)], pool_size=4).problems]
     assert messages == [said[2].replace("[2]", "[1]"), said[3].replace("to 9", "to 6")]
 
 
@@ -237,17 +236,18 @@ def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
     }
     problems = queue_problems([queue, {"name": "Bad!", "nominal": {"pods": 1}}])
     assert [p.split(":")[0] for p in problems] == [
-        "queues[0]",  # colour
+        "queues[0][a].colour",
         "queues[0][a].nominal.pods",
         "queues[0][a].waitBound",
         "queues[0][a]",  # weight
         "queues[0][a]",  # priority
         "queues[0][a].namespaces",
-        "queues[0][a].preemption",  # reclam
+        "queues[0][a].preemption.reclam",
         "queues[0][a].preemption.reclaim",
         "queues[1]",  # the name
     ]
-    assert "unknown key 'colour'" in problems[0] and "weight -1" in problems[3]
+    assert "colour: is not a field here; the fields are name," in problems[0]
+    assert "weight -1" in problems[3]
     assert "priority 'high'" in problems[4] and "'Bad!' is not a DNS label" in problems[8]
     assert queue_problems([{"name": "a", "nominal": {"pods": 1}}]) == []
     two = [{"name": "a", "nominal": {"pods": 1}}] * 2
@@ -255,6 +255,31 @@ def test_every_bad_value_of_a_queue_is_said_not_only_the_first():
     # a bad value hides nothing of the cohort: the queue's name and quotas still count
     worse = [{**two[0], "weight": 0}, two[1]]
     assert queue_problems(worse)[1:] == queue_problems(two)
+
+
+@pytest.mark.parametrize(
+    ("queue", "at"),
+    [
+        ({"preemption": {"reclaim": "Any", "grace": 30}}, "[ml].preemption.grace"),
+        ({"preemption": {"reclam": "Any"}}, "[ml].preemption.reclam"),
+        ({"colour": "red"}, "[ml].colour"),
+    ],
+)
+def test_an_unknown_key_is_said_alike_in_a_pool_and_a_queues_file(
+    tmp_path: Path, queue: dict, at: str
+):
+    # (issue 82's trial: a pool's "…preemption.grace: is not a field here; the fields are
+    # …" against a file's "…preemption: unknown key 'patience'; preemption takes …", and
+    # "pool.yaml[0] spec…" against "queues.yaml[0]: queues…")
+    queues = [{"name": "ml", "nominal": {"pods": 2}, **queue}]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump({**_pool(None), "spec": {"size": 4, "queues": queues}}))
+    file = tmp_path / "queues.yaml"
+    file.write_text(yaml.safe_dump({"queues": queues}))
+    out = runner.invoke(app, ["lint", str(pool), str(file)])
+    lines = out.stdout.splitlines()[:2]
+    assert lines[0].startswith(f"{pool}[0] spec.queues[0]{at}: is not a field here; ")
+    assert lines[1] == f"{file}[0] queues[0]{at}: " + lines[0].partition(f"{at}: ")[2]
 
 
 def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path):
@@ -267,7 +292,7 @@ def test_lint_says_every_bad_queue_of_a_pool_as_of_a_queues_file(tmp_path: Path)
     ]
     file = tmp_path / "queues.yaml"
     file.write_text(yaml.safe_dump(queues, sort_keys=False))
-    said = [p.message for p in lint_paths([str(file)]).problems]
+    said = [f"{p.field}: {p.message}" for p in lint_paths([str(file)]).problems]
     assert [s.split(": ")[0] for s in said] == ["queues[0]", "queues[1][b]", "queues[2][c]"]
     assert "'Bad!' is not a DNS label" in said[0] and "lendingLimit of pods" in said[1]
     assert "weight 0.0 must be a number > 0" in said[2]
@@ -305,7 +330,7 @@ def test_a_bad_value_of_a_queue_does_not_stop_the_cohorts_checks(tmp_path: Path)
     assert all(f.startswith(s) for f, s in zip(found, said, strict=True))
     file = tmp_path / "queues.yaml"
     file.write_text(yaml.safe_dump(queues))
-    found = [p.message for p in lint_paths([str(file)], pool_size=16).problems]
+    found = [f"{p.field}: {p.message}" for p in lint_paths([str(file)], pool_size=16).problems]
     assert all(f.startswith(s) for f, s in zip(found, said, strict=True))
 
 

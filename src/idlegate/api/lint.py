@@ -80,7 +80,7 @@ from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.kinds import API_VERSION, CRON_KIND, GROUP, KIND, LIST_KIND, POOL_KIND
 from idlegate.api.lint_airflow import lint_airflow
 from idlegate.api.lint_argo import ArgoDocument, lint_argo
-from idlegate.api.lint_fields import split_message
+from idlegate.api.lint_fields import queue_place, split_message
 from idlegate.api.lint_pools import (
     InPools,
     QueueFiles,
@@ -400,7 +400,7 @@ class _Linter:
         if is_queue_file(doc):  # (read as simulate --queues reads it: QueueFiles)
             problems = self.queues.add(source, doc, self.pool_size, self.resources)
             for problem in problems:
-                self._problem(source, index, None, None, problem)
+                self._problem(source, index, None, *queue_place(problem))
             if problems:
                 self.report.invalid += 1
             elif self.pool_size is None and self.resources is None:

@@ -44,6 +44,17 @@ def split_message(message: str, spec: Any) -> list[tuple[str | None, str]]:
     return [(None, message)]
 
 
+_QUEUE_PLACE = re.compile(r"^(queues\S*): (.*)$", re.S)
+
+
+def queue_place(problem: str) -> tuple[str | None, str]:
+    """(field path, text) of a queues file's problem, which leads with its place
+    (``queues[0][a].preemption.reclaim: …``, `idlegate.sim.queues.queue_problems`): lint
+    says its place where it says a manifest's field, ``file[0] PLACE: text``."""
+    found = _QUEUE_PLACE.match(problem)
+    return (found.group(1), found.group(2)) if found else (None, problem)
+
+
 def _match(pattern: re.Pattern[str], part: str, default: str, context: str) -> tuple[str, str]:
     found = pattern.match(part)
     return (found.group(1), found.group(2)) if found else (default, context + part)

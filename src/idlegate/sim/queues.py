@@ -48,7 +48,7 @@ import yaml
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import DuplicateKey, YamlLoader
+from idlegate.sim.spec import DuplicateKey, YamlLoader, not_a_field
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -168,9 +168,8 @@ def preemption_problems(data: object, where: str) -> list[str]:
             f"{where}: give a mapping of {', '.join(_PREEMPTION_KEYS)}, e.g. "
             "preemption: {reclaim: LowerPriority}"
         ]
-    takes = ", ".join(_PREEMPTION_KEYS)
     unknown = [
-        f"{where}: unknown key {k!r}; preemption takes {takes}"
+        f"{where}.{k}: {not_a_field(k, _PREEMPTION_KEYS)}"
         for k in sorted(set(data) - set(_PREEMPTION_KEYS), key=str)
     ]
     checked = ((key, preemption_problem(key, value)) for key, value in data.items())
@@ -316,15 +315,15 @@ def _read_queue(data: Any, where: str, problems: list[str]) -> QueueSpec | None:
         problems.append(f"{where}: a queue is a mapping with a name and a nominal quota")
         return None
     before = len(problems)
+    name = data.get("name")
+    at = f"{where}[{name}]" if isinstance(name, str) else where  # (as a pool's: its name)
     problems.extend(
-        f"{where}: unknown key {key!r}; a queue takes {', '.join(QUEUE_KEYS)}"
+        f"{at}.{key}: {not_a_field(key, QUEUE_KEYS)}"
         for key in sorted(set(data) - set(QUEUE_KEYS), key=str)
     )
-    name = data.get("name")
     if not isinstance(name, str):
         problems.append(f"{where}: every queue needs a name, e.g. name: data-eng")
         return None
-    at = f"{where}[{name}]"
     named = True
     try:
         check_queue_name(name)

@@ -389,17 +389,22 @@ def not_a_string(value: float) -> str:
     return f"must be a string, not {text}: quote it ('{text}')"
 
 
+def not_a_field(key: object, fields: typing.Sequence[str]) -> str:
+    """What to say of an unknown `key` where `fields` are taken (empty: not known), after
+    its place: the one wording of an unknown field of a manifest and of a queues file."""
+    if fields:
+        close = difflib.get_close_matches(str(key), fields, n=1)
+        if close:
+            return f"is not a field here; did you mean {close[0]}?"
+        return f"is not a field here; the fields are {', '.join(fields)}"
+    return "is not a field here; remove it"
+
+
 def _sentence(err: Any, model: type[BaseModel] | None) -> str:
     """Pydantic's message for one error, said in the manifest's terms where it is unclear."""
     kind, value, loc = err["type"], err.get("input"), err["loc"]
     if kind == "extra_forbidden" and loc:
-        fields = _fields_at(model, loc[:-1])
-        if fields:
-            close = difflib.get_close_matches(str(loc[-1]), fields, n=1)
-            if close:
-                return f"is not a field here; did you mean {close[0]}?"
-            return f"is not a field here; the fields are {', '.join(fields)}"
-        return "is not a field here; remove it"
+        return not_a_field(loc[-1], _fields_at(model, loc[:-1]))
     if kind in _TYPE_NAMES and isinstance(value, str):
         return f"must be {_TYPE_NAMES[kind]}, not the string {value!r} (write it without quotes)"
     if kind in _TYPE_NAMES and isinstance(value, int | float):
