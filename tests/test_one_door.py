@@ -99,12 +99,12 @@ async def test_a_gpu_quota_on_a_node_pool_with_no_gpu_node_is_refused_as_on_a_re
     from tests.k8s.scheduler import node
 
     queues = [{"name": "a", "nominal": {"pods": 4, "nvidia.com/gpu": 1}}]
-    with pytest.raises(IdlegateError, match=r"quota names nvidia\.com/gpu, which the pool"):
+    with pytest.raises(IdlegateError, match=r"the pool does not count nvidia\.com/gpu"):
         parse_pool_spec({"size": 4, "resources": {"cpu": 8}, "queues": queues}, "gpu")
     h = Harness(FakeKube(), FakeClock(), 2, make_scheduler("fifo"))
     h.pools.watch.nodes, h.pools.watch.read = {"a": [node("a", cpu="8")]}, True
     spec = ExecutorPoolSpec.model_validate({"size": 4, "nodeSelector": {}, "queues": queues})
-    with pytest.raises(IdlegateError, match=r"quota names nvidia\.com/gpu, which the pool"):
+    with pytest.raises(IdlegateError, match=r"the pool does not count nvidia\.com/gpu"):
         h.pools.apply("gpu", spec)
     assert "gpu" not in h.pools.bridges
     h.pools.watch.nodes["b"] = [node("b", cpu="8", gpus=1)]  # a GPU node: accepted

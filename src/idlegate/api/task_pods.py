@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from idlegate.api.kinds import API_VERSION, KIND
 from idlegate.api.labels import (
@@ -33,9 +33,6 @@ from idlegate.api.labels import (
 from idlegate.sim.resources import overcommittable
 from idlegate.sim.spec import StageSpec
 from idlegate.sim.timestamps import from_datetime, timestamp_precision
-
-if TYPE_CHECKING:
-    from idlegate.api.settings import Clock
 
 MAX_POD_NAME = 63
 """Pod names are kept to a DNS label, so that the pod's hostname is its whole name."""
@@ -353,8 +350,9 @@ def owner_of(body: Mapping[str, Any]) -> Owner:
     return Owner(meta.get("namespace") or "default", meta["name"], meta.get("uid", ""))
 
 
-def arrival_of(created: Any, admitted: float, clock: Clock) -> float:
-    """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's clock, at
+def arrival_of(created: Any, admitted: float, from_wall: Callable[[float], float]) -> float:
+    """The workflow's arrival: its ``metadata.creationTimestamp`` on the operator's clock
+    (`from_wall`: `Clock.from_wall`, a wall-clock epoch time on that clock), at
     most `admitted` (when the operator first saw it, persisted as ``status.startTime``: the
     same after a restart). The API server stamps whole seconds: the end of the stamped
     second is taken (less than 1 s after the true creation)."""
@@ -364,4 +362,4 @@ def arrival_of(created: Any, admitted: float, clock: Clock) -> float:
         wall = from_datetime(created) + timestamp_precision(created)
     except ValueError:
         return admitted
-    return min(admitted, clock.from_wall(wall))
+    return min(admitted, from_wall(wall))

@@ -444,7 +444,7 @@ def _cohort_problems(
     where: str,
     counted: Iterable[str] | None = None,
 ) -> list[str]:
-    """`cohort_problems` of the queues at their positions in the document (None: a queue
+    """`cohort_problems` of the queues at their places in the document (None: a queue
     not even named, left out), so that a problem of one says which."""
     queues = [(i, q) for i, q in indexed if q is not None]
     names = [q.name for _, q in queues]

@@ -391,7 +391,7 @@ def new_workflow(
     started = status.get("startTime")
     admitted = min(from_datetime(started), now) if started else now
     created = (body.get("metadata") or {}).get("creationTimestamp")
-    arrival = arrival_of(created, admitted, settings.clock)
+    arrival = arrival_of(created, admitted, settings.clock.from_wall)
     conditions = Conditions(status.get("conditions"))
     return DagWorkflow(owner, generation_of(body), spec, arrival, admitted, conditions)
 
