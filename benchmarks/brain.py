@@ -61,7 +61,7 @@ import numpy as np
 
 from idlegate.cli import DEMO_SEEDS
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, one_line
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 
 try:
@@ -619,11 +619,7 @@ def main(argv: list[str] | None = None) -> list[Check]:
     )
     parser.add_argument("--tpch-dir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except IdlegateError as exc:
-        parser.exit(1, f"Error: {one_line(exc)}\n")
+    return run_script(parser, run, argv)
 
 
 def run(args: argparse.Namespace) -> list[Check]:

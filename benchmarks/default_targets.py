@@ -59,7 +59,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.suites import BASELINES, select_cases, suite_cases
-from idlegate.flags import description, missing_extra, one_line
+from idlegate.flags import description, missing_extra, run_script
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -379,11 +379,7 @@ def main(argv: list[str] | None = None) -> list[Check]:
     parser.add_argument(
         "--samples", type=int, default=None, help="latency samples (500; 100 quick)"
     )
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except IdlegateError as exc:
-        parser.exit(1, f"Error: {one_line(exc)}\n")
+    return run_script(parser, run, argv)
 
 
 def run(args: argparse.Namespace) -> list[Check]:

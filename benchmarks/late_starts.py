@@ -16,8 +16,7 @@ import functools
 import time
 from collections import Counter
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import description, one_line
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine
 from idlegate.sim.reclaim_forecast import forecast_judge
@@ -92,11 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the late starts `argv` asks for; a user's mistake is one line ``Error: ...``,
     exit 1."""
     options = parser()
-    args = options.parse_args(argv)
-    try:
-        return run(args)
-    except IdlegateError as exc:
-        options.exit(1, f"Error: {one_line(exc)}\n")
+    return run_script(options, run, argv)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, one_line
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload
@@ -245,11 +245,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run what the command line asks; a user's mistake is one line ``Error: ...``, exit 1."""
     options = parser()
-    args = options.parse_args(argv)
-    try:
-        return run(args)
-    except IdlegateError as exc:
-        options.exit(1, f"Error: {one_line(exc)}\n")
+    return run_script(options, run, argv)
 
 
 def run(args: argparse.Namespace) -> int:

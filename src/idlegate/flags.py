@@ -22,6 +22,7 @@ configs, objects) are not options.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import inspect
 import re
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -104,6 +105,23 @@ def description(doc: str | None) -> str:
 def one_line(error: IdlegateError) -> str:
     """The error's message on one line."""
     return " ".join(str(error).split()) or type(error).__name__
+
+
+_T = TypeVar("_T")
+
+
+def run_script(
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], _T],
+    argv: list[str] | None = None,
+) -> _T:
+    """A script's main (the benchmarks'): `run` on `argv` as `parser` reads it; a user's
+    mistake (`IdlegateError`) is one line ``Error: ...`` and exit 1, not a traceback."""
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except IdlegateError as exc:
+        parser.exit(1, f"Error: {one_line(exc)}\n")
 
 
 def flags(
