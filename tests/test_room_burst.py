@@ -19,12 +19,22 @@ from typing import Any
 
 import pytest
 
+from idlegate.api import pacing
 from idlegate.api.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.operator.core.events import PodSeen
 from idlegate.policy import make_scheduler
 from tests.operator_fakes import harness, stage
 
 pytestmark = pytest.mark.looptime
+
+
+@pytest.fixture(autouse=True)
+def free_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading's CPU read as nothing: the room's pacing (`pacing.pause_after`: nine times
+    a reading's CPU, at least `ROOM_SECONDS`) then rests on the loop's fake time alone, so
+    the counts below do not move with how busy the machine is (a reading that took 25 ms
+    of a contended core paced the next past 0.2 s, and the counts fell below the bounds)."""
+    monkeypatch.setattr(pacing, "thread_time", lambda: 0.0)
 
 
 def node(name: str) -> dict[str, Any]:
