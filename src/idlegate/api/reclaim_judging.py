@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from math import inf
@@ -53,7 +54,7 @@ from idlegate.sim.rollout import planning_fork
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
-    from idlegate.sim.protocol import Scheduler
+    from idlegate.sim.protocol import Scheduler, Stage
     from idlegate.sim.reclaim_verdict import ReclaimVerdict
 
 WAIT = 10.0
@@ -237,13 +238,13 @@ def _rules(what: str) -> str:
     return f"decided by the rules: {what}"
 
 
-def _waiting(pool: Cluster, q: int) -> Any:
+def _waiting(pool: Cluster, q: int) -> Iterator[tuple[Stage, float]]:
     """(stage, since) of the tasks of queue `q` waiting to start."""
     admission = pool.admission
     if admission is None:
         return
     for stage, since in admission.waits_since[q].items():
-        if stage.job.finish is None and stage.launched < stage.available:
+        if stage.waits:
             yield stage, since
 
 

@@ -358,7 +358,7 @@ class Admission(Usage, Entries, Views):
             if bound == inf:
                 continue
             for stage, t in list(since.items()):
-                if stage.job.finish is not None or stage.launched >= stage.available:
+                if not stage.waits:
                     del since[stage]
                 elif t + bound > now:
                     best = min(best, t + bound)

@@ -247,7 +247,7 @@ class Entries:
 
     def _oldest(self, q: int, now: float) -> float:
         for stage, t in self.waits_since[q].items():
-            if stage.job.finish is None and stage.launched < stage.available:
+            if stage.waits:
                 return max(0.0, now - t)
         return 0.0
 

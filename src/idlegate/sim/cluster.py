@@ -381,7 +381,7 @@ class Cluster(PoolResources, Beyond, Stopping):
         if stage.idle_until is None:
             return  # the job left, or the timer was already handled (restart)
         stage.idle_until = None
-        if stage.job.finish is None and stage.launched < stage.available:
+        if stage.waits:
             stage.job.runnable.append(stage)
             self.touch(stage.job)
         self.needs_schedule = True

@@ -161,6 +161,12 @@ class Stage:
         return self.launched - self.finished
 
     @property
+    def waits(self) -> bool:
+        """A task of it waits to start: released (`available`), not launched, its job
+        unfinished (the admission's queues keep a stage until it no longer waits)."""
+        return self.job.finish is None and self.launched < self.available
+
+    @property
     def complete(self) -> bool:
         return self.finished == self.tasks
 

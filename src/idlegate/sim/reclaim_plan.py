@@ -537,8 +537,7 @@ def oldest_waiting(
     no node could hold (`Admission._never`)."""
     priority = stage.job.priority
     for s in since:
-        waiting = s.launched < s.available and s.job.finish is None
-        if waiting and s.job.priority == priority and not skip(s):
+        if s.waits and s.job.priority == priority and not skip(s):
             return s
     return stage
 
