@@ -30,9 +30,9 @@ def replays(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     led: list[str] = []
     simulate = runs_module._simulate
 
-    def counted(workload: Any, scheduler: Any, seed: int, limit: float | None) -> Any:
+    def counted(workload: Any, scheduler: Any, seed: int, limit: float | None, test: Any) -> Any:
         led.append(scheduler.name)
-        return simulate(workload, scheduler, seed, limit)
+        return simulate(workload, scheduler, seed, limit, test)
 
     monkeypatch.setattr(runs_module, "_simulate", counted)
     return led

@@ -215,6 +215,11 @@ class PortfolioConfig(Config):
     far: NonNegative | None = 0.5
     """... or, once its rounds have scored `min_window` new workflows, by more than this
     (0.5: 1.5 times the leader's JCT over each round's best; None: only by `drop`)."""
+    cut_error: float | None = Field(0.01, gt=0.0, lt=1.0)
+    """A replay a round may cut (`runs.Runs`, "Early cuts") is cut as soon as a sequential
+    test on its running difference from the candidate followed says, at this error rate,
+    that it ends past the cut's reference (`sequential.RunningTest`; None: only once its
+    JCT so far alone is past it, a sure bound that comes late in the replay)."""
     memory: StrictInt = Field(1000, ge=1)
     """The standings remember the rounds of the last this many new workflows."""
     seeds: StrictInt = Field(1, ge=1)

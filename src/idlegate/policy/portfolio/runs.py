@@ -47,6 +47,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.policy.portfolio.candidates import kind_of
 from idlegate.policy.portfolio.rounds import Scores
+from idlegate.policy.portfolio.sequential import RunningTest, losing
 from idlegate.sim.admission_baselines import Admitted
 from idlegate.sim.dag import summarised
 from idlegate.sim.engine import Engine, JobArrival, SimResult
@@ -84,6 +85,9 @@ class ReplayOptions:
     """The live pool's queues, that the replay runs under (empty: one queue, no quotas)."""
     check: Callable[[], None] | None = None
     """Called before each replay; the `replay.RoundCut` it raises stops the round."""
+    cut_error: float | None = None
+    """A replay that may be cut is cut sooner by a sequential test at this error rate
+    (`sequential.RunningTest`, with one seed; None: only by the sure bound)."""
 
 
 @dataclass
@@ -144,6 +148,8 @@ class Runs:
         self._late = np.array([i >= n - options.unfinished for i in order], dtype=bool)
         self._build, self._seed, self._seeds = build, seed, options.seeds
         self._check = options.check
+        self._cut_error = options.cut_error if options.seeds == 1 else None
+        self._test: RunningTest | None = None
         self._first = first
         self._shared = tuple(dict.fromkeys(shared))
         self._keep = keep
@@ -212,8 +218,9 @@ class Runs:
                 if alike and _sharable(spec, other := self._build(spec)) and other is not scheduler:
                     shadows[spec] = other
         asked = _Shared(scheduler, shadows) if shadows else scheduler
+        test = self._running_test() if limit is not None else None
         try:
-            result = _simulate(self._workload, asked, self._seed + s, limit)
+            result = _simulate(self._workload, asked, self._seed + s, limit, test)
             # (a replay runs until every workflow finished)
             if isinstance(result, SimResult) and result.unfinished:
                 raise IdlegateError(f"{result.unfinished} workflow(s) never finished")
@@ -254,6 +261,16 @@ class Runs:
         mine = self._replay(lead)
         n = len(mine.total)
         return (1 + CUT) * reference * n * self._seeds - float(mine.total.sum())
+
+    def _running_test(self) -> RunningTest | None:
+        """The sequential test against the followed candidate's replay (`cut_error`), once
+        that replay is complete (None: no test)."""
+        if self._test is None and self._cut_error is not None and self._first is not None:
+            followed = self._replays.get(self._first)
+            if followed is not None and followed.open and followed.seeds == self._seeds:
+                arrived = np.array([a.time for a in self._workload.jobs], dtype=float)
+                self._test = RunningTest.of(arrived, followed.total, self._cut_error)
+        return self._test
 
     def _estimate(self, replay: _Replay, cut: _Cut) -> float:
         """The score of `replay`, cut at `cut`: its JCT so far over the followed
@@ -425,13 +442,18 @@ _SLACK: Final = 1e-9
 
 
 def _simulate(
-    workload: Any, scheduler: Scheduler, seed: int, limit: float | None
+    workload: Any,
+    scheduler: Scheduler,
+    seed: int,
+    limit: float | None,
+    test: RunningTest | None = None,
 ) -> SimResult | _Cut:
     """`sim.engine.simulate` of `scheduler`, stopped as soon as the window's JCT so far
-    reaches `limit` (None: never). Between arrivals that JCT grows at the number of
+    reaches `limit` (None: never), or `test` says at one of its looks that it will end
+    past it (`sequential.losing`). Between arrivals that JCT grows at the number of
     workflows unfinished a second, less as they finish, so the run steps to the next
-    arrival or to when it would reach the limit if none finished, whichever first: a
-    run stepped so is the same run (`Engine.run`)."""
+    arrival, look or to when it would reach the limit if none finished, whichever first:
+    a run stepped so is the same run (`Engine.run`)."""
     engine = Engine.for_workload(workload, scheduler, seed)
     if engine.cluster.admission is not None:  # (a replay's JCTs are read, not its queues')
         engine.cluster.admission.counts = False
@@ -440,12 +462,20 @@ def _simulate(
         return engine.result(workload.name, scheduler.name, seed)
     cluster = engine.cluster
     arrivals = sorted({a.time for a in workload.jobs})
+    looks = test.times if test is not None else ()
+    differences: list[float] = []
     i = 0
     while engine.peek() < math.inf:
         now = cluster.now
         area = cluster.jobs_time_integral
         if area >= limit * (1 - _SLACK):
             return _Cut(area, now, engine.events, cluster.decisions)
+        # (every look passed; the run steps to each, but for a jump over an empty pool,
+        # whose area is the same all along, or below the clock's resolution)
+        while test is not None and len(differences) < len(looks) and now >= looks[len(differences)]:
+            differences.append(test.difference(len(differences) + 1, area))
+            if losing(differences, limit / test.whole - 1, test.error):
+                return _Cut(area, now, engine.events, cluster.decisions)
         if not cluster.jobs:  # (nothing unfinished: on to the next arrivals)
             engine.run(engine.peek())
             continue
@@ -454,6 +484,8 @@ def _simulate(
         until = now + (limit - area) / len(cluster.jobs)
         if i < len(arrivals):
             until = min(until, arrivals[i])
+        if len(differences) < len(looks):
+            until = min(until, looks[len(differences)])
         # (a step below the clock's resolution: on to the next event)
         engine.run(until if until > now else engine.peek())
     return engine.result(workload.name, scheduler.name, seed)

@@ -678,6 +678,7 @@ class PortfolioScheduler:
                 unfinished=request.running,
                 queues=request.queues,
                 check=check,
+                cut_error=self.config.cut_error,
             ),
             first=first,
             shared=shared,
