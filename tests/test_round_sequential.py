@@ -5,6 +5,7 @@ and a round whose losing replay it stops before the sure bound does."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -127,3 +128,28 @@ def test_a_round_cuts_a_losing_replay_sooner_with_the_test(monkeypatch: pytest.M
     reference = max(sure.scores["srpt"], sure.scores["sjf-cp"])
     assert tested.scores["fair"] >= (1 + CUT) * reference
     assert tested.modelled_seconds < sure.modelled_seconds
+
+
+@pytest.mark.parametrize("unjudged", [False, True])
+def test_a_candidate_not_yet_judged_is_cut_only_with_cut_unjudged(unjudged: bool):
+    spec = (
+        "portfolio?candidates=sjf-cp+srpt+fair&tune=false&prior=false&start=srpt"
+        f"&cut_unjudged={str(unjudged).lower()}"
+    )
+    brain = make_scheduler(spec)
+    assert isinstance(brain, PortfolioScheduler)
+    request = ReplayRequest(
+        tuple(FLOOD_JOBS),
+        FLOOD.num_executors,
+        0.0,
+        "srpt",
+        0,
+        0.0,
+        new=40,
+        exact=frozenset({"fair"}),
+    )
+    choice = brain.replay(request)
+    assert choice.cut == (("fair",) if unjudged else ())
+    # (the one followed and the guard's safest are never cut)
+    again = brain.replay(replace(request, safe="fair"))
+    assert not again.cut

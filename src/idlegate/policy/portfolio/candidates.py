@@ -220,6 +220,10 @@ class PortfolioConfig(Config):
     test on its running difference from the candidate followed says, at this error rate,
     that it ends past the cut's reference (`sequential.RunningTest`; None: only once its
     JCT so far alone is past it, a sure bound that comes late in the replay)."""
+    cut_unjudged: StrictBool = False
+    """With `cut_error`, a candidate the standings have not judged yet (fewer than
+    `min_window` workflows of evidence) may be cut too, and they remember its estimate
+    (false: replayed to its end, so that `far` reads its score)."""
     memory: StrictInt = Field(1000, ge=1)
     """The standings remember the rounds of the last this many new workflows."""
     seeds: StrictInt = Field(1, ge=1)

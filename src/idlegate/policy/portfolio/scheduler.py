@@ -682,11 +682,18 @@ class PortfolioScheduler:
             ),
             first=first,
             shared=shared,
-            keep=request.exact | {s for s in (request.following, request.safe) if s is not None},
+            keep=self._kept(request),
         )
         return play_round(
             request, self.config, lambda _, specs: runs.scores(specs), self._from_present
         )
+
+    def _kept(self, request: ReplayRequest) -> frozenset[str]:
+        """The candidates a round never cuts: the one followed, the guard's safest, and
+        those the standings have not judged yet (`request.exact`) unless `cut_unjudged`."""
+        kept = frozenset(s for s in (request.following, request.safe) if s is not None)
+        cfg = self.config
+        return kept if cfg.cut_unjudged and cfg.cut_error is not None else kept | request.exact
 
     def _replayer(self, spec: str) -> Scheduler:
         """The replay's instance of `spec`, built once (the worker's alone)."""
