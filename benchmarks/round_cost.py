@@ -11,7 +11,10 @@ second of the clock's AT and prints where its CPU went (process time, so the pro
 own cost is in it); with ``--sample``, where every round's time goes by sampling the
 stack (`Sampler`: cProfile's shares are mostly its own on these small calls); with
 ``--replays``, every replay of the rounds (`Replays`: its lead, events, CPU, whether it
-was cut) and the events they replay against the run's own. The
+was cut) and the events they replay against the run's own; with ``--cuts``, every
+replay the sequential test cut (`policy.portfolio.sequential`) replayed again to the
+sure bound and to its end (`Cuts`): how many of its cuts were wrong (the whole replay
+ended within the reference) and the events they saved. The
 figures of docs/brain.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
@@ -37,6 +40,7 @@ from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.policy.portfolio import runs as runs_module
 from idlegate.policy.portfolio.runs import Runs
 from idlegate.sim.engine import simulate
 
@@ -151,6 +155,42 @@ class Replays:
             print(f"    {n:4d} {ev:8d} {cpu:6.2f} {'cut' if cut else '   '} {lead}")
 
 
+class Cuts:
+    """Each replay the sequential test cut, replayed again to the sure bound and to its
+    end, while `on` (the rounds' answers are those of the test's cuts): `wrong`, the cuts
+    whose whole replay ended within the limit; `saved` of `would`, the events the test
+    saved of those the sure bound would have run."""
+
+    def __init__(self) -> None:
+        self.cuts = self.wrong = self.saved = self.would = 0
+        own = self.own = runs_module._simulate
+
+        def watched(workload: Any, scheduler: Any, seed: int, limit: Any, test: Any) -> Any:
+            out = own(workload, scheduler, seed, limit, test)
+            cut = isinstance(out, runs_module._Cut)
+            if not cut or test is None or out.area >= limit * (1 - runs_module._SLACK):
+                return out  # (not the test's cut: the sure bound's, or none)
+            sure = own(workload, scheduler, seed, limit, None)
+            whole = own(workload, scheduler, seed, None, None)
+            self.cuts += 1
+            self.wrong += whole.jobs_time_integral < limit
+            self.would += sure.events
+            self.saved += sure.events - out.events
+            return out
+
+        runs_module._simulate = watched  # type: ignore[assignment]
+
+    def close(self) -> None:
+        runs_module._simulate = self.own  # type: ignore[assignment]
+
+    def report(self) -> None:
+        print(
+            f"{self.cuts} cuts by the test, {self.wrong} wrong (the whole replay within the "
+            f"limit); they ran {self.would - self.saved:,} of the {self.would:,} events the "
+            f"sure bound would have ({100 * self.saved / max(1, self.would):.0f} % saved)"
+        )
+
+
 def run(
     workload: Any,
     spec: str,
@@ -194,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", type=float, default=None, metavar="AT", help="profile a round")
     ap.add_argument("--sample", action="store_true", help="sample where the rounds' time goes")
     ap.add_argument("--replays", action="store_true", help="list the rounds' replays")
+    ap.add_argument("--cuts", action="store_true", help="check the sequential test's cuts")
     args = ap.parse_args(argv)
     sampler = Sampler() if args.sample else None
     options = WorkloadOptions(
@@ -207,7 +248,12 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     for spec in specs:
         replays = Replays() if args.replays else None
+        cuts = Cuts() if args.cuts else None
         runs.append(run(workload, spec, args.seed, args.profile, sampler))
+        if cuts is not None:
+            cuts.close()
+            print(f"{spec}: ", end="")
+            cuts.report()
         if replays is not None:
             Runs._run = replays.own  # type: ignore[method-assign]
             if replays.rows:
