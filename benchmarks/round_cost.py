@@ -158,11 +158,13 @@ class Replays:
 class Cuts:
     """Each replay the sequential test cut, replayed again to the sure bound and to its
     end, while `on` (the rounds' answers are those of the test's cuts): `wrong`, the cuts
-    whose whole replay ended within the limit; `saved` of `would`, the events the test
-    saved of those the sure bound would have run."""
+    whose whole replay ended within the limit, and `beyond`, how far past the cut's
+    reference each of those ended (the limit is `CUT` past it); `saved` of `would`, the
+    events the test saved of those the sure bound would have run."""
 
     def __init__(self) -> None:
         self.cuts = self.wrong = self.saved = self.would = 0
+        self.beyond: list[float] = []
         own = self.own = runs_module._simulate
 
         def watched(workload: Any, scheduler: Any, seed: int, limit: Any, test: Any) -> Any:
@@ -173,7 +175,9 @@ class Cuts:
             sure = own(workload, scheduler, seed, limit, None)
             whole = own(workload, scheduler, seed, None, None)
             self.cuts += 1
-            self.wrong += whole.jobs_time_integral < limit
+            if whole.jobs_time_integral < limit:
+                self.wrong += 1
+                self.beyond.append(whole.jobs_time_integral / limit * (1 + runs_module.CUT) - 1)
             self.would += sure.events
             self.saved += sure.events - out.events
             return out
@@ -184,10 +188,16 @@ class Cuts:
         runs_module._simulate = self.own  # type: ignore[assignment]
 
     def report(self) -> None:
+        beyond = (
+            f" (they ended {100 * min(self.beyond):+.1f} to {100 * max(self.beyond):+.1f} % "
+            "past the reference)"
+            if self.beyond
+            else ""
+        )
         print(
-            f"{self.cuts} cuts by the test, {self.wrong} wrong (the whole replay within the "
-            f"limit); they ran {self.would - self.saved:,} of the {self.would:,} events the "
-            f"sure bound would have ({100 * self.saved / max(1, self.would):.0f} % saved)"
+            f"{self.cuts} cuts by the test, {self.wrong} wrong{beyond}; they ran "
+            f"{self.would - self.saved:,} of the {self.would:,} events the sure bound would "
+            f"have ({100 * self.saved / max(1, self.would):.0f} % saved)"
         )
 
 
