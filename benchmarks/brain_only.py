@@ -98,11 +98,16 @@ def paired(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     (the mean of the per-seed changes, ± their standard deviation), and the rounds' CPU
     seconds summed over the seeds: how a rule meant to move runs moved them."""
     lines, changes, cpu = [], [], [0.0, 0.0]
+    worst = (-np.inf, "")
     for key, seeds in after.items():
         pairs = [(before[key][s], run) for s, run in seeds.items() if s in before.get(key, {})]
         if not pairs:
             continue
         change = [100.0 * (new["mean"] / old["mean"] - 1.0) for old, new in pairs]
+        seeds_paired = [s for s in seeds if s in before.get(key, {})]
+        worst = max(
+            worst, *((c, f"{key} seed {s}") for c, s in zip(change, seeds_paired, strict=True))
+        )
         spent = [sum(sum(run["round_cpu"]) for run in side) for side in zip(*pairs, strict=True)]
         changes += change
         cpu = [cpu[0] + spent[0], cpu[1] + spent[1]]
@@ -114,7 +119,8 @@ def paired(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     if changes:
         lines.append(
             f"all: mean JCT {np.mean(changes):+.2f} % ± {np.std(changes):.2f} over "
-            f"{len(changes)} runs; rounds' CPU {cpu[0]:.1f} s -> {cpu[1]:.1f} s"
+            f"{len(changes)} runs, the worst {worst[0]:+.2f} % ({worst[1]}); rounds' CPU "
+            f"{cpu[0]:.1f} s -> {cpu[1]:.1f} s"
         )
     return lines
 
