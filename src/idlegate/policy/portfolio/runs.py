@@ -30,8 +30,15 @@ followed one's score (`Runs._estimate`); it has no per-workflow JCTs (no noise t
 reads them: it beats nothing). Never cut: the candidates in `keep`: the one followed,
 the guard's safest (whose per-workflow JCTs the round weighs), and those the standings
 have not judged yet (`ReplayRequest.exact`), so that what the standings remember of a
-candidate until `far` can leave it out is its score. Afterwards they remember the
+candidate until `far` can leave it out is its score (unless `cut_unjudged`: the
+scheduler leaves them out of `keep`). Afterwards they remember the
 estimate, at least `CUT` over the reference, above `drop`'s 2 %.
+
+**Sooner, by a test.** The bound is sure but late: a replay's area so far passes the
+limit near its end. With `ReplayOptions.cut_error` (and one seed) a replay that may be
+cut is also cut at the first look where a sequential test on its running difference
+from the followed replay says, at that error rate, that it ends past the limit
+(`sequential.RunningTest`, `sequential.losing`); its score is the same estimate.
 """
 
 from __future__ import annotations
