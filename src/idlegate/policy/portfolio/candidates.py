@@ -227,6 +227,10 @@ class PortfolioConfig(Config):
     early rounds' replays of such candidates were a third of the rounds' CPU; on the
     held-out streams of 100 and 500 workflows (seeds 3100-3103) it moved one run of 88,
     by +0.01 % (docs/brain.md, "A sequential cut")."""
+    rest: NonNegative | None = None
+    """A candidate that lost each of the last n ≥ 2 rounds that scored it by more than
+    this fraction of the round's best is left out of the next n rounds, but the last
+    round's runner-up (`state.Standings.rested`; None: none rests)."""
     memory: StrictInt = Field(1000, ge=1)
     """The standings remember the rounds of the last this many new workflows."""
     seeds: StrictInt = Field(1, ge=1)

@@ -655,7 +655,12 @@ class PortfolioScheduler:
         """The candidates left out of the next round (`state.Standings.dropped`)."""
         cfg = self.config
         out = self._standings.dropped(
-            self.following, window=cfg.window, drop=cfg.drop, early=cfg.min_window, far=cfg.far
+            self.following,
+            window=cfg.window,
+            drop=cfg.drop,
+            early=cfg.min_window,
+            far=cfg.far,
+            rest=cfg.rest,
         )
         safe = self._trust.safe if cfg.guard is not None else None
         return out - {safe} if safe else out  # (the guard weighs every round against it)

@@ -27,6 +27,12 @@ workload brings every candidate back. The leader and the candidate followed are 
 left out, nor the rule under an analytic candidate that is not (a round tries the
 analytic rule over its best rule, so without one the analytic rule would vanish from the
 rounds).
+
+**Resting the clear losers** (`rest`, `Standings.rested`). Before `drop` has `window`
+workflows of evidence, a candidate that lost each of the last n ≥ `REST_AFTER` rounds
+that scored it by more than `rest` of the round's best is left out of the next n rounds
+(it is replayed less often the longer it keeps losing, and comes back to be judged
+again), but the last round's runner-up, like the leader and the one followed.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from idlegate.sim.protocol import Job
 
 __all__ = ["CHANGE_MIN", "Arrivals", "RoundPace", "Standings", "Start", "Trust", "Window"]
 
+REST_AFTER: Final = 2
+"""Rounds in a row a candidate must lose by `rest` before it rests (`Standings.rested`)."""
 CHANGE_MIN: Final = 10
 """Finished workflows on each side of a comparison that can find a change of workload."""
 
@@ -278,10 +286,14 @@ class Standings:
     stood: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     """The rounds since the last change, those of the last `memory` new workflows: each
     round's new workflows and every candidate's score over the round's best, minus 1."""
+    runner_up: str | None = None
+    """The last round's runner-up (never rested)."""
 
     def remember(self, choice: Choice, memory: int) -> None:
         """`choice`'s scores over its best; a candidate that failed counts as 100 %
         behind."""
+        if choice.workflows:
+            self.runner_up = choice.runner_up
         if choice.new <= 0 or not any(map(math.isfinite, choice.scores.values())):
             return
         self.stood.append((choice.new, excess(choice.scores)))
@@ -299,17 +311,28 @@ class Standings:
         return {c: standing(self.stood, c) for c, n in seen.items() if n >= window}
 
     def dropped(
-        self, following: str, *, window: int, drop: float | None, early: int, far: float | None
+        self,
+        following: str,
+        *,
+        window: int,
+        drop: float | None,
+        early: int,
+        far: float | None,
+        rest: float | None = None,
     ) -> frozenset[str]:
         """The candidates left out of the next round: those whose standing trails the
         leader's by more than `drop` (with `window` new workflows of evidence), or by
-        more than `far` (with `early` of them), but for the leader, the one `following`,
-        and the rule under any analytic candidate that stays."""
+        more than `far` (with `early` of them), or that rest (`rested`), but for the
+        leader, the one `following`, and the rule under any analytic candidate that
+        stays."""
         known = self.of(window)
         out = _trailing(known, drop)
         if far is not None:
             known = self.of(early)
             out |= _trailing(known, far)
+        if rest is not None:
+            out |= self.rested(rest) - {self.runner_up}
+            known = self.of(early) | self.of(window)
         out -= {following}
         # (a round tries the analytic rule over its best rule: with every rule left out,
         # an analytic candidate that stays would not be tried at all)
@@ -318,6 +341,24 @@ class Standings:
             if spec.kind == "analytic" and spec.base is not None:
                 out.discard(spec.base.format(label=False))
         return frozenset(out)
+
+    def rested(self, rest: float) -> set[str]:
+        """The candidates that lost each of the last n ≥ `REST_AFTER` rounds that scored
+        them by more than `rest` (their score over the round's best, minus 1), when fewer
+        than n rounds remembered have passed since the last of them: left out for as many
+        rounds as they lost in a row."""
+        out = set()
+        for c in {c for _, scored in self.stood for c in scored}:
+            scored = [i for i, (_, s) in enumerate(self.stood) if c in s]
+            since = len(self.stood) - 1 - scored[-1]
+            lost = 0
+            for i in reversed(scored):
+                if self.stood[i][1][c] <= rest:
+                    break
+                lost += 1
+            if lost >= REST_AFTER and since < lost:
+                out.add(c)
+        return out
 
     def rounds(self) -> tuple[tuple[int, Mapping[str, float]], ...]:
         return tuple(self.stood)
