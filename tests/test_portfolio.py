@@ -474,13 +474,14 @@ def test_standings_weigh_each_round_by_its_new_workflows_from_window_on():
 def test_a_candidate_far_behind_is_left_out_from_min_window_on():
     # (on Alibaba's trace fifo, srpt and most rules run 5-20 times the leader's JCT in
     # every round: replaying them until `window` workflows of evidence is most of a round)
-    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far=0.5)
+    # (fair, 40 % behind twice, would rest: `rest` is tests/test_round_rest.py's)
+    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far=0.5, rest="none")
     brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=30))
     assert brain.dropped() == frozenset()  # 30 new workflows < min_window
     brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=10))
     assert brain.standings() == {}  # (`drop` still needs 200)
     assert brain.dropped() == {"fifo"}  # 60 % behind > 50 %; fair, 40 %, stays
-    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far="none")
+    brain = _fed("fifo+srpt+fair", window=200, min_window=40, far="none", rest="none")
     brain.adopt(_scored({"srpt": 100.0, "fair": 140.0, "fifo": 160.0}, new=40))
     assert brain.dropped() == frozenset()
 

@@ -24,7 +24,7 @@ from tests.operator_fakes import harness, stage
 # sequence says something
 SPEC = (
     "portfolio?candidates=fifo+srpt+fair&start=fifo&min_window=5&every=5&tune=false"
-    "&confidence=0&prior=false&far=none&carriers=none"
+    "&confidence=0&prior=false&far=none&carriers=none&rest=none"
 )
 
 

@@ -43,3 +43,19 @@ def test_the_last_rounds_runner_up_and_the_one_followed_never_rest():
     assert lost.runner_up == "fair"
     assert "fair" not in lost.dropped("srpt", rest=0.05, **out)
     assert "fifo" not in lost.dropped("fifo", rest=0.05, **out)  # (the one followed)
+
+
+def test_the_scheduler_leaves_a_resting_candidate_out_of_its_next_round():
+    from idlegate.policy import make_scheduler
+    from idlegate.policy.portfolio import PortfolioScheduler
+
+    scores = {"srpt": 100.0, "fair": 140.0, "fifo": 101.0}
+    for rest, out in (("0.05", {"fair"}), ("none", set())):
+        brain = make_scheduler(
+            "portfolio?candidates=fifo+srpt+fair&replayer=worker&records=fed&start=srpt"
+            f"&min_window=2&far=none&rest={rest}"
+        )
+        assert isinstance(brain, PortfolioScheduler)
+        for _ in range(2):  # (fair 40 % behind twice; fifo, 1 %, the runner-up)
+            brain.adopt(Choice("srpt", 100.0, "fifo", 101.0, 10, "best", scores=scores, new=10))
+        assert brain.dropped() == out
