@@ -28,11 +28,11 @@ left out, nor the rule under an analytic candidate that is not (a round tries th
 analytic rule over its best rule, so without one the analytic rule would vanish from the
 rounds).
 
-**Resting the clear losers** (`rest`, `Standings.rested`). Before `drop` has `window`
-workflows of evidence, a candidate that lost each of the last n ≥ `REST_AFTER` rounds
-that scored it by more than `rest` of the round's best is left out of the next n rounds
-(it is replayed less often the longer it keeps losing, and comes back to be judged
-again), but the last round's runner-up, like the leader and the one followed.
+**Resting the clear losers** (`rest`, `Standings.rested`). Without waiting for `drop`'s
+`window` workflows of evidence, a candidate that lost each of the last n ≥ `REST_AFTER`
+rounds that scored it by more than `rest` of the round's best is left out of the next n
+rounds (it is replayed less often the longer it keeps losing, and comes back to be
+judged again), but the last round's runner-up and the one followed.
 """
 
 from __future__ import annotations
