@@ -117,26 +117,29 @@ def test_a_task_draws_a_latency_and_a_stretch_of_the_pools() -> None:
     assert times.draw(10.0, iter((0.0, 0.5)).__next__) == 3.0 + 1.5 * 2.0 * 10.0
 
 
-def test_a_round_pairs_the_rooms_freed_with_its_releases_oldest_first() -> None:
+def test_a_round_pairs_its_releases_with_the_rooms_freed_latest_first() -> None:
     """A dispatch delay is a freed room's end seen to the round that released a task into
-    it: a round's releases take the oldest rooms first; a room left untaken waits for a
-    later round while work waits (a pool that follows its nodes sees it once it read
-    them), and is dropped once none does (an idle pool: its room waited on nothing)."""
+    it: a round's releases take the rooms freed since the last releasing round, the
+    latest first; a round that released none leaves them to a later one while work waits
+    (a pool that follows its nodes sees a room once it read them); the rooms a releasing
+    round left untaken, or any once nothing waits, waited on no round and are dropped, so
+    a room freed long ago (a stage no room fits) is never a long delay."""
     times = TaskTimes()
     times.dispatched(5.0, 2, False)  # (an arrival into an idle pool: no room freed, no delay)
     assert not times.delays
     for end in (10.0, 11.0, 12.0):
         times.freed(end)
     times.dispatched(12.5, 0, True)  # (the nodes not read again yet: nothing released)
-    times.dispatched(13.0, 2, True)  # (two released: the two oldest rooms, 3 s and 2 s)
-    assert list(times.delays) == [3.0, 2.0] and list(times.free) == [12.0]
-    times.dispatched(14.0, 0, False)  # (nothing waits: 12's room waited on nothing)
-    assert not times.free
+    times.dispatched(13.0, 2, True)  # (two released: the two latest rooms, 1 s and 2 s)
+    assert list(times.delays) == [1.0, 2.0] and not times.free  # (10's room: dropped)
     times.dispatched(20.0, 1, True)  # (no room freed since: not a delay)
+    times.freed(30.0)
+    times.dispatched(30.5, 0, False)  # (nothing waits: 30's room waited on nothing)
+    assert not times.free
     times.freed(40.0)
     times.dispatched(41.0, 3, True)
-    assert list(times.delays) == [3.0, 2.0, 1.0]
-    assert times.frozen().delays == (3.0, 2.0, 1.0)
+    assert list(times.delays) == [1.0, 2.0, 1.0]
+    assert times.frozen().delays == (1.0, 2.0, 1.0)
 
 
 def test_a_stages_start_draws_a_dispatch_delay_and_a_task_going_on_draws_none() -> None:

@@ -40,9 +40,9 @@ rounds of a burst are paced, `api.pacing.ARRIVALS_ROUND`), where the simulator's
 releases it at the end itself. A replay that leaves this out starts every waiting
 workflow early by a delay per task ahead of it on its executor, and a start's error per
 second is then larger than its tasks' (issue 80). So the pool keeps the ends whose room
-went free (`TaskTimes.freed`) and, at each round, pairs those the round's releases took,
-oldest first, with the round's time: each pair is a delay (`TaskTimes.dispatched`; the
-ends left untaken when no work waits any more waited on nothing, and are dropped). A replay
+went free (`TaskTimes.freed`) and, at each round that releases tasks, pairs them with the
+latest of those rooms, each pair a delay (`TaskTimes.dispatched`; the rooms such a round
+left untaken waited on no round, and are dropped). A replay
 adds a delay of the pool's last `LATENCIES` where a stage starts on an executor (a
 decision's launch, `LiveTimes.draw`'s `first`) and after each task running at the fork
 (`LiveTimes.delay`): each executor's run of tasks then ends a delay later, and what
@@ -114,14 +114,17 @@ class TaskTimes:
         self.free.append(now)
 
     def dispatched(self, now: float, released: int, waiting: bool) -> None:
-        """A decision round at `now` released `released` tasks: each takes the oldest room
-        freed and not taken yet, a delay of `now` less its end. Rooms left untaken wait for
-        a later round while work is `waiting` still (a pool that follows its nodes sees a
-        room once it read them again); none waiting, they waited on nothing (an idle
-        pool), and are dropped."""
+        """A decision round at `now` released `released` tasks: each takes a room freed
+        since the last round that released any, the latest first (the end the round
+        answers), a delay of `now` less its end. A round that released none leaves the
+        rooms to a later one while work is `waiting` (a pool that follows its nodes sees a
+        room once it read them again); the rooms a releasing round left untaken, or any
+        once nothing waits, waited on no round of the operator's (a stage no room fits, a
+        quota, an idle pool): dropped, so that a room freed long ago is never paired with
+        a release it did not wait for."""
         for _ in range(min(released, len(self.free))):
-            self.delays.append(max(0.0, now - self.free.popleft()))
-        if not waiting:
+            self.delays.append(max(0.0, now - self.free.pop()))
+        if released or not waiting:
             self.free.clear()
 
     def predict(self, declared: float) -> tuple[float, float, float]:
