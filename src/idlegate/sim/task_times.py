@@ -36,19 +36,20 @@ which widens a cold pool's intervals before any of its forecasts came out
 
 A third thing a pool learns is its **dispatch delay**: a task's end seen frees its room,
 but the next task released into it waits for the operator's next decision round (the
-rounds of a burst are paced, `api.pacing.ARRIVALS_ROUND`), where the simulator's engine
-releases it at the end itself. A replay that leaves this out starts every waiting
-workflow early by a delay per task ahead of it on its executor, and a start's error per
-second is then larger than its tasks' (issue 80). So the pool keeps the ends whose room
-went free (`TaskTimes.freed`) and, at each round that releases tasks, pairs them with the
-latest of those rooms, each pair a delay (`TaskTimes.dispatched`; the rooms such a round
-left untaken waited on no round, and are dropped). A replay
-adds a delay of the pool's last `LATENCIES` where a stage starts on an executor (a
-decision's launch, `LiveTimes.draw`'s `first`) and after each task running at the fork
-(`LiveTimes.delay`): each executor's run of tasks then ends a delay later, and what
-waits for it starts as late as the operator starts it. A task going on with its stage
-on the same executor is released as the one before ends (`Cluster.task_finished`), and
-draws none. Its release to ``Running`` is its latency, above.
+rounds of a burst are paced, `api.pacing.ARRIVALS_ROUND`; a pool that follows its nodes
+reads them again first), where the simulator's engine releases it at the end itself. A
+replay that leaves it out starts a waiting workflow early by a delay per run of tasks
+ahead of it (on the live benchmark a small share of a task: docs/research/forecasts.md,
+"The operator's dispatch delay"). So the pool keeps the ends whose room went free
+(`TaskTimes.freed`) and, at each round that releases tasks, pairs them with the latest of
+those rooms, each pair a delay (`TaskTimes.dispatched`; the rooms such a round left
+untaken waited on no round, and are dropped). A replay adds a delay of the pool's last
+`LATENCIES` where a stage starts on an executor (a decision's launch, `LiveTimes.draw`'s
+`first`) and after each task running at the fork (`LiveTimes.delay`): each executor's run
+of tasks then ends a delay later, and what waits for it starts as late as the operator
+starts it. A task going on with its stage on the same executor is released as the one
+before ends (`Cluster.task_finished`), and draws none. Its release to ``Running`` is its
+latency, above.
 
 Pure: no clock, no I/O. The operator keeps one per pool (the core records, the refresh
 reads a `frozen` copy, which crosses to the replay process by pickling).
@@ -87,7 +88,8 @@ class TaskTimes:
         """The last `LATENCIES` dispatch delays: a freed room's end seen to the decision
         round that released a task into it (`freed`, `dispatched`)."""
         self.free: deque[float] = deque()
-        """When each room freed since the last round went free (`freed`)."""
+        """When each room freed since the last round that released tasks went free
+        (`freed`, `dispatched`)."""
         self.told: deque[tuple[float, float, float, float]] = deque(maxlen=WINDOW)
         """Each of the last `WINDOW` tasks' time as the pool's tasks before it predicted it
         (`predict`: low, median, high) and as it came out (held): how far off the pool's
