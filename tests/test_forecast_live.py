@@ -99,3 +99,22 @@ async def test_the_operator_records_each_tasks_latency_and_stretch_as_it_ends() 
     await h.finish(first, after=12.0)  # (ran 12 s of the 10 declared)
     await h.finish(second)  # (never seen Running: its 15 s all count as its run)
     assert list(core.times.seen) == [(3.0, 1.2), (0.0, 1.5)]
+
+
+@pytest.mark.asyncio
+async def test_the_operator_records_the_dispatch_delay_of_a_freed_room_not_of_a_task_going_on() -> (
+    None
+):
+    """A task whose stage goes on releases its next on its executor as it ends (no delay);
+    one that frees its executor while a workflow waits leaves its room to the next round,
+    which pairs it with what it released (`TaskTimes.freed`, `dispatched`)."""
+    h = Harness(FakeKube(), FakeClock(T0), 1, make_scheduler("fifo"), forecast_interval=30.0)
+    await h.submit("w", {"stages": [stage("a", tasks=2, duration=10.0)]})
+    await h.submit("v", {"stages": [stage("b", tasks=1, duration=10.0)]})
+    (first,) = h.released("w")
+    core = h.bridge.core
+    await h.finish(first, after=10.0)  # (w's second task goes on on its executor)
+    assert not core.times.delays and not core.times.free
+    (second,) = h.released("w")
+    await h.finish(second, after=10.0)  # (its room freed: v's release takes it)
+    assert h.released("v") and list(core.times.delays) == [0.0] and not core.times.free

@@ -13,7 +13,7 @@ import pytest
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations, Uniforms
-from idlegate.sim.forecast import forecast
+from idlegate.sim.forecast import WorkflowForecast, forecast
 from idlegate.sim.task_times import EVIDENCE, LiveTimes, TaskTimes, kaplan_meier
 from tests.helpers import chain
 
@@ -107,14 +107,71 @@ def test_a_replays_error_of_the_average_narrows_as_tasks_end() -> None:
     assert few > 2 * many
     one = learned(1)
     one.begin(rng)
-    assert one.shift == (0.0, 1.0)  # (one task: no spread to say how far off it is)
+    assert one.shift == (0.0, 1.0, 0.0)  # (one task: no spread to say how far off it is)
 
 
 def test_a_task_draws_a_latency_and_a_stretch_of_the_pools() -> None:
-    times = LiveTimes((2.0, 4.0), (0.5, 1.5), (0.5, 1.0), shift=(1.0, 2.0))
+    times = LiveTimes((2.0, 4.0), (0.5, 1.5), (0.5, 1.0), shift=(1.0, 2.0, 0.0))
     assert times.draw(10.0, iter((0.0, 0.0)).__next__) == 3.0 + 0.5 * 2.0 * 10.0
     assert times.draw(10.0, iter((0.9, 0.9)).__next__) == 5.0 + 1.5 * 2.0 * 10.0
     assert times.draw(10.0, iter((0.0, 0.5)).__next__) == 3.0 + 1.5 * 2.0 * 10.0
+
+
+def test_a_round_pairs_its_releases_with_the_rooms_freed_latest_first() -> None:
+    """A dispatch delay is a freed room's end seen to the round that released a task into
+    it: a round's releases take the rooms freed since the last releasing round, the
+    latest first; a round that released none leaves them to a later one while work waits
+    (a pool that follows its nodes sees a room once it read them); the rooms a releasing
+    round left untaken, or any once nothing waits, waited on no round and are dropped, so
+    a room freed long ago (a stage no room fits) is never a long delay."""
+    times = TaskTimes()
+    times.dispatched(5.0, 2, False)  # (an arrival into an idle pool: no room freed, no delay)
+    assert not times.delays
+    for end in (10.0, 11.0, 12.0):
+        times.freed(end)
+    times.dispatched(12.5, 0, True)  # (the nodes not read again yet: nothing released)
+    times.dispatched(13.0, 2, True)  # (two released: the two latest rooms, 1 s and 2 s)
+    assert list(times.delays) == [1.0, 2.0] and not times.free  # (10's room: dropped)
+    times.dispatched(20.0, 1, True)  # (no room freed since: not a delay)
+    times.freed(30.0)
+    times.dispatched(30.5, 0, False)  # (nothing waits: 30's room waited on nothing)
+    assert not times.free
+    times.freed(40.0)
+    times.dispatched(41.0, 3, True)
+    assert list(times.delays) == [1.0, 2.0, 1.0]
+    assert times.frozen().delays == (1.0, 2.0, 1.0)
+
+
+def test_a_stages_start_draws_a_dispatch_delay_and_a_task_going_on_draws_none() -> None:
+    times = LiveTimes((2.0,), (1.0,), (1.0,), delays=(1.0, 5.0), shift=(0.0, 1.0, 0.5))
+    assert times.draw(10.0, iter((0.0, 0.0)).__next__) == 12.0  # (going on: none)
+    assert times.draw(10.0, iter((0.0, 0.0, 0.0)).__next__, first=True) == 12.0 + 1.5
+    assert times.draw(10.0, iter((0.0, 0.0, 0.9)).__next__, first=True) == 12.0 + 5.5
+    assert LiveTimes((2.0,), (1.0,), (1.0,)).delay(iter(()).__next__) == 0.0  # (none seen)
+    late = LiveTimes((2.0,), (1.0,), (1.0,), delays=(1.0,), shift=(0.0, 1.0, -3.0))
+    assert late.delay(iter((0.0,)).__next__) == 0.0  # (never before the end)
+    u = Uniforms(np.random.default_rng(0))
+    live = MeasuredDurations([10.0, 20.0], [[], [7.0]]).frozen(times)
+    assert live.sample(1, 1, False, False, u) == 7.0  # (measured, going on: none)
+    assert live.sample(1, 1, True, False, u) in (7.0 + 1.5, 7.0 + 5.5)  # (a stage's start)
+
+
+def test_a_replays_error_of_the_average_delay_narrows_as_rounds_pass() -> None:
+    rng = np.random.default_rng(3)
+    drawn = rng.uniform(0.0, 2.0, 50)
+
+    def shifts(n: int) -> float:
+        times = LiveTimes((2.0,), (1.0,), (1.0,), 1, tuple(drawn[:n]))
+        out = []
+        for _ in range(400):
+            times.begin(rng)
+            out.append(times.shift[2])
+        return statistics.stdev(out)
+
+    few, many = shifts(5), shifts(50)
+    sd = statistics.stdev(drawn[:5]) / math.sqrt(5)
+    assert few == pytest.approx(sd * 2.13 / 1.645, rel=0.15)  # (Student's t, 4 d.f.)
+    assert few > 2 * many
 
 
 def test_a_stage_with_nothing_measured_draws_from_the_pools_times_else_as_before() -> None:
@@ -154,3 +211,21 @@ def test_a_forecast_follows_the_pools_own_task_times_and_how_well_they_are_known
     for found in (few, many):  # (nine tasks ahead, each about 3 + 15 s)
         assert 130.0 < found.start.median < 190.0
     assert few.start.high - few.start.low > 1.5 * (many.start.high - many.start.low)
+
+
+def test_a_waiting_workflow_starts_a_dispatch_delay_later_per_run_of_tasks_ahead() -> None:
+    """Each run of tasks on the one executor ends a dispatch delay before the next
+    workflow's release (the operator's round), the running one's too: the tenth of ten
+    one-task workflows starts after nine tasks and nine delays. Without the delay it would
+    start nine delays early, as the live pool's forecasts did (issue 80)."""
+    fifo = make_scheduler("fifo")
+    exact = dict(latencies=(2.0,), stretches=(1.0,), cumulative=(1.0,), ended=200)
+    plain = forecast(queue(LiveTimes(**exact)), fifo, seed=0, replays=5).of(9)  # type: ignore[arg-type]
+    assert plain.start.median == pytest.approx(9 * 12.0)
+    delayed = LiveTimes(**exact, delays=(3.0,) * 50)  # type: ignore[arg-type]
+    found = forecast(queue(delayed), fifo, seed=0, replays=5).of(9)
+    assert isinstance(found, WorkflowForecast)
+    assert found.start.low == found.start.median == pytest.approx(9 * (12.0 + 3.0))
+    running = queue(delayed)
+    running.decide_once(fifo, 0.0)  # (the first runs since 0: it, too, ends 3 s late)
+    assert forecast(running, fifo, seed=0, replays=5).of(9).start.median == pytest.approx(135.0)  # type: ignore[union-attr]

@@ -219,11 +219,12 @@ class MeasuredDurations:
     def sample(
         self, stage: int, job_executors: int, first: bool, moved: bool, u: Uniforms
     ) -> float:
-        row = self.measured[stage]
-        if row:
-            return row[int(u.next() * len(row))]
-        if self.times is not None and self.times.usable:
-            return self.times.draw(self.estimates[stage], u.next)
+        row, times = self.measured[stage], self.times
+        if row:  # (with the pool's times, a stage's start adds their dispatch delay too)
+            ran = row[int(u.next() * len(row))]
+            return ran + times.delay(u.next) if first and times is not None else ran
+        if times is not None and times.usable:
+            return times.draw(self.estimates[stage], u.next, first)
         return self.estimates[stage]
 
 

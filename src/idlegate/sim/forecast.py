@@ -18,6 +18,10 @@ What a replay draws, all from one seeded generator (same seed, same forecast):
   conditioned on lasting longer than that (up to `CONDITIONAL_TRIES` draws); when none
   does, it is overdue and ends after `OVERDUE_FRACTION` of its estimate, as a planner's
   rollout assumes.
+* **A live pool's dispatch delay**: what follows a task that frees its executor waits for
+  the operator's next round; a replay drawing from the pool's own task times adds one of
+  its delays where a stage starts on an executor and after each task running now
+  (`sim.task_times`, `LiveTimes.delay`).
 * **Arrivals not seen yet** are whatever `futures` the caller passes (one per replay:
   `sim.forecast_arrivals.invent`'s, which the evaluation measures and the operator's
   refresh runs; which to invent is in docs/forecast.md); without them none are invented.
@@ -361,19 +365,23 @@ def _finite(seconds: float) -> bool:
 
 def _task_end(now: float, u: Uniforms, waves: bool) -> Callable[[Stage, float], float]:
     """When a running task started at `started` ends: a draw from its job's model that
-    lasts longer than it has run, else its estimate, else overdue (module docstring)."""
+    lasts longer than it has run, else its estimate, else overdue (module docstring); on a
+    live pool a dispatch delay after it, as after each executor's run of tasks
+    (`LiveTimes.delay`)."""
 
     def end_of(stage: Stage, started: float) -> float:
         elapsed = now - started
         model = stage.job.payload
+        times = getattr(model, "times", None)
+        late = times.delay(u.next) if waves and isinstance(times, LiveTimes) else 0.0
         if waves and model is not None:
             for _ in range(CONDITIONAL_TRIES):
                 d = model.sample(stage.index, stage.job.held, False, False, u)
                 if d > elapsed:
-                    return started + d
+                    return started + d + late
         elif stage.duration > elapsed:
-            return started + stage.duration
-        return now + OVERDUE_FRACTION * stage.duration
+            return started + stage.duration + late
+        return now + OVERDUE_FRACTION * stage.duration + late
 
     return end_of
 

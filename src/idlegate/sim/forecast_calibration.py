@@ -86,8 +86,9 @@ bound one (`cold_margin`): a quarter of the lead on each side of the replays' in
 Not fitted on any run: it is the accuracy issue 80 asks of a live pool's start (within
 25 % of its wait), stated as the interval a pool gives while nothing of its own says how
 far off it is. The replays' interval alone
-spreads over the task times the pool has seen, not over what they cannot draw (workflows
-not submitted yet that overtake, a burst only partly seen, the operator's own delays),
+spreads over the task times and dispatch delays the pool has seen (`sim.task_times`), not
+over what they cannot draw (workflows not submitted yet that overtake, a burst only
+partly seen),
 and on the live benchmark a cold pool's held 7-55 % of its starts
 (docs/research/forecasts.md, "Calibrated live"). Wide on purpose: once eleven of the
 pool's tasks were scored, their bound replaces it, and once four of its forecasts came

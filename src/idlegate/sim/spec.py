@@ -563,3 +563,13 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
         else:
             out.append(WorkflowItem(f"{p} (workflow #{i})", item, item, None))
     return out
+
+
+MUTABLE = ("suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "pod_gc")
+"""Spec fields an admitted workflow may change (the rest of its spec is fixed: the
+operator's `operator.core.lifecycle`; deploy/README.md, "Cleanup, deadlines and suspend")."""
+
+
+def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
+    """`new` differs from `old` in `MUTABLE` fields only."""
+    return new.model_copy(update={f: getattr(old, f) for f in MUTABLE}) == old

@@ -34,6 +34,23 @@ of it (`TaskTimes.told`, `predict`): how far off the pool's own account of its t
 which widens a cold pool's intervals before any of its forecasts came out
 (`sim.forecast_calibration.cold_margin`).
 
+A third thing a pool learns is its **dispatch delay**: a task's end seen frees its room,
+but the next task released into it waits for the operator's next decision round (the
+rounds of a burst are paced, `api.pacing.ARRIVALS_ROUND`; a pool that follows its nodes
+reads them again first), where the simulator's engine releases it at the end itself. A
+replay that leaves it out starts a waiting workflow early by a delay per run of tasks
+ahead of it (on the live benchmark a small share of a task: docs/research/forecasts.md,
+"The operator's dispatch delay"). So the pool keeps the ends whose room went free
+(`TaskTimes.freed`) and, at each round that releases tasks, pairs them with the latest of
+those rooms, each pair a delay (`TaskTimes.dispatched`; the rooms such a round left
+untaken waited on no round, and are dropped). A replay adds a delay of the pool's last
+`LATENCIES` where a stage starts on an executor (a decision's launch, `LiveTimes.draw`'s
+`first`) and after each task running at the fork (`LiveTimes.delay`): each executor's run
+of tasks then ends a delay later, and what waits for it starts as late as the operator
+starts it. A task going on with its stage on the same executor is released as the one
+before ends (`Cluster.task_finished`), and draws none. Its release to ``Running`` is its
+latency, above.
+
 Pure: no clock, no I/O. The operator keeps one per pool (the core records, the refresh
 reads a `frozen` copy, which crosses to the replay process by pickling).
 """
@@ -67,6 +84,12 @@ class TaskTimes:
 
     def __init__(self) -> None:
         self.seen: deque[tuple[float, float]] = deque(maxlen=WINDOW)
+        self.delays: deque[float] = deque(maxlen=LATENCIES)
+        """The last `LATENCIES` dispatch delays: a freed room's end seen to the decision
+        round that released a task into it (`freed`, `dispatched`)."""
+        self.free: deque[float] = deque()
+        """When each room freed since the last round that released tasks went free
+        (`freed`, `dispatched`)."""
         self.told: deque[tuple[float, float, float, float]] = deque(maxlen=WINDOW)
         """Each of the last `WINDOW` tasks' time as the pool's tasks before it predicted it
         (`predict`: low, median, high) and as it came out (held): how far off the pool's
@@ -86,6 +109,25 @@ class TaskTimes:
             self.told.append((*self.predict(declared), held))
         ran = held if running is None else min(max(running, 0.0), held)
         self.seen.append((held - ran, ran / declared))
+
+    def freed(self, now: float) -> None:
+        """A task's end seen at `now` freed its room (no task of its stage goes on there):
+        the next task released into it waits for a round (`dispatched`)."""
+        self.free.append(now)
+
+    def dispatched(self, now: float, released: int, waiting: bool) -> None:
+        """A decision round at `now` released `released` tasks: each takes a room freed
+        since the last round that released any, the latest first (the end the round
+        answers), a delay of `now` less its end. A round that released none leaves the
+        rooms to a later one while work is `waiting` (a pool that follows its nodes sees a
+        room once it read them again); the rooms a releasing round left untaken, or any
+        once nothing waits, waited on no round of the operator's (a stage no room fits, a
+        quota, an idle pool): dropped, so that a room freed long ago is never paired with
+        a release it did not wait for."""
+        for _ in range(min(released, len(self.free))):
+            self.delays.append(max(0.0, now - self.free.pop()))
+        if released or not waiting:
+            self.free.clear()
 
     def predict(self, declared: float) -> tuple[float, float, float]:
         """The 10th, 50th and 90th percentiles (`LOW`, `HIGH`) of the time a task declaring
@@ -121,7 +163,8 @@ class TaskTimes:
         latencies = tuple(p[0] for p in list(self.seen)[-LATENCIES:])
         observed = [(p[1], True) for p in self.seen]
         observed += [(ran / declared, False) for ran, declared in running if declared > 0]
-        return LiveTimes(latencies, *kaplan_meier(observed), ended=len(self.seen))
+        stretches, cumulative = kaplan_meier(observed)
+        return LiveTimes(latencies, stretches, cumulative, len(self.seen), tuple(self.delays))
 
 
 def kaplan_meier(
@@ -190,9 +233,12 @@ class LiveTimes:
     cumulative: tuple[float, ...]
     ended: int = 0
     """The ended tasks the stretches come from (the rest: running ones, censored)."""
-    shift: tuple[float, float] = (0.0, 1.0)
-    """This replay's error of the average (latency added, factor on the stretch)."""
-    _spread: tuple[float, float] | None = field(default=None, repr=False)
+    delays: tuple[float, ...] = ()
+    """The pool's last dispatch delays (module docstring; none: no delay is drawn)."""
+    shift: tuple[float, float, float] = (0.0, 1.0, 0.0)
+    """This replay's error of the average (latency added, factor on the stretch, delay
+    added)."""
+    _spread: tuple[float, float, float] | None = field(default=None, repr=False)
 
     @property
     def usable(self) -> bool:
@@ -205,16 +251,31 @@ class LiveTimes:
                 _error(np.asarray(self.latencies), None, len(self.latencies)),
                 _error(np.log(np.maximum(np.asarray(self.stretches), 1e-9)),
                        np.diff(np.asarray((0.0, *self.cumulative))), self.ended),
+                _error(np.asarray(self.delays), None, len(self.delays)),
             )  # fmt: skip
-        z = rng.standard_normal(2)
-        self.shift = (float(z[0]) * self._spread[0], math.exp(float(z[1]) * self._spread[1]))
+        z = rng.standard_normal(3 if self.delays else 2)
+        late = float(z[2]) * self._spread[2] if self.delays else 0.0
+        self.shift = (
+            float(z[0]) * self._spread[0], math.exp(float(z[1]) * self._spread[1]), late
+        )  # fmt: skip
 
-    def draw(self, declared: float, u: Callable[[], float]) -> float:
+    def draw(self, declared: float, u: Callable[[], float], first: bool = False) -> float:
         """A task declaring `declared` seconds: a latency and a stretch of the pool's (`u`:
-        uniform draws in [0, 1)), shifted by this replay's error of the average."""
+        uniform draws in [0, 1)), shifted by this replay's error of the average; where a
+        stage starts on its executor (`first`: a decision's launch), a dispatch delay
+        after it (`delay`)."""
         latency = self.latencies[int(u() * len(self.latencies))]
         stretch = self.stretches[
             min(bisect.bisect_right(self.cumulative, u()), len(self.stretches) - 1)
         ]
-        added, factor = self.shift
-        return max(0.0, latency + added) + stretch * factor * declared
+        added, factor, _ = self.shift
+        ran = max(0.0, latency + added) + stretch * factor * declared
+        return ran + self.delay(u) if first else ran
+
+    def delay(self, u: Callable[[], float]) -> float:
+        """A dispatch delay of the pool's, shifted by this replay's error of their average
+        (0 without any): what an executor's run of tasks waits, once it ends, for the
+        round that releases the next task into it (module docstring)."""
+        if not self.delays:
+            return 0.0
+        return max(0.0, self.delays[int(u() * len(self.delays))] + self.shift[2])

@@ -279,7 +279,9 @@ class DagWorkflow(Workflow):
         pool.intents.add(TaskEnded(self, track, task, True))
         self.measured(track, task, pool.now(), ran, pool.settings.history_samples, pool.times)
         following = pool.cluster.task_finished(executor, pool.now())
-        if following is not None:
+        if following is None:  # (its room waits for a round: `TaskTimes.dispatched`)
+            pool.times.freed(pool.now())
+        else:
             self.release(pool, track, track.next_to_release(), executor)
             pool.intents.event(self.owner, *notices.released_next(track.spec.name))
         job = self.job

@@ -593,6 +593,8 @@ class Core(Lifecycle):
                 if answer.decision.idle_delay > 0:
                     self._idle_started(answer)
             self._launch(done.taken)
+            released, waits = sum(len(a.launches) for a in done.taken), self.cluster.jobs
+            self.times.dispatched(self.now(), released, any(j.runnable for j in waits))
             post_round(done, self.cluster, self.intents.event, self.reporter)
             self._note_waiting(done.waited)
             if (admission := self.cluster.admission) is not None:

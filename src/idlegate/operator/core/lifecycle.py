@@ -2,7 +2,7 @@
 functions of the core, which calls them from `Core.handle`).
 
 What ``spec.suspend`` and ``spec.activeDeadlineSeconds`` mean to a user, and which spec
-fields may change on an admitted workflow (:data:`MUTABLE`), is in deploy/README.md
+fields may change on an admitted workflow (`sim.spec.MUTABLE`), is in deploy/README.md
 ("Cleanup, deadlines and suspend"). A workflow created suspended is not admitted
 (:func:`hold` writes its status). Suspended while it runs, it leaves the pool at once
 (:func:`suspend`): its running task pods are deleted and their executors freed; its gated
@@ -27,22 +27,15 @@ from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
 from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
-from idlegate.sim.spec import WorkflowSpec
+from idlegate.sim.spec import WorkflowSpec, only_mutable_changed
 from idlegate.sim.timestamps import from_datetime, to_datetime
 
 log = logging.getLogger(__name__)
 
-MUTABLE = ("suspend", "active_deadline_seconds", "ttl_seconds_after_finished", "pod_gc")
-"""Spec fields an admitted workflow may change (the rest of its spec is fixed)."""
 UNFINISHED = (Phase.PENDING, Phase.RUNNING, Phase.SUSPENDED)
 """The phases of a workflow whose deadline may still fail it."""
 DEADLINE_RETRY = 5.0
 """Seconds before a deadline whose workflow the API did not give is tried again."""
-
-
-def only_mutable_changed(old: WorkflowSpec, new: WorkflowSpec) -> bool:
-    """`new` differs from `old` in :data:`MUTABLE` fields only."""
-    return new.model_copy(update={f: getattr(old, f) for f in MUTABLE}) == old
 
 
 class Lifecycle(Pool):
@@ -88,7 +81,7 @@ class Lifecycle(Pool):
     def spec_changed(
         self, key: WorkflowKey, uid: str, spec: WorkflowSpec | None, generation: int
     ) -> None:
-        """The admitted workflow's spec changed: a change of :data:`MUTABLE` fields only is
+        """The admitted workflow's spec changed: a change of `sim.spec.MUTABLE` fields only is
         taken in (suspended, a new deadline), any other is refused with a Warning Event."""
         wf = self.workflows.get(key)
         if wf is None or wf.owner.uid != uid:
