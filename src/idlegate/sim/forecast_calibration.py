@@ -38,6 +38,18 @@ with its own uncertainty: its upper bound at `CONFIDENCE` (`upper_quantile`, fro
 tasks give a wide bound, many the quantile itself: it shrinks as the pool's evidence
 arrives, from nothing fitted on another pool.
 
+A live pool's scores are taken per lead band (`banded`, `band`: leads within a doubling
+of each other, from `FLOOR`): a burst's forecasts are made at once and its tail, the
+longest leads, is the part that later arrivals overtake, so its misses per second of lead
+are not those of the forecasts near the front. Pooled, the window's 80 % quantile lands in
+the tail's cluster (on the live benchmark, the warm pool's replays' interval held 37 % of
+its starts and, widened by the cold burst's pooled scores, 99 %: docs/research/forecasts.md,
+"Scores per lead band"), and widens every lead by it. Taken in its own band (Mondrian
+conformal prediction: exchangeable within a band), a forecast is widened by how forecasts
+that looked as far ahead did; a band with fewer than `least` scores takes them all, as
+before. `idlegate forecast evaluate`'s calibrations are not banded (its figures are as
+they were).
+
 Pure: the operator keeps one per pool and forecast kind (start, finish) and records each
 forecast as its workflow starts and ends, as `evaluation.forecast_eval` does in a run.
 """
@@ -116,10 +128,15 @@ class Calibration:
         coverage: float = COVERAGE,
         after: Calibration | None = None,
         least: int = MIN_SCORES,
+        banded: bool = False,
     ) -> None:
         if not 0.0 < coverage < 1.0:
             raise ValueError(f"a calibration's coverage is a share in (0, 1), not {coverage}")
         self.scores: deque[float] = deque(maxlen=WINDOW)
+        self.aheads: deque[float] = deque(maxlen=WINDOW)
+        """Each score's lead (seconds its forecast looked ahead, at least `FLOOR`)."""
+        self.banded = banded
+        """The quantile taken of the scores in the lead's `band` (module docstring)."""
         self.prior = prior
         self.coverage = coverage
         self.least = least
@@ -133,22 +150,25 @@ class Calibration:
         """Take `older`'s scores (a restarted pool's, rebuilt from its records) ahead of
         those recorded since: the newest `WINDOW` of them all are kept."""
         self.scores = deque([*older.scores, *self.scores], maxlen=WINDOW)
+        self.aheads = deque([*older.aheads, *self.aheads], maxlen=WINDOW)
 
     def record(self, span: Span, made_at: float, actual: float) -> None:
         """A forecast made at `made_at` came out at `actual`."""
         ahead = max(span.median - made_at, FLOOR)
         self.scores.append(max(span.low - actual, actual - span.high) / ahead)
+        self.aheads.append(ahead)
 
-    def margin(self) -> float | None:
+    def margin(self, ahead: float | None = None) -> float | None:
         """Q: the widening per second ahead (before `least` scores: the prior, None
-        without one)."""
-        n = len(self.scores)
-        if n < self.least:
-            return self.prior
-        ordered = sorted(self.scores)
-        # the conformal quantile: the ⌈(n + 1)·coverage⌉-th smallest score
-        rank = min(n, math.ceil((n + 1) * self.coverage))
-        return ordered[rank - 1]
+        without one); of a `banded` calibration, of the scores in `ahead`'s `band` when it
+        holds `least` of them."""
+        scores: Iterable[float] = self.scores
+        if self.banded and ahead is not None:
+            mine = band(ahead)
+            alike = [s for s, a in zip(self.scores, self.aheads, strict=True) if band(a) == mine]
+            if len(alike) >= self.least:
+                scores = alike
+        return conformal(scores, self.coverage, self.least, self.prior)
 
     def widen(
         self,
@@ -162,12 +182,12 @@ class Calibration:
         workflow's forecast `start` ahead, before `MIN_SCORES` scores of its own, is widened
         by the `after` calibration's margin over the start's lead and by the prior over
         the rest: a finish is as far off as its start, and its run's own error on top."""
-        q = self.margin()
         ahead = max(span.median - made_at, FLOOR)
+        q = self.margin(ahead)
         waits = 0.0 if start is None else min(max(start.median - made_at, 0.0), ahead)
         before = None
         if waits > 0.0 and self.after is not None and len(self.scores) < self.least:
-            before = self.after.margin()
+            before = self.after.margin(max(waits, FLOOR))
         if q is None and before is None:
             return span
         widening = (q or 0.0) * ahead
@@ -177,6 +197,24 @@ class Calibration:
         if earliest is not None:
             low = max(low, min(earliest, span.median))
         return Span(low, span.median, max(span.median, span.high + widening))
+
+
+def band(ahead: float) -> int:
+    """A lead's band: leads within the same doubling from `FLOOR` share one (5-10 s,
+    10-20 s, 20-40 s, ...), so that a band is as wide, relatively, at every lead."""
+    return int(math.floor(math.log2(max(ahead, FLOOR) / FLOOR)))
+
+
+def conformal(
+    scores: Iterable[float], coverage: float, least: int, prior: float | None
+) -> float | None:
+    """The conformal quantile of `scores`, their ⌈(n + 1)·coverage⌉-th smallest (the
+    largest, if that rank is beyond n); `prior` with fewer than `least`."""
+    ordered = sorted(scores)
+    n = len(ordered)
+    if n < least:
+        return prior
+    return ordered[min(n, math.ceil((n + 1) * coverage)) - 1]
 
 
 def start_prior(invented: bool, live: bool = False, tasks: TaskTimes | None = None) -> float | None:
@@ -227,7 +265,7 @@ def calibrations(invented: bool = False, live: bool = False) -> dict[str, Calibr
     the operator keeps per pool and the evaluation per run, made here alone so that what
     is measured is what runs."""
     least = LIVE_MIN_SCORES if live else MIN_SCORES
-    start = Calibration(start_prior(invented, live), least=least)
+    start = Calibration(start_prior(invented, live), least=least, banded=live)
     finish_prior = None if live else FINISH_PRIOR
-    finish = Calibration(finish_prior, FINISH_COVERAGE, after=start, least=least)
+    finish = Calibration(finish_prior, FINISH_COVERAGE, after=start, least=least, banded=live)
     return {"start": start, "finish": finish}
