@@ -202,7 +202,7 @@ class Calibration:
 def band(ahead: float) -> int:
     """A lead's band: leads within the same doubling from `FLOOR` share one (5-10 s,
     10-20 s, 20-40 s, ...), so that a band is as wide, relatively, at every lead."""
-    return int(math.floor(math.log2(max(ahead, FLOOR) / FLOOR)))
+    return math.floor(math.log2(max(ahead, FLOOR) / FLOOR))
 
 
 def conformal(
