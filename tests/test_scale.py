@@ -262,3 +262,19 @@ def test_the_operators_index_of_pods_follows_each_event_and_its_listing_ends_onc
         asyncio.run(scenario())
     finally:
         watching.infinite_watch = original
+
+
+def test_a_kopf_that_does_not_tell_the_listing_is_refused_with_a_sentence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator waits on the end of the pods' first listing before it admits anything:
+    a kopf whose watch stream has no such bookmark would leave every pool waiting, so it is
+    refused at start with what to install (constraints.txt pins the kopf it reads)."""
+    from kopf._cogs.clients import watching
+
+    from idlegate.api.pod_index import install
+    from idlegate.errors import IdlegateError
+
+    monkeypatch.setattr(watching, "Bookmark", type("Bookmark", (), {}))
+    with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):
+        install(object(), lambda ns, uids: None)

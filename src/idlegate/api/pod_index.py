@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.errors import IdlegateError
 
 POD, TASK = "pod", "task"
 """The tags of the index's keys: every pod by name, a task pod by its workflow."""
@@ -113,8 +114,16 @@ def install(settings: Any, listener: Callable[[str | None, set[str]], None]) -> 
     operator of kopf's `settings` (one object per operator), with the uids it listed:
     kopf's watch stream (wrapped once per process) yields the listing's objects as events of
     type None, then its ``Bookmark.LISTED``, which reaches no handler."""
-    from kopf._cogs.clients import watching  # (kopf keeps the bookmark to itself)
+    try:  # (kopf keeps the bookmark to itself: constraints.txt pins the kopf this reads)
+        from kopf._cogs.clients import watching
 
+        watching.Bookmark.LISTED  # noqa: B018
+    except (ImportError, AttributeError) as error:
+        raise IdlegateError(
+            "the installed kopf does not say where a watch's first listing ends, which the "
+            "operator waits on before it admits anything; install the kopf that "
+            "constraints.txt pins (pip install -c constraints.txt '.[operator]')"
+        ) from error
     setattr(settings, LISTENER, listener)
     original = watching.infinite_watch
     if getattr(original, "_idlegate", False):
