@@ -17,6 +17,10 @@ the other, `--repeat` times):
 * ``one-each``: the operator's since (src/idlegate/operator/main.py): one index of every
   pod (a task pod under two keys, `idlegate.api.pod_index`) and one event handler;
 * ``event-only``: one event handler only;
+* ``own-index`` (with ``--own-index``): the operator's since issue 79's lag's seventh part,
+  one event handler that keeps the operator's own index of pods (`PodIndex`, its first
+  listing's end told by kopf's watch stream: `idlegate.api.pod_index.install`), no index
+  of kopf's;
 * ``one-each-writes``: ``one-each``, and the operator makes the pods' writes itself
   through idlegate's API client (`KubeApi`, as many at once as the operator's default
   ``--api-concurrency``): it creates every pod, releases ``--room`` of them, and then one
@@ -29,7 +33,8 @@ the watch events a pod (medians over the repeats), and its ratio to ``two-each``
 median of each repeat's ratio: rounds differ more than the sets of one round do); at the
 end one JSON object with every run.
 
-    python -m benchmarks.kopf_floor [--pods 2000] [--room 200] [--repeat 1] [--out floor.json]
+    python -m benchmarks.kopf_floor [--pods 2000] [--room 200] [--repeat 1] [--own-index]
+        [--out floor.json]
     python -m benchmarks.kopf_floor --essence   # only kopf's essence of a pod at one event
 
 (run from the repository root: the script imports the test API server from tests/k8s).
@@ -53,7 +58,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pod_index import pod_keys
+from idlegate.api.pod_index import Listing, PodIndex, install, pod_keys
 from idlegate.api.task_pods import Owner, release_patch, task_pod
 from idlegate.flags import missing_extra, one_line
 from idlegate.sim.spec import parse_workflow
@@ -88,6 +93,8 @@ WRITES = "one-each-writes"
 """The handler set whose operator also makes the pods' writes (`Writer`)."""
 HANDLERS = ("two-each", "one-each", "event-only", WRITES)
 """The handler sets measured (the module docstring), the first the others' ratios' base."""
+OWN = "own-index"
+"""The handler set of the operator's own index of pods (measured with ``--own-index``)."""
 REQUESTS = {"cpu": "4", "memory": "8Gi"}
 """A task pod's requests (the scale run's): two fit a node."""
 PODS_PER_WORKFLOW = 12
@@ -127,8 +134,19 @@ def register(
         ) -> Any:
             return dict.fromkeys(pod_keys(namespace, name, labels), body)
 
+    index, listing = PodIndex(), Listing(())
+    own = handlers == OWN
+
+    if own:
+
+        @kopf.on.startup(registry=registry)
+        async def listen(settings: kopf.OperatorSettings, **_: Any) -> None:
+            install(settings, listing.listed)
+
     @kopf.on.event("v1", "pods", registry=registry, id="room-events")
     async def room_event(event: kopf.RawEvent, **_: Any) -> None:
+        if own:  # (as the operator's handler keeps it)
+            listing.handled(index.seen(event))
         seen(event["object"])
 
 
@@ -371,7 +389,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="only time kopf's essence of a task pod at one event, with kopf's diff base "
         "storage and the operator's (no operator)",
     )
-    parser.add_argument("--serve", choices=HANDLERS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--own-index",
+        action="store_true",
+        help=f"also measure '{OWN}': the operator's own index of pods kept by its event "
+        "handler, beside kopf's index (one-each)",
+    )
+    parser.add_argument("--serve", choices=(*HANDLERS, OWN), help=argparse.SUPPRESS)
     for hidden in ("--kubeconfig", "--namespace", "--health-port", "--done"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -393,6 +417,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"storage, {costs['operator']} us with the operator's"
         )
         return costs
+    sets = (*HANDLERS, OWN) if args.own_index else HANDLERS
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as name, ApiServer(Path(name)) as api:
         tmp = Path(name)
@@ -401,16 +426,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         log = args.log.open("w") if args.log else (tmp / "operators.log").open("w")
         with log:
             for _ in range(args.repeat):
-                for handlers in HANDLERS:
+                for handlers in sets:
                     runs.append(measure(api, handlers, args.pods, args.room, tmp, log))
                     print(json.dumps(runs[-1]), flush=True)
         api.assert_no_internal_errors()
     median, ratio = {}, {}
-    for h in HANDLERS:
+    for h in sets:
         of = [r for r in runs if r["handlers"] == h]
         median[h] = statistics.median(r["cpu_ms_per_pod"] for r in of)
         # (each to the first set's run of its round: rounds differ more than sets in a round)
-        base = runs[:: len(HANDLERS)]
+        base = runs[:: len(sets)]
         each = [r["cpu_ms_per_pod"] / b["cpu_ms_per_pod"] for r, b in zip(of, base, strict=True)]
         ratio[h] = round(statistics.median(each), 3)
         events = statistics.median(r["events_per_pod"] for r in of)

@@ -512,23 +512,36 @@ async def test_a_pool_on_nodes_judges_its_nodes_only_once_their_index_is_read():
 
 
 @pytest.mark.asyncio
-async def test_the_first_node_or_pod_event_marks_the_nodes_read(monkeypatch):
-    """kopf runs a resource's handlers only once every index is filled (item 4's signal)."""
+async def test_the_nodes_are_read_once_a_handler_ran_and_the_pods_listing_ended(monkeypatch):
+    """kopf runs a resource's handlers only once its indexes (nodes) are filled; the index
+    of pods is the operator's, read once the pods watch's first listing ended and its
+    handler saw every pod listed (`api.pod_index.Listing`), in either order (item 4's
+    signal)."""
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.settings import Settings
     from idlegate.operator.main import Operator, build_registry
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
-        kwargs = {"type": None, "event": {"type": None, "object": body}, "labels": {}}
-        operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
-        operator._pools = harness(pool=2).pools
-        monkeypatch.setattr(Operator, "ready", property(lambda self: False))
-        handlers = build_registry(operator)._watching.get_all_handlers()
-        (handler,) = [h for h in handlers if h.id == id_]
-        assert not operator.pools.watch.read
-        await handler.fn(**kwargs)
-        assert operator.pools.watch.read, id_
+        for listed_first in (True, False):
+            kwargs = {"type": None, "event": {"type": None, "object": body}, "labels": {}}
+            operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
+            operator._pools = harness(pool=2).pools
+            monkeypatch.setattr(Operator, "ready", property(lambda self: False))
+            handlers = build_registry(operator)._watching.get_all_handlers()
+            (handler,) = [h for h in handlers if h.id == id_]
+            listed = {"uid-p", "uid-q"}
+            if listed_first:
+                operator.listing.listed(None, listed)
+            await handler.fn(**kwargs)
+            assert not operator.pools.watch.read, (id_, listed_first)  # (no end, q not seen)
+            if not listed_first:
+                operator.listing.listed(None, listed)
+            assert not operator.pools.watch.read, (id_, listed_first)
+            for name in ("p", "q"):  # (p seen again: once seen is enough)
+                event = {"type": None, "object": pod(name, "1")}
+                operator.listing.handled(operator.pod_index.seen(event))
+            assert operator.pools.watch.read, (id_, listed_first)
 
 
 @pytest.mark.asyncio

@@ -30,6 +30,8 @@ import pytest
 
 from idlegate.api.crd import render_crd
 from idlegate.api.kopf_retries import KopfRetryLog, RetryForever
+from idlegate.api.labels import LABEL_WORKFLOW
+from idlegate.api.pod_index import TASK, Tagged
 from idlegate.api.settings import Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
@@ -248,16 +250,71 @@ def test_a_pod_that_ends_while_the_first_rebuild_lists_is_seen_ended():
     run_in_loop_time(scenario())
 
 
-def test_the_operator_reads_kopfs_indexes_and_gives_them_to_a_rebuild_once_filled():
+def test_the_operator_gives_its_indexes_to_a_rebuild_once_filled_and_listed():
+    """The index of pods is the operator's (`api.pod_index`), of namespaces kopf's: a
+    rebuild reads them once kopf ran a handler and the pods' first listing ended."""
     operator = Operator(Settings(pool_size=1, policy="fair"))
-    pod = {"metadata": {"name": "w-x-0", "namespace": "default"}}
+    pod = {"metadata": {"name": "w-x-0", "namespace": "default", "uid": "u0"}}
+    pod["metadata"]["labels"] = {LABEL_WORKFLOW: "w"}
     namespace = {"metadata": {"name": "default"}}
-    operator.indexes = {("default", "w"): [pod]}, {"default": [namespace]}
-    assert operator.cached() is None  # kopf has run no handler yet: not filled
+    operator.indexes = Tagged(operator.pod_index, TASK), {"default": [namespace]}
+    operator.listing.handled(operator.pod_index.seen({"type": None, "object": pod}))
+    assert operator.cached() is None  # kopf has run no handler yet, nor ended the listing
     operator.filled.set()
+    assert operator.cached() is None  # the listing has not ended
+    operator.listing.listed(None, {"u0"})
     assert operator.cached() == ([pod], {"default": namespace})
     w = {"metadata": {"name": "w", "namespace": "default"}}  # (what its admission reads)
     assert operator.indexed(w) == ([pod], namespace)
+    operator.pod_index.seen({"type": "DELETED", "object": pod})
+    assert operator.cached() == ([], {"default": namespace}) and operator.pod_index == {}
+
+
+def test_a_restart_decides_on_the_index_of_pods_only_once_its_first_listing_ended():
+    """A restart while a's two pods run and b's waits gated, before their statuses were
+    written, the pods watch's listing half told (a-x-0 seen, a-x-1 not yet): a rebuild that
+    read the index then would find a-x-1 not started and release it again (its creation and
+    release written anew). Until the listing ends the rebuild lists the pods itself, and an
+    admission waits for it (`Operator.ready_pools`)."""
+
+    async def scenario() -> None:
+        before = harness(pool=2)
+        await before.submit("a", {"stages": [fake_stage("x", tasks=2)]})
+        await before.submit("b", {"stages": [fake_stage("x")]})
+        assert before.released() == ["a-x-0", "a-x-1"]
+        for name in ("a", "b"):  # (the restart came before their statuses were written)
+            before.kube.status(name).clear()
+        h = harness(pool=2, kube=before.kube)
+        h.kube.calls.clear()
+        operator = Operator(Settings(pool_size=2, policy="fair"))
+        namespaces = {name: [body] for name, body in h.kube.namespaces.items()}
+        operator.indexes = Tagged(operator.pod_index, TASK), namespaces
+        first = copy.deepcopy(h.kube.pods[("default", "a-x-0")])
+        operator.listing.handled(operator.pod_index.seen({"type": None, "object": first}))
+        operator.filled.set()  # (kopf ran the handler: its own indexes are filled)
+        operator.watchdog = watchdog = Watchdog(
+            h.pools, h.health, reporter=None, cached=operator.cached
+        )
+        operator._pools = h.pools
+        admitted = asyncio.ensure_future(operator.ready_pools())
+        await watchdog._sync()
+        await h.settle()
+        writes = [c for c in h.kube.calls if c in ("create_pod", "patch_pod")]
+        assert writes == [] and h.released() == ["a-x-0", "a-x-1"] and h.bridge.core.busy == 2
+        assert "list_pods" in h.kube.calls  # (the index half filled: the API's pods)
+        await asyncio.sleep(1.0)
+        assert not admitted.done()  # (the listing has not ended: an admission waits)
+        uids = {p["metadata"]["uid"] for p in h.kube.pods.values()}
+        operator.listing.listed(None, uids)
+        for key, pod in h.kube.pods.items():  # (the rest of the listing: a-x-1, b's gated)
+            if key != ("default", "a-x-0"):
+                assert not admitted.done()
+                event = {"type": None, "object": copy.deepcopy(pod)}
+                operator.listing.handled(operator.pod_index.seen(event))
+        assert await admitted is h.pools
+        assert operator.cached() is not None
+
+    run_in_loop_time(scenario())
 
 
 def test_a_pod_not_listed_while_its_workflow_has_a_write_running_is_not_taken_for_deleted():

@@ -28,7 +28,7 @@ def test_every_index_runs_in_kopfs_loop():
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
     handlers = list(build_registry(operator)._indexing.get_all_handlers())
-    assert {h.id for h in handlers} >= {"pods", "namespaces", "cluster_nodes"}
+    assert {h.id for h in handlers} == {"namespaces", "cluster_nodes"}  # (pods': ours)
     assert [h.id for h in handlers if not inspect.iscoroutinefunction(h.fn)] == []
 
 
@@ -38,7 +38,8 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
     event (`python -m benchmarks.kopf_floor --repeat 5`: no-op pod handlers as two indexes
     and two event handlers, 4.35 ms of CPU a pod; one of each, 3.90). One index holds every
     pod and the task pods by workflow; one event handler follows the room and hands a task
-    pod, and only one, to its workflow."""
+    pod, and only one, to its workflow. No index of kopf's: the handler keeps the
+    operator's (a kopf index of pods cost 0.95 ms of CPU a pod, `benchmarks.kopf_floor`)."""
     from idlegate.api.settings import Settings
     from idlegate.operator.core.events import PodSeen
     from idlegate.operator.main import Operator, build_registry
@@ -49,7 +50,7 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
     monkeypatch.setattr(Operator, "ready", property(lambda self: True))
     registry = build_registry(operator)
     on_pods = lambda handlers: [h for h in handlers if h.selector.any_name == "pods"]  # noqa: E731
-    assert [h.id for h in on_pods(registry._indexing.get_all_handlers())] == ["pods"]
+    assert [h.id for h in on_pods(registry._indexing.get_all_handlers())] == []
     (handler,) = on_pods(registry._watching.get_all_handlers())
     seen: list[PodSeen] = []
     monkeypatch.setattr(operator.pools, "handle", seen.append)
@@ -57,6 +58,7 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
         body = {"metadata": {"namespace": "ns", "name": "p", "uid": "u", "labels": labels}}
         await handler.fn(type="ADDED", event={"type": "ADDED", "object": body}, labels=labels)
     assert [event.body["metadata"]["labels"] for event in seen] == [{LABEL_WORKFLOW: "w"}]
+    assert list(operator.pod_index) == [("pod", "ns", "p")]  # (its label gone: one key left)
     # what the room's part raises (kopf logs it) does not keep the pod from its workflow
     monkeypatch.setattr(operator.pools.watch, "seen", lambda event: 1 / 0)
     labels = {LABEL_WORKFLOW: "w"}
@@ -203,3 +205,76 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     built = ours.build(body=kopf.Body(workflow))
     assert built == kopfs.build(body=kopf.Body(workflow)) and "spec" in built
     assert ours.build(body=kopf.Body(pod)) == {} != kopfs.build(body=kopf.Body(pod))
+
+
+def test_the_operators_index_of_pods_follows_each_event_and_its_listing_ends_once_seen():
+    """The index the pod handler keeps holds what kopf's held (`pod_keys`, one body a pod
+    under each key, none once deleted), and kopf's watch stream, wrapped (`install`), tells
+    the end of its first listing with the pods listed: the listing has ended once every
+    namespace watched told it and the handler saw each pod it listed."""
+    import asyncio
+
+    from kopf._cogs.clients import watching
+
+    from idlegate.api.pod_index import Listing, PodIndex, install
+
+    def pod(name: str, uid: str, **labels: str) -> dict:
+        return {"metadata": {"namespace": "ns", "name": name, "uid": uid, "labels": labels}}
+
+    index = PodIndex()
+    for event in (
+        {"type": None, "object": pod("a", "1", **{LABEL_WORKFLOW: "w"})},
+        {"type": None, "object": pod("b", "2", **{LABEL_WORKFLOW: "w"})},
+        {"type": "MODIFIED", "object": pod("a", "1")},  # (its label removed)
+        {"type": "DELETED", "object": pod("b", "2", **{LABEL_WORKFLOW: "w"})},
+    ):
+        index.seen(event)
+    assert ("task", "ns", "w") not in index  # (a unlabelled, b deleted)
+    assert index == {("pod", "ns", "a"): [pod("a", "1")]}
+
+    async def listing(**_: object):  # (kopf's stream: two pods listed, then watch events)
+        yield {"type": None, "object": pod("a", "1")}
+        yield {"type": None, "object": pod("b", "2")}
+        yield watching.Bookmark.LISTED
+        yield {"type": "ADDED", "object": pod("c", "3")}
+
+    class Settings:
+        pass
+
+    async def scenario() -> None:
+        resource = type("Resource", (), {"group": "", "plural": "pods"})()
+        told: list[tuple[object, set[str]]] = []
+        ended = Listing(["ns", "other"])
+        settings = Settings()
+        install(settings, lambda ns, uids: (told.append((ns, set(uids))), ended.listed(ns, uids)))
+        stream = watching.infinite_watch(settings=settings, resource=resource, namespace="ns")
+        events = [event async for event in stream]
+        assert len(events) == 4 and told == [("ns", {"1", "2"})]
+        ended.handled("1")
+        ended.listed("other", set())
+        assert not ended.done.is_set()  # (pod 2 not seen yet)
+        ended.handled("2")
+        assert ended.done.is_set()
+
+    original = watching.infinite_watch
+    watching.infinite_watch = listing
+    try:
+        asyncio.run(scenario())
+    finally:
+        watching.infinite_watch = original
+
+
+def test_a_kopf_that_does_not_tell_the_listing_is_refused_with_a_sentence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator waits on the end of the pods' first listing before it admits anything:
+    a kopf whose watch stream has no such bookmark would leave every pool waiting, so it is
+    refused at start with what to install (constraints.txt pins the kopf it reads)."""
+    from kopf._cogs.clients import watching
+
+    from idlegate.api.pod_index import install
+    from idlegate.errors import IdlegateError
+
+    monkeypatch.setattr(watching, "Bookmark", type("Bookmark", (), {}))
+    with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):
+        install(object(), lambda ns, uids: None)

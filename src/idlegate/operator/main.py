@@ -24,7 +24,7 @@ The kopf handlers are thin and level-triggered, all in one registry per operator
   Airflow's pods: :mod:`.features.airflow`.
 
 With ``--leader-election`` (:mod:`idlegate.operator.edge.leader`; docs/architecture.md) a
-standby keeps kopf's indexes and serves the webhooks, and its handlers wait until it leads.
+standby keeps the indexes and serves the webhooks, and its handlers wait until it leads.
 
 Handlers return nothing: kopf would store results in ``status.<handler-id>``, which the
 CRD's schema prunes.
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import os
 import signal
@@ -49,7 +48,7 @@ from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
 from idlegate.api.kopf_retries import KopfRetryLog
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.notices import Notice
-from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
+from idlegate.api.pod_index import POD, TASK, Listing, PodIndex, Tagged, install, plain
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
 from idlegate.api.settings import Settings
@@ -137,10 +136,12 @@ class Operator:
         """The handlers waiting for the first rebuild (a standby's: cancelled at a signal)."""
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
+        self.pod_index, self.listing = PodIndex(), Listing(settings.namespaces, self.room_read)
+        """The pods, kept by the pod event handler, and their first listing's end (api.pod_index)."""
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
-        """kopf's indexes of task pods and namespaces; `filled`: kopf ran a handler (after them)."""
+        """The task pods' index and kopf's of namespaces; `filled`: kopf ran a handler."""
         self.cluster_indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
-        """kopf's indexes of nodes and of pods (the node pools' room)."""
+        """kopf's index of nodes and the index of pods (the node pools' room)."""
         self.filled = asyncio.Event()
         self.metrics.leader.set(0 if settings.leader_election else 1)
 
@@ -284,8 +285,8 @@ class Operator:
         return found[0] if found else None
 
     def cached(self) -> intake.Cached | None:
-        """The task pods and namespaces of kopf's indexes; None until kopf filled them."""
-        if not self.filled.is_set():
+        """The task pods and namespaces of the indexes; None until filled and listed."""
+        if not (self.filled.is_set() and self.listing.done.is_set()):
             return None
         task_pods, namespaces = self.indexes
         pods = [plain(pod) for found in task_pods.values() for pod in found]
@@ -336,12 +337,20 @@ class Operator:
         self.reloads.changed(name)
 
     async def ready_pools(self) -> Pools:
-        """The pools, once the first rebuild of the state is done (admissions wait for it:
-        before, a workflow's running pods could still be unknown)."""
-        self.waiting.add(waiting := asyncio.ensure_future(self.watchdog.rebuilt.wait()))
-        waiting.add_done_callback(self.waiting.discard)
-        await waiting
+        """The pools, once the first rebuild is done and the pods' first listing ended
+        (admissions wait for both: before, a workflow's running pods could be unknown)."""
+        for event in (self.watchdog.rebuilt, self.listing.done):
+            self.waiting.add(waiting := asyncio.ensure_future(event.wait()))
+            waiting.add_done_callback(self.waiting.discard)
+            await waiting
         return self.pools
+
+    def room_read(self) -> None:
+        """kopf ran a handler (nodes indexed) and the pods' listing ended: rooms may be read."""
+        if self._pools is not None and self.filled.is_set() and self.listing.done.is_set():
+            self.pools.watch.read, was = True, self.pools.watch.read
+            if not was and self.ready:
+                self.pools.room_soon()
 
     async def fresh_pools(self) -> tuple[Pools, bool]:
         """The ready pools, and whether the handler began after the first rebuild read the
@@ -455,11 +464,6 @@ class Operator:
         }
 
 
-def plain(body: kopf.Body) -> dict[str, Any]:
-    """A copy of kopf's read-only view of `body` as plain dicts and lists (what the bridge reads)."""
-    return copy.deepcopy(dict(body))
-
-
 @contextlib.contextmanager
 def _retried(*errors: type[Exception]) -> Iterator[None]:
     """The handler is retried in `RETRY_DELAY` seconds if the block raises one of `errors`
@@ -479,14 +483,14 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)  # type: ignore[arg-type]
     async def startup(
         settings: kopf.OperatorSettings,
-        pods: kopf.Index,
         namespaces: kopf.Index,
         cluster_nodes: kopf.Index,
         **_: Any,
     ) -> None:
         configure_kopf(settings, operator.settings, operator.metrics)
-        operator.indexes = Tagged(pods, TASK), namespaces
-        operator.cluster_indexes = cluster_nodes, Tagged(pods, POD)
+        install(settings, operator.listing.listed)  # (the end of the pods' first listing)
+        operator.indexes = Tagged(operator.pod_index, TASK), namespaces
+        operator.cluster_indexes = cluster_nodes, Tagged(operator.pod_index, POD)
         if operator.settings.leader_election:  # (kopf's own Events: the leader's only)
             operator.kopf_posting, settings.posting.enabled = settings.posting, False
         await operator.start()
@@ -503,16 +507,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
 
-    # -- the indexes a workflow is admitted from (filled before any handler runs): its task
-    # pods and namespace (Pod Security, routing); async: kopf hops a plain one to a thread.
-    # Pods: one index for both uses (api.pod_index), and one event handler below
-
-    @kopf.index("v1", "pods", registry=registry, id="pods")
-    async def pods(
-        namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
-    ) -> Any:
-        # (an ended one holds nothing: api.nodes.held)
-        return dict.fromkeys(pod_keys(namespace, name, labels), body)
+    # -- what a workflow is admitted from: its task pods (`Operator.pod_index`) and namespace
+    # (Pod Security, routing; kopf's index); async: kopf hops a plain one to a thread
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
     async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
@@ -526,8 +522,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         return {name: body}
 
     def indexes_filled() -> None:  # (kopf runs a handler only once every index is filled)
-        if operator._pools is not None:
-            operator.pools.watch.read = True
+        operator.filled.set()
+        operator.room_read()
 
     @kopf.on.event("v1", "nodes", registry=registry, id="node-events")
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
@@ -543,6 +539,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
         type: str | None, event: kopf.RawEvent, labels: kopf.Labels, **_: Any
     ) -> None:
         operator.lag.seen("pod", event["object"], type)
+        operator.listing.handled(operator.pod_index.seen(event))
         indexes_filled()
         try:  # (the room's, then the workflow's: whatever the room's part raises)
             if operator._pools is not None:
@@ -555,7 +552,6 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
                     operator.pools.room_soon()
         finally:
             if LABEL_WORKFLOW in labels:  # (not kopf's label filter: it takes a handler more)
-                operator.filled.set()
                 operator.pools.handle(PodSeen(event["object"], type == "DELETED"))
 
     # -- DagWorkflows and their pods ------------------------------------------------------------
@@ -600,6 +596,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
                 Forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
             )
         elif status.get("phase") in FINISHED:
+            await operator.listing.done.wait()  # (its pods all in the index)
             pods = operator.indexed(body)[0]
             operator.pools.carry(operator.pools.cleanup.seen(plain(body), pods))  # TTL, pod GC
 

@@ -45,17 +45,17 @@ class Lister(Protocol):
 
 
 class NodeWatch:
-    """kopf's index of Nodes (`nodes`, by name) and of pods (`pods`, by namespace and
-    name), filled by kopf; `releasing`: the applier's pods released that the index may
-    show gated still."""
+    """kopf's index of Nodes (`nodes`, by name) and the operator's of pods (`pods`, by
+    namespace and name: api.pod_index); `releasing`: the applier's pods released that the
+    index may show gated still."""
 
     def __init__(self, metrics: Metrics, releasing: dict[tuple[str, str], Releasing]) -> None:
         self.nodes: Mapping[Any, Any] = {}
         self.pods: Mapping[Any, Any] = {}
         self.metrics, self.releasing = metrics, releasing
         self.read = False
-        """kopf has filled its indexes (it runs the first node or pod handler only after):
-        until then an empty index of nodes is not a cluster without them."""
+        """kopf ran a handler (its index of nodes filled) and the pods' first listing ended
+        (`Operator.room_read`): until then an empty index is not a cluster without them."""
         self.pending: set[str] = set()
         """The uids of the released pods counted pending (each once)."""
         self._asked: dict[str, tuple[str, ResourceVector]] = {}

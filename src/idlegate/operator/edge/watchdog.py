@@ -123,7 +123,7 @@ class Watchdog:
         self.pools = pools
         self.health = health
         self.cached = cached
-        """kopf's indexes (None until filled), for a first rebuild no outage preceded."""
+        """The indexes (None until filled and listed), for a first rebuild no outage preceded."""
         self.restorers = restorers
         """Read and admitted by each rebuild before its first decision (`intake.rebuild`)."""
         self.reporter = reporter
