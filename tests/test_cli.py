@@ -476,13 +476,18 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(blocked, args, e
 
 @pytest.mark.parametrize(
     ("script", "blocked", "extra"),
-    [("optimum", "ortools", "dev"), ("operator_burst", "kmock", "dev")],
+    [
+        ("optimum", "ortools", "dev"),
+        ("operator_burst", "kmock", "dev"),
+        ("live_forecast", "kopf", "operator"),  # (built on operator_burst's pieces)
+        ("live_scores", "kopf", "operator"),
+    ],
 )
 def test_a_benchmark_whose_extra_is_missing_says_which_to_install(script, blocked, extra):
     root = Path(__file__).parents[1]
     code = (
         f"import runpy, sys; sys.modules[{blocked!r}] = None; sys.argv = ['x', '--help']\n"
-        f"runpy.run_module('benchmarks.{script}', run_name='__main__')\n"
+        f"runpy.run_module('benchmarks.{script}', run_name='__main__', alter_sys=True)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root

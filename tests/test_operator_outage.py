@@ -304,6 +304,8 @@ def test_a_restart_decides_on_the_index_of_pods_only_once_its_first_listing_ende
         assert "list_pods" in h.kube.calls  # (the index half filled: the API's pods)
         await asyncio.sleep(1.0)
         assert not admitted.done()  # (the listing has not ended: an admission waits)
+        ready, why = operator.readiness()  # (and /readyz says so)
+        assert not ready and why.startswith("listing the pods")
         uids = {p["metadata"]["uid"] for p in h.kube.pods.values()}
         operator.listing.listed(None, uids)
         for key, pod in h.kube.pods.items():  # (the rest of the listing: a-x-1, b's gated)
@@ -312,7 +314,7 @@ def test_a_restart_decides_on_the_index_of_pods_only_once_its_first_listing_ende
                 event = {"type": None, "object": copy.deepcopy(pod)}
                 operator.listing.handled(operator.pod_index.seen(event))
         assert await admitted is h.pools
-        assert operator.cached() is not None
+        assert operator.cached() is not None and operator.readiness()[0]
 
     run_in_loop_time(scenario())
 

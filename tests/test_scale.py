@@ -272,9 +272,11 @@ def test_a_kopf_that_does_not_tell_the_listing_is_refused_with_a_sentence(
     refused at start with what to install (constraints.txt pins the kopf it reads)."""
     from kopf._cogs.clients import watching
 
-    from idlegate.api.pod_index import install
+    from idlegate.api.pod_index import Listing, install
     from idlegate.errors import IdlegateError
 
     monkeypatch.setattr(watching, "Bookmark", type("Bookmark", (), {}))
     with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):
         install(object(), lambda ns, uids: None)
+    with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):  # (as the operator is
+        Listing([])  # built, before kopf runs: one line of the CLI, not a retried startup)

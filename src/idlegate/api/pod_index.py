@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
@@ -87,6 +88,8 @@ class Listing:
         """The uids the handler saw before their listing ended (forgotten once done)."""
         self.done = asyncio.Event()
         self.then = then
+        kopf_watching()  # (a kopf that cannot tell it: refused as the operator is built,
+        # one line of the CLI, not at kopf's startup, which kopf retries every minute)
 
     def listed(self, namespace: str | None, uids: set[str]) -> None:
         """The watch of `namespace` (None: cluster-wide) ended its first listing of `uids`."""
@@ -109,12 +112,11 @@ class Listing:
             self.then()
 
 
-def install(settings: Any, listener: Callable[[str | None, set[str]], None]) -> None:
-    """Tell `listener` (`Listing.listed`) the end of each pods watch's first listing in the
-    operator of kopf's `settings` (one object per operator), with the uids it listed:
-    kopf's watch stream (wrapped once per process) yields the listing's objects as events of
-    type None, then its ``Bookmark.LISTED``, which reaches no handler."""
-    try:  # (kopf keeps the bookmark to itself: constraints.txt pins the kopf this reads)
+def kopf_watching() -> ModuleType:
+    """kopf's watch module, whose stream marks a listing's end (``Bookmark.LISTED``): kopf
+    keeps it to itself, so constraints.txt pins the kopf this reads, and another is refused
+    with what to install."""
+    try:
         from kopf._cogs.clients import watching
 
         watching.Bookmark.LISTED  # noqa: B018
@@ -124,6 +126,15 @@ def install(settings: Any, listener: Callable[[str | None, set[str]], None]) -> 
             "operator waits on before it admits anything; install the kopf that "
             "constraints.txt pins (pip install -c constraints.txt '.[operator]')"
         ) from error
+    return watching
+
+
+def install(settings: Any, listener: Callable[[str | None, set[str]], None]) -> None:
+    """Tell `listener` (`Listing.listed`) the end of each pods watch's first listing in the
+    operator of kopf's `settings` (one object per operator), with the uids it listed:
+    kopf's watch stream (wrapped once per process) yields the listing's objects as events of
+    type None, then its ``Bookmark.LISTED``, which reaches no handler."""
+    watching = kopf_watching()
     setattr(settings, LISTENER, listener)
     original = watching.infinite_watch
     if getattr(original, "_idlegate", False):

@@ -416,6 +416,8 @@ class Operator:
                 return True, f"standby (the leader: {self.elector.holder or 'none yet'})"
             return False, "standby; the API server does not answer"
         ready, reason = self.watchdog.readiness()
+        if ready and not self.listing.done.is_set():  # (nothing is admitted before it)
+            ready, reason = False, "listing the pods"
         return ready, "; ".join([reason, *filter(None, (note() for note in self.notes))])
 
     async def warn_missing_namespaces(self) -> list[str]:
@@ -507,15 +509,13 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def probe(**_: Any) -> dict[str, Any]:
         return operator.summary()
 
-    # -- what a workflow is admitted from: its task pods (`Operator.pod_index`) and namespace
-    # (Pod Security, routing; kopf's index); async: kopf hops a plain one to a thread
+    # -- a workflow's pods (Operator.pod_index), namespace (async: kopf hops a plain one to a thread)
 
     @kopf.index("v1", "namespaces", registry=registry, id="namespaces")
     async def namespaces(name: str, body: kopf.Body, **_: Any) -> Any:
         return {name: body}
 
-    # -- the nodes and every pod: the room of the pools that follow the nodes (an
-    # ExecutorPool's nodeSelector), told to them as it changes; a released pod left pending
+    # -- nodes and pods: the room of the pools that follow the nodes, and released pods left pending
 
     @kopf.index("v1", "nodes", registry=registry, id="cluster_nodes")
     async def cluster_nodes(name: str, body: kopf.Body, **_: Any) -> Any:
