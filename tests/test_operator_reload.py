@@ -246,6 +246,7 @@ async def test_every_pool_reloads_its_policy_with_an_object_of_its_own(tmp_path)
         clock=FakeClock(),
     )
     operator = Operator(settings, kube=FakeKube())
+    operator.listing.listed(None, set())  # (no kopf here: the pods' first listing, empty)
     await operator.start()
     try:
         await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)

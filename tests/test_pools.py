@@ -429,6 +429,7 @@ async def test_the_shadow_watches_the_default_pool_only():
         clock=FakeClock(),
     )
     operator = Operator(settings, kube=FakeKube())
+    operator.listing.listed(None, set())  # (no kopf here: the pods' first listing, empty)
     await operator.start()
     try:
         await asyncio.wait_for(operator.watchdog.rebuilt.wait(), 5)
