@@ -156,5 +156,8 @@ def test_brain_only_pairs_a_rule_against_a_run_before_seed_by_seed(brain) -> Non
         "a: mean JCT -0.50 % ± 1.50 over 2 seeds (per seed +1.00, -2.00); "
         "rounds' CPU 5.0 s -> 1.5 s"
     )
-    assert lines[1].startswith("all: mean JCT -0.50 % ± 1.50 over 2 runs;")
+    assert lines[1] == (
+        "all: mean JCT -0.50 % ± 1.50 over 2 runs, the worst +1.00 % (a seed 1); "
+        "rounds' CPU 5.0 s -> 1.5 s"
+    )
     assert len(lines) == 2  # ("b" has no run before: not paired)
