@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy import make_scheduler
 from idlegate.sim.alibaba import AlibabaJob, AlibabaTrace, resolve_alibaba_dir
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
@@ -50,7 +50,7 @@ def cpu(run) -> tuple[float, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--alibaba-dir", default=None)
-    parser.add_argument("--seeds", type=int, default=5)
+    add_seeds(parser, 5)
     args = parser.parse_args()
     try:
         directory = resolve_alibaba_dir(args.alibaba_dir)

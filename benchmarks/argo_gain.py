@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import change_text, paired_relative_change
@@ -98,7 +98,7 @@ def run_all(args: argparse.Namespace, gain: Gain) -> list[Run]:
         "executors": args.executors,
         "workload": gain.workload,
     }
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = seed_range(args)
     cases = [(s, load, seed) for load in args.loads for seed in seeds for s in args.schedulers]
     if args.jobs <= 1:
         return [run_one(s, load, seed, options) for s, load, seed in cases]
@@ -145,8 +145,7 @@ def measure(gain: Gain, argv: list[str] | None = None, doc: str = __doc__) -> No
     parser = argparse.ArgumentParser(description=description(doc))
     parser.add_argument("--schedulers", nargs="+", default=list(gain.schedulers))
     parser.add_argument("--loads", nargs="+", type=float, default=[0.7])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 10, 1000)
     parser.add_argument("--jobs-count", type=int, default=500)
     parser.add_argument("-k", "--executors", type=int, default=20)
     parser.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (at most 2)")

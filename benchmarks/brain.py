@@ -61,7 +61,7 @@ import numpy as np
 
 from idlegate.cli import DEMO_SEEDS
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, run_script
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy import make_scheduler
 
 try:
@@ -597,8 +597,7 @@ def to_json(
 def main(argv: list[str] | None = None) -> list[Check]:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="3 seeds, 200-workflow streams")
-    parser.add_argument("--seeds", type=int, default=None, help="paired seeds (10; 3 quick)")
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, None, 1000, help="paired seeds (default 10; 3 with --quick)")
     parser.add_argument(
         "-j", "--jobs", type=int, default=WORKERS, help="worker processes (default %(default)s)"
     )

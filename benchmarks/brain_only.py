@@ -34,7 +34,7 @@ from brain import WORKERS
 from brain_runs import LONG_JOBS, Task, cases_of, run_stage
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, one_line
+from idlegate.flags import add_seeds, description, one_line
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
 
@@ -127,8 +127,7 @@ def paired(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=2000)
+    add_seeds(parser, 3, 2000)
     parser.add_argument("-j", "--jobs", type=int, default=WORKERS)
     parser.add_argument("--workloads", type=lambda s: s.split(","), default=None)
     parser.add_argument("--brain", default="portfolio")

@@ -49,7 +49,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.portfolio.prior import (
     PRIOR_PATH,
@@ -83,8 +83,7 @@ def queued_cases(seeds: tuple[int, ...], wanted: list[str] | None) -> list[brain
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs-count", type=int, default=100)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--first-seed", type=int, default=2000)
+    add_seeds(parser, 5, 2000)
     parser.add_argument("--tpch-dir", type=Path, default=None)
     parser.add_argument("--reuse", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=PRIOR_PATH)
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         brain=brain.BRAIN,
     )
     cases = [c for c in brain.cases_of(ns)[0] if c.family not in ("shift", "demo")]
-    seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = tuple(seed_range(args))
     cases += queued_cases(seeds, args.workloads)
     runs = json.loads(args.reuse.read_text()) if args.reuse and args.reuse.exists() else {}
     out: dict[str, Any] = {}
@@ -202,7 +201,7 @@ def learned_range(args: argparse.Namespace) -> dict[str, Any]:
         options = dict(entry.get("options") or {})
         if entry["name"] == "tpch" and args.tpch_dir is not None:
             options.setdefault("tpch_dir", str(args.tpch_dir))
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
+        for seed in seed_range(args):
             workload = build_workload(entry["name"], seed, **options)
             dags = [job.dag for job in workload.jobs]
             seen.append(workload_features(dags, workload.num_executors))

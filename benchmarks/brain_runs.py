@@ -28,6 +28,7 @@ from idlegate.evaluation.suites import (
     select_cases,
     suite_cases,
 )
+from idlegate.flags import seed_range
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
 
@@ -177,7 +178,7 @@ def tpch_found(tpch_dir: Path | None) -> bool:
 
 def cases_of(args: argparse.Namespace) -> tuple[list[Case], list[str]]:
     """The runnable cases and a line per skipped one."""
-    seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = tuple(seed_range(args))
     suite = suite_cases("full", args.tpch_dir)
     keys = {c.key for c in suite} | {c.family for c in suite} | {"shift", "demo", *EXTRA}
     wanted = args.workloads

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy.portfolio.arrivals import ArrivalWatch
 from idlegate.policy.portfolio.prior import workflow_features
 
@@ -26,8 +26,7 @@ import brain_runs as brain
 
 def main(argv: list[str] | None = None) -> dict[str, list[list[int]]]:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 10, 1000)
     parser.add_argument("--jobs-count", type=int, default=1000)
     parser.add_argument("--tpch-dir", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -31,7 +31,7 @@ import statistics
 import sys
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy.heuristics import FairScheduler, launch_decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change, run_metrics
@@ -129,7 +129,7 @@ def streamed(tpch_dir: str, seeds: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--tpch-dir", default=None)
-    parser.add_argument("--seeds", type=int, default=3)
+    add_seeds(parser, 3)
     parser.add_argument("--alone-jobs", type=int, default=44)
     args = parser.parse_args()
     try:

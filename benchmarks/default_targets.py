@@ -59,7 +59,7 @@ import numpy as np
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.suites import BASELINES, select_cases, suite_cases
-from idlegate.flags import description, missing_extra, run_script
+from idlegate.flags import add_seeds, description, missing_extra, run_script, seed_range
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -152,7 +152,7 @@ def cases_of(args: argparse.Namespace) -> list[Case]:
 
 def run_all(args: argparse.Namespace, cases: Sequence[Case]) -> dict[str, Runs]:
     """Every run, in `args.jobs` processes; a case's delayed planner once its p99 is known."""
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = seed_range(args)
     runs = {c.key: Runs() for c in cases}
     by_key = {c.key: c for c in cases}
     pending = {c.key: len(seeds) for c in cases}
@@ -356,8 +356,7 @@ def report(checks_: Sequence[Check]) -> None:
 def main(argv: list[str] | None = None) -> list[Check]:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="the quick suite, 2 seeds")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds (default 3; 2 quick)")
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, None, 1000, help="seeds run (default 3; 2 with --quick)")
     parser.add_argument(
         "-j", "--jobs", type=int, default=2, help="worker processes (default %(default)s)"
     )

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from math import ceil
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy.heuristics import (
     FairScheduler,
     best_stage,
@@ -110,7 +110,7 @@ VARIANTS: dict[str, Callable[[], Scheduler]] = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--tpch-dir", default=None)
-    parser.add_argument("--seeds", type=int, default=5)
+    add_seeds(parser, 5)
     parser.add_argument("--interarrival", type=float, default=25.0)
     args = parser.parse_args()
     seeds = range(args.seeds)

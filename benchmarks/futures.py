@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy.arrival_model import Arrival, ConditionalModel, stem
 from idlegate.policy.futures import Selector
 from idlegate.sim.workloads import build_workload
@@ -45,15 +45,14 @@ def replay(name: str, options: dict, seed: int, jobs: int, k: int) -> tuple[floa
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 5, 1000)
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("-k", "--executors", type=int, default=2)
     args = parser.parse_args(argv)
     print("| workload | gain (nats/arrival) | auto uses conditional |")
     print("|---|---:|---:|")
     for name, options in WORKLOADS:
-        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        seeds = seed_range(args)
         runs = np.array([replay(name, options, s, args.jobs, args.executors) for s in seeds])
         label = name + "".join(f" {k}={v}" for k, v in options.items())
         print(

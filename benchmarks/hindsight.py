@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy.portfolio import PortfolioConfig, analytic_specs, candidate_specs, kind_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -76,8 +76,7 @@ def pick_at(jcts: Mapping[str, np.ndarray], jobs: int, among: Sequence[str] | No
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     add_workload_flags(parser, jobs_count=300)
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 10, 1000)
     parser.add_argument("--among", default=None, help="candidates, comma-separated")
     args = parser.parse_args(argv)
     options = workload_options(args)

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description
 from idlegate.policy import make_scheduler
 from idlegate.policy.analytic import AnalyticIdleScheduler
 from idlegate.sim.engine import Workload, simulate
@@ -156,7 +156,7 @@ def _loads(text: str) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("--seeds", type=int, default=20)
+    add_seeds(parser, 20)
     parser.add_argument("--loads", type=_loads, default=[0.6, 0.8], help="e.g. 0.6,0.8")
     args = parser.parse_args()
     print(f"synthetic two-type, 4 executors, 1 + 99 jobs, seeds 0-{args.seeds - 1}")

@@ -14,7 +14,7 @@ import argparse
 
 import numpy as np
 
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Decision
@@ -24,7 +24,7 @@ from idlegate.sim.workloads import build_workload
 def idles_of(spec: str, args: argparse.Namespace) -> tuple[list[int], list[float], int, float]:
     """(idle slots per seed, every slot's length, decisions, mean JCT over the seeds)."""
     counts, lengths, decisions, jcts = [], [], 0, []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    for seed in seed_range(args):
         w = build_workload(args.workload, seed, num_executors=args.executors, load=args.load)
         scheduler = make_scheduler(spec)
         inner = scheduler.decide
@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", default="follow")
     parser.add_argument("-k", "--executors", type=int, default=2)
     parser.add_argument("--load", type=float, default=0.7)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 5, 1000)
     args = parser.parse_args(argv)
     print("| scheduler | mean JCT | idle slots per run | of decisions | mean / median length |")
     print("|---|---:|---:|---:|---:|")

@@ -16,7 +16,7 @@ import functools
 import time
 from collections import Counter
 
-from idlegate.flags import description, run_script
+from idlegate.flags import add_seeds, description, run_script, seed_range
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Engine
 from idlegate.sim.reclaim_forecast import forecast_judge
@@ -65,10 +65,7 @@ def late_starts(
 def parser() -> argparse.ArgumentParser:
     """The command line's options, each with its default in its help."""
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("--seeds", type=int, default=10, help="seeds run (default %(default)s)")
-    p.add_argument(
-        "--first-seed", type=int, default=1000, help="the first seed (default %(default)s)"
-    )
+    add_seeds(p, 10, 1000)
     p.add_argument(
         "--bound",
         type=float,
@@ -98,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     """Count the starts past the bound of `args`' seeds, by whether the team lent quota."""
     rows = [
         row
-        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seed_range(args)
         for row in late_starts(seed, args.bound, args.jobs, args.decide)
     ]
     for lent in (True, False):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.lookahead import LookaheadScheduler
 from idlegate.sim.engine import simulate
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> None:
         queued(args, rows, workload_options)
         return
     started = time.perf_counter()
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    for seed in seed_range(args):
         run_seed(args, rows, workload_options, seed)
     report(args, rows, workload_options)
     print(f"{time.perf_counter() - started:.0f} s in all")
@@ -192,8 +192,7 @@ def main(argv: list[str] | None = None) -> None:
         "-w", "--workload-option", action="append", default=[], help="workload KEY=VALUE"
     )
     parser.add_argument("--base", default="srpt")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 3, 1000)
     parser.add_argument("--oracle", action="store_true", help="plan with the true future")
     parser.add_argument("-o", "--option", action="append", default=[], help="planner KEY=VALUE")
     parser.add_argument(

@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, missing_extra, one_line
+from idlegate.flags import add_seeds, description, missing_extra, one_line
 
 try:
     from ortools.sat.python import cp_model
@@ -710,7 +710,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         "--jobs", type=_csv(int), default=[15, 30], help="one-stage jobs, e.g. 15,30"
     )
     parser.add_argument("--dag-jobs", type=_csv(int), default=[5], help="jobs of DAG workloads")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 per instance shape")
+    add_seeds(parser, 2, help="seeds 0..N-1 per instance shape (default %(default)s)")
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds per CP-SAT solve")
     parser.add_argument("--workers", type=int, default=2, help="CP-SAT search workers")
     parser.add_argument(

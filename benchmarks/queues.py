@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, run_script
+from idlegate.flags import add_seeds, description, run_script, seed_range
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload
@@ -166,10 +166,7 @@ def run_row(
 def parser() -> argparse.ArgumentParser:
     """The command line's options, each with its default in its help."""
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("--seeds", type=int, default=10, help="seeds run (default %(default)s)")
-    p.add_argument(
-        "--first-seed", type=int, default=1000, help="the first seed (default %(default)s)"
-    )
+    add_seeds(p, 10, 1000)
     p.add_argument(
         "--policy", default="srpt", help="the rows' policy, a scheduler spec (default %(default)s)"
     )
@@ -264,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
             "comma-separated"
         )
     make_scheduler(args.policy)  # (a bad spec stops here, before any run)
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = seed_range(args)
     out: dict[str, Any] = {}
     wanted = args.rows.split(",") if args.rows else [""]
     chosen = {

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from streams import add_workload_flags, run_specs, workload_options
@@ -81,13 +81,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--twins", required=True, help="its twins, comma-separated")
     parser.add_argument("--other", default=None, help="the rule it races, e.g. 'fair?scale=0.5'")
     add_workload_flags(parser, jobs_count=300)
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 10, 1000)
     args = parser.parse_args(argv)
     twins = [t.strip() for t in args.twins.split(",") if t.strip()]
     if not twins:
         raise IdlegateError("give at least one twin, e.g. --twins 'srpt?cap=0.89,srpt?cap=0.91'")
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    seeds = list(seed_range(args))
     specs = [args.rule, *twins, *([args.other] if args.other else [])]
     runs = run_specs(args.workload, specs, args.seeds, args.first_seed, workload_options(args))
     jct = {s: np.array([run.avg_jct for run in r.runs]) for s, r in runs.items()}

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
@@ -93,14 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scheduler", action="append", default=[], help="a spec, e.g. head-8=window:h8.onnx"
     )
-    parser.add_argument("--seeds", type=int, default=30)
-    parser.add_argument("--first-seed", type=int, default=1000)
+    add_seeds(parser, 30, 1000)
     parser.add_argument("--jobs", type=int, default=256)
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
         specs = [SchedulerSpec.parse(s) for s in (*REFERENCES, *args.scheduler)]
-        runs = run_all(specs, range(args.first_seed, args.first_seed + args.seeds), args.jobs)
+        runs = run_all(specs, seed_range(args), args.jobs)
     except IdlegateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
 
-from idlegate.flags import description
+from idlegate.flags import add_seeds, description, seed_range
 from tests.helpers import load_benchmark
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
@@ -61,3 +63,60 @@ def test_a_users_mistake_is_one_error_line_and_exit_1(
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and said in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+SEEDS = {
+    "alibaba_speed": ("5", None),
+    "argo_gain": ("10", "1000"),
+    "brain": ("10", "1000"),
+    "brain_only": ("3", "2000"),
+    "brain_prior": ("5", "2000"),
+    "brain_watch": ("10", "1000"),
+    "decima_differences": ("3", None),
+    "default_targets": ("3", "1000"),
+    "fair_variants": ("5", None),
+    "futures": ("5", "1000"),
+    "hindsight": ("10", "1000"),
+    "idle_room": ("20", None),
+    "idles": ("5", "1000"),
+    "late_starts": ("10", "1000"),
+    "lookahead": ("3", "1000"),
+    "optimum": ("2", None),
+    "queues": ("10", "1000"),
+    "twins": ("10", "1000"),
+    "window": ("30", "1000"),
+}
+"""Each script's ``--seeds`` and ``--first-seed`` defaults (None: seeds 0 to N-1), as they
+were before `add_seeds` declared them: a user's command line means what it meant."""
+
+
+def test_every_script_declaring_seeds_is_in_the_table() -> None:
+    found = {p.stem for p in BENCHMARKS.glob("*.py") if "add_seeds(" in p.read_text()}
+    assert found == set(SEEDS)
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_a_scripts_help_shows_its_seed_defaults(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = BENCHMARKS / f"{name}.py"
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # (as when run as a script: its siblings)
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(path), run_name="__main__")
+    assert stopped.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    seeds, first = SEEDS[name]
+    assert re.search(rf"--seeds SEEDS [^()]*\(default {seeds}\b", said), said
+    first_shown = re.search(r"--first-seed FIRST_SEED the first seed \(default (\d+)\)", said)
+    assert (first_shown and first_shown[1]) == first, said
+
+
+def test_seed_options_ask_for_seeds_from_the_first_seed() -> None:
+    parser = argparse.ArgumentParser()
+    add_seeds(parser, 10, 2000)
+    assert seed_range(parser.parse_args([])) == range(2000, 2010)
+    assert seed_range(parser.parse_args(["--seeds", "3", "--first-seed", "7"])) == range(7, 10)
+    alone = argparse.ArgumentParser()
+    add_seeds(alone, 4)
+    assert vars(alone.parse_args([])) == {"seeds": 4}

@@ -124,6 +124,35 @@ def run_script(
         parser.exit(1, f"Error: {one_line(exc)}\n")
 
 
+def add_seeds(
+    parser: argparse.ArgumentParser,
+    seeds: int | None,
+    first_seed: int | None = None,
+    *,
+    help: str | None = None,
+) -> None:
+    """A script's seed options (the benchmarks'): ``--seeds N`` (default `seeds`) and, given
+    `first_seed`, ``--first-seed S`` (its default): the runs' seeds are then S to S + N - 1
+    (`seed_range`), else 0 to N - 1. `help` replaces ``--seeds``'s (a default that depends
+    on another option)."""
+    if help is None:
+        span = "" if first_seed is not None else ", 0 to N-1"
+        help = f"seeds run{span} (default %(default)s)"
+    parser.add_argument("--seeds", type=int, default=seeds, help=help)
+    if first_seed is not None:
+        parser.add_argument(
+            "--first-seed",
+            type=int,
+            default=first_seed,
+            help="the first seed (default %(default)s)",
+        )
+
+
+def seed_range(args: argparse.Namespace) -> range:
+    """The seeds `add_seeds`'s options ask for: ``--seeds`` of them from ``--first-seed``."""
+    return range(args.first_seed, args.first_seed + args.seeds)
+
+
 def flags(
     *, defaults: bool = True, **models: type[BaseModel]
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
