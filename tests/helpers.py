@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import importlib.util
+import io
 import os
+import runpy
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -177,6 +181,25 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def benchmark_help(name: str) -> str:
+    """What ``python benchmarks/<name>.py --help`` prints, the script run in this process as
+    Python runs one (its folder first on sys.path, so its siblings import)."""
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    argv, syspath, out = sys.argv, sys.path[:], io.StringIO()
+    sys.argv, sys.path[:0] = [str(path), "--help"], [str(path.parent)]
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as stopped:
+        if stopped.code in (0, None):
+            return out.getvalue()
+        raise AssertionError(f"{name} --help exited {stopped.code}: {out.getvalue()}") from None
+    finally:
+        sys.argv, sys.path[:] = argv, syspath
+    raise AssertionError(f"{name} ran to its end on --help, printing {out.getvalue()!r}")
 
 
 def shared_path(name: str, *parts: str) -> Path:

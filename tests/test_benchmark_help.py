@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import runpy
-import sys
 from pathlib import Path
 
 import pytest
 
 from idlegate.flags import add_seeds, description, seed_range
-from tests.helpers import load_benchmark
+from tests.helpers import benchmark_help, load_benchmark
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 queues = load_benchmark("queues")
@@ -96,16 +94,8 @@ def test_every_script_declaring_seeds_is_in_the_table() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SEEDS))
-def test_a_scripts_help_shows_its_seed_defaults(
-    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = BENCHMARKS / f"{name}.py"
-    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # (as when run as a script: its siblings)
-    with pytest.raises(SystemExit) as stopped:
-        runpy.run_path(str(path), run_name="__main__")
-    assert stopped.value.code == 0
-    said = " ".join(capsys.readouterr().out.split())
+def test_a_scripts_help_shows_its_seed_defaults(name: str) -> None:
+    said = " ".join(benchmark_help(name).split())
     seeds, first = SEEDS[name]
     assert re.search(rf"--seeds SEEDS [^()]*\(default {seeds}\b", said), said
     first_shown = re.search(r"--first-seed FIRST_SEED the first seed \(default (\d+)\)", said)
