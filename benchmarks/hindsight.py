@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy.portfolio import PortfolioConfig, analytic_specs, candidate_specs, kind_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,12 +73,17 @@ def pick_at(jcts: Mapping[str, np.ndarray], jobs: int, among: Sequence[str] | No
     return Pick(picks, got / best - 1.0, int(np.sum(got <= best)))
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     add_workload_flags(parser, jobs_count=300)
     add_seeds(parser, 10, 1000)
     parser.add_argument("--among", default=None, help="candidates, comma-separated")
-    args = parser.parse_args(argv)
+    run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> None:
+    """Every candidate's runs on `args`' streams, then the hindsight picks against each
+    seed's best."""
     options = workload_options(args)
     config = PortfolioConfig()
     jcts: dict[str, np.ndarray] = {}
@@ -117,7 +122,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except IdlegateError as exc:
-        sys.exit(f"Error: {exc}")
+    main()

@@ -24,7 +24,7 @@ import numpy as np
 
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import build
-from idlegate.flags import description
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.protocol import Action, ClusterView, Scheduler
@@ -73,12 +73,16 @@ def mean_jct(workload: Any, scheduler: Any, seed: int) -> float:
     return float(np.mean([r.jct for r in result.records]))
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("plan", nargs="+", help="SPEC, then T:SPEC for each switch")
     add_workload_flags(parser, jobs_count=100)
     parser.add_argument("--seed", type=int, default=1000)
-    args = parser.parse_args(argv)
+    run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> None:
+    """Each rule of the plan alone, then the plan, on `args`' workload and seed."""
     plan = parse_plan(args.plan)
     workload = build(args.workload, args.seed, workload_options(args))
     for spec in dict.fromkeys(s for _, s in plan):
@@ -89,7 +93,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except IdlegateError as exc:
-        sys.exit(f"Error: {exc}")
+    main()

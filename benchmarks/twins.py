@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description, seed_range
+from idlegate.flags import add_seeds, description, run_script, seed_range
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from streams import add_workload_flags, run_specs, workload_options
@@ -75,14 +75,19 @@ def luck_of(rule: np.ndarray, twins: np.ndarray, other: np.ndarray | None = None
     )
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("rule", help="the rule, e.g. 'srpt?cap=0.9'")
     parser.add_argument("--twins", required=True, help="its twins, comma-separated")
     parser.add_argument("--other", default=None, help="the rule it races, e.g. 'fair?scale=0.5'")
     add_workload_flags(parser, jobs_count=300)
     add_seeds(parser, 10, 1000)
-    args = parser.parse_args(argv)
+    run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> None:
+    """The rule, its twins (and the rule it races) on `args`' streams, seed by seed, then
+    the spread, the luck and the flips."""
     twins = [t.strip() for t in args.twins.split(",") if t.strip()]
     if not twins:
         raise IdlegateError("give at least one twin, e.g. --twins 'srpt?cap=0.89,srpt?cap=0.91'")
@@ -110,7 +115,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except IdlegateError as exc:
-        sys.exit(f"Error: {exc}")
+    main()

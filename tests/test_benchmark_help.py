@@ -16,6 +16,9 @@ from tests.helpers import benchmark_help, load_benchmark
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 queues = load_benchmark("queues")
 late_starts = load_benchmark("late_starts")
+twins = load_benchmark("twins")
+hindsight = load_benchmark("hindsight")
+switch_at = load_benchmark("switch_at")
 
 
 def test_description_is_the_docstrings_first_paragraph_on_one_line() -> None:
@@ -50,6 +53,9 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (queues, ["--seeds", "1", "--jobs", "4", "--scenarios", "larg"], "no scenario 'larg'"),
         (queues, ["--seeds", "1", "--jobs", "4", "--bound", "0"], "wait_bound"),
         (queues, ["--seeds", "1", "--rows", "nope"], "no row's label"),
+        (twins, ["srpt", "--twins", ","], "give at least one twin"),
+        (hindsight, ["--among", "nope"], "--among names 'nope'"),
+        (switch_at, ["srpt", "fair"], "T:SPEC"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
