@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy.heuristics import FairScheduler, launch_decision
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import paired_relative_change, run_metrics
@@ -126,17 +124,17 @@ def streamed(tpch_dir: str, seeds: int) -> None:
             )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--tpch-dir", default=None)
     add_seeds(parser, 3)
     parser.add_argument("--alone-jobs", type=int, default=44)
-    args = parser.parse_args()
-    try:
-        tpch_dir = str(resolve_tpch_dir(args.tpch_dir))
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """The jobs alone, then the streams, on `args`' TPC-H traces."""
+    tpch_dir = str(resolve_tpch_dir(args.tpch_dir))
     alone(tpch_dir, args.alone_jobs)
     streamed(tpch_dir, args.seeds)
     return 0

@@ -28,8 +28,7 @@ import sys
 from collections.abc import Callable
 from math import ceil
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy.heuristics import (
     FairScheduler,
     best_stage,
@@ -107,21 +106,22 @@ VARIANTS: dict[str, Callable[[], Scheduler]] = {
 }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--tpch-dir", default=None)
     add_seeds(parser, 5)
     parser.add_argument("--interarrival", type=float, default=25.0)
-    args = parser.parse_args()
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """Every variant on `args`' TPC-H streams, against fair."""
     seeds = range(args.seeds)
-    try:  # TpchConfig's defaults are Decima's setting: 50 executors, 1 + 200 jobs
-        workloads = [
-            build_workload("tpch", seed=s, tpch_dir=args.tpch_dir, interarrival=args.interarrival)
-            for s in seeds
-        ]
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    # (TpchConfig's defaults are Decima's setting: 50 executors, 1 + 200 jobs)
+    workloads = [
+        build_workload("tpch", seed=s, tpch_dir=args.tpch_dir, interarrival=args.interarrival)
+        for s in seeds
+    ]
     print(
         f"TPC-H, 50 executors, 1 + 200 jobs, mean interarrival {args.interarrival:g} s, "
         f"seeds 0-{args.seeds - 1}"

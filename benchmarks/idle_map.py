@@ -43,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line, run_script
 from idlegate.parallel import LocalPool
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import Workload, simulate
@@ -306,26 +306,31 @@ def _sweep(text: str) -> tuple[str, tuple[float, ...]]:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument(
+    return parser().parse_args(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's options."""
+    p = argparse.ArgumentParser(description=description(__doc__))
+    p.add_argument(
         "-j", "--jobs", type=int, default=1, help="worker processes (default %(default)s)"
     )
-    parser.add_argument("--room-seeds", type=int, default=10, help="CP-SAT instances per point")
-    parser.add_argument(
+    p.add_argument("--room-seeds", type=int, default=10, help="CP-SAT instances per point")
+    p.add_argument(
         "--instance-jobs", type=int, default=14, help="jobs of a CP-SAT instance (default 14)"
     )
-    parser.add_argument("--time-limit", type=float, default=10.0, help="s per CP-SAT solve")
-    parser.add_argument("--capture-seeds", type=int, default=10, help="100-job runs per point")
-    parser.add_argument("--first-seed", type=int, default=1000, help="first held-out seed")
-    parser.add_argument(
+    p.add_argument("--time-limit", type=float, default=10.0, help="s per CP-SAT solve")
+    p.add_argument("--capture-seeds", type=int, default=10, help="100-job runs per point")
+    p.add_argument("--first-seed", type=int, default=1000, help="first held-out seed")
+    p.add_argument(
         "--sweep",
         type=_sweep,
         action="append",
         help=f"KNOB=V1,V2,..., KNOB one of {', '.join(SWEEPS)} (repeatable; default: each "
         "knob over its SWEEPS values)",
     )
-    parser.add_argument("--json", metavar="PATH", help="write every point's figures here")
-    return parser.parse_args(argv)
+    p.add_argument("--json", metavar="PATH", help="write every point's figures here")
+    return p
 
 
 def run(args: argparse.Namespace) -> None:
@@ -368,13 +373,8 @@ def _on_axis(point: Point, knob: str) -> bool:
     return all(math.isclose(v, BASE[k]) for k, v in point if k != knob)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    try:
-        run(args)
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+def main(argv: list[str] | None = None) -> int:
+    run_script(parser(), run, argv)
     return 0
 
 

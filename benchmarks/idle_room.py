@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.policy.analytic import AnalyticIdleScheduler
 from idlegate.sim.engine import Workload, simulate
@@ -154,19 +154,19 @@ def _loads(text: str) -> list[float]:
         ) from None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     add_seeds(parser, 20)
     parser.add_argument("--loads", type=_loads, default=[0.6, 0.8], help="e.g. 0.6,0.8")
-    args = parser.parse_args()
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """Every variant at each of `args`' loads."""
     print(f"synthetic two-type, 4 executors, 1 + 99 jobs, seeds 0-{args.seeds - 1}")
     print(f"{'load':<5} {'variant':<24} {'avg JCT s':>9} {'vs base':>8} 95% CI")
-    try:
-        for load in args.loads:
-            compare_load(load, range(args.seeds))
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    for load in args.loads:
+        compare_load(load, range(args.seeds))
     return 0
 
 

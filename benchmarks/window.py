@@ -24,8 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description, seed_range
+from idlegate.flags import add_seeds, description, run_script, seed_range
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.metrics import RunMetrics, mean_ci, paired_relative_change, run_metrics
@@ -95,14 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_seeds(parser, 30, 1000)
     parser.add_argument("--jobs", type=int, default=256)
-    args = parser.parse_args(argv)
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """The references and `args`' schedulers on the Lublin sequences: the tables."""
     started = time.monotonic()
-    try:
-        specs = [SchedulerSpec.parse(s) for s in (*REFERENCES, *args.scheduler)]
-        runs = run_all(specs, seed_range(args), args.jobs)
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    specs = [SchedulerSpec.parse(s) for s in (*REFERENCES, *args.scheduler)]
+    runs = run_all(specs, seed_range(args), args.jobs)
     print(
         f"Lublin, {args.jobs} jobs per sequence, seeds {args.first_seed}.."
         f"{args.first_seed + args.seeds - 1} (mean ± 95 % half-width over sequences)"

@@ -19,6 +19,11 @@ late_starts = load_benchmark("late_starts")
 twins = load_benchmark("twins")
 hindsight = load_benchmark("hindsight")
 switch_at = load_benchmark("switch_at")
+window = load_benchmark("window")
+decima_differences = load_benchmark("decima_differences")
+fair_variants = load_benchmark("fair_variants")
+idle_room = load_benchmark("idle_room")
+idle_map = load_benchmark("idle_map")
 
 
 def test_description_is_the_docstrings_first_paragraph_on_one_line() -> None:
@@ -56,6 +61,11 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (twins, ["srpt", "--twins", ","], "give at least one twin"),
         (hindsight, ["--among", "nope"], "--among names 'nope'"),
         (switch_at, ["srpt", "fair"], "T:SPEC"),
+        (window, ["--scheduler", "nope:x", "--seeds", "1"], "unknown scheduler 'nope'"),
+        (decima_differences, ["--tpch-dir", "/nonexistent"], "does not exist"),
+        (fair_variants, ["--tpch-dir", "/nonexistent", "--seeds", "1"], "does not exist"),
+        (idle_room, ["--loads", "0", "--seeds", "1"], "greater than 0"),
+        (idle_map, ["--sweep", "gap=1,2"], "unknown knob 'gap'"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
