@@ -38,6 +38,7 @@ from typing import Any
 
 from benchmarks.operator_burst import fetch, free_port, metric, operator
 from idlegate.api.crd import render_crd
+from idlegate.flags import description
 from tests.e2e import DWF, Periodic, PodMonitor, stage, workflow
 from tests.k8s.faults import FaultProxy, Faults
 from tests.k8s.harness import ApiServer
@@ -205,7 +206,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--pool", type=int, default=16)
     parser.add_argument("--task-seconds", type=float, default=0.5)

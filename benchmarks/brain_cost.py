@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import (
     PLANNER,
@@ -139,7 +140,7 @@ def constants(window: tuple[JobArrival, ...], pool: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--rounds", type=int, default=5, help="windows replayed (default 5)")
     parser.add_argument("--pool", type=int, default=40, help="executors (default 40)")
     parser.add_argument(

@@ -25,6 +25,7 @@ from pathlib import Path
 from playwright.sync_api import expect, sync_playwright
 
 from idlegate.api.forecast_status import Forecast, dump_forecast
+from idlegate.flags import description
 from tests.dashboard_helpers import (
     CHROMIUM_ARGS,
     DashboardThread,
@@ -42,7 +43,7 @@ DOCS = Path("docs/img")
 
 def folder(argv: list[str] | None = None) -> Path:
     """The folder the two PNGs go to, from the command line `argv`."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--out", type=Path, default=OUT, help="the folder the two PNGs go to (default: out)"

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from idlegate.api.crd import KINDS, render_crd
+from idlegate.flags import description
 from tests.argo_data import WORKFLOW_CRD
 from tests.e2e import SPEED, new_namespace
 from tests.k8s.harness import ApiServer
@@ -41,7 +42,7 @@ from tests.nodes_e2e import POOLS, Outcome, run
 
 
 def main(argv: list[str] | None = None) -> Outcome:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--workflows", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

@@ -44,6 +44,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from idlegate.flags import description
 from tests.failover import SCENARIOS, failover
 from tests.k8s.harness import serving_crd
 
@@ -105,7 +106,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scenarios", type=scenarios, default=list(SCENARIOS))
     parser.add_argument("--leases", type=lease_settings, default=lease_settings("15/10/2"))

@@ -32,6 +32,7 @@ import numpy as np
 import idlegate.sim.forecast as sim_forecast
 from idlegate.evaluation import forecast_eval
 from idlegate.evaluation.forecast_report import WAITED
+from idlegate.flags import description
 from idlegate.sim.forecast import quantile
 
 Sampled = dict[tuple[int, float, int], list[float]]
@@ -90,7 +91,7 @@ def scored(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__))
     ap.add_argument("-w", "--workload", default="k8s-batch")
     ap.add_argument("--seeds", default="0-29", help="FIRST-LAST (inclusive)")
     ap.add_argument("--arrivals", default="none", choices=("none", "poisson", "oracle"))

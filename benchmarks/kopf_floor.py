@@ -60,7 +60,7 @@ from typing import Any, cast
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.pod_index import Listing, PodIndex, install, pod_keys
 from idlegate.api.task_pods import Owner, release_patch, task_pod
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 from idlegate.sim.spec import parse_workflow
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
@@ -368,7 +368,7 @@ def essence_cost(repeat: int = 5000) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
         "--pods", type=int, default=2000, help="task pods of each run (default: %(default)s)"
     )

@@ -45,7 +45,7 @@ from typing import Any
 from idlegate.api.crd import render_crd
 from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import GATE
-from idlegate.flags import missing_extra, one_line
+from idlegate.flags import description, missing_extra, one_line
 
 try:  # the test API server needs the dev extra (kmock), the operator run its own extra
     import kopf  # noqa: F401 (not used here: the operator subprocess needs it)
@@ -263,7 +263,7 @@ def burst(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--pool", type=int, default=16)
     parser.add_argument("--scheduler", default="fair", help="the operator's --scheduler")

@@ -24,6 +24,7 @@ from idlegate.evaluation.suites import (
     DEMO_STREAMED_JOBS,
     DEMO_WORKLOAD,
 )
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import simulate
@@ -32,7 +33,7 @@ SCHEDULERS = "fifo,srpt,analytic:srpt,learned:default,default,lookahead:srpt"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
     parser.add_argument("--schedulers", default=SCHEDULERS, help="comma-separated specs")
     args = parser.parse_args(argv)

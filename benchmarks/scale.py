@@ -102,6 +102,7 @@ from benchmarks.scale_queues import NODES_FULL, queues_report
 from benchmarks.scale_queues import REQUESTS as TASK_REQUESTS
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.forecast_request import WORKERS
+from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.argo import DURATION_ANNOTATION
@@ -550,7 +551,7 @@ def argo_map_cost(steps: int, repeat: int = 3) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--scale", type=float, default=1.0, help="of the nodes and workflows")
     parser.add_argument("--scheduler", default="fair", help="the operator's --scheduler")
     parser.add_argument(

@@ -5,6 +5,7 @@ line ``Error: ...`` with exit code 1, not a traceback (issue 82's trial)."""
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from pathlib import Path
 
@@ -37,6 +38,21 @@ def test_no_benchmark_cuts_its_description_at_the_first_line() -> None:
     cut = re.compile(r"description=\w*doc\w*\.(splitlines\(\)|split\(\"\\n\"\))\[0\]")
     found = [p.name for p in sorted(BENCHMARKS.glob("*.py")) if cut.search(p.read_text())]
     assert found == []
+
+
+SCRIPTS = sorted(
+    p.stem
+    for p in BENCHMARKS.glob("*.py")
+    if "ArgumentParser(" in (text := p.read_text()) and '__name__ == "__main__"' in text
+)
+"""The benchmarks a user runs with options (the rest are modules the scripts share)."""
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_scripts_help_gives_its_docstrings_first_paragraph(name: str) -> None:
+    doc = ast.get_docstring(ast.parse((BENCHMARKS / f"{name}.py").read_text()))
+    squashed = "".join(benchmark_help(name).split())  # (argparse wraps at its own width)
+    assert "".join(description(doc).split()) in squashed
 
 
 @pytest.mark.parametrize("module", [queues, late_starts], ids=["queues", "late_starts"])
