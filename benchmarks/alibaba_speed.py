@@ -22,8 +22,7 @@ import time
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description
+from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim.alibaba import AlibabaJob, AlibabaTrace, resolve_alibaba_dir
 from idlegate.sim.engine import Fidelity, JobArrival, Workload, simulate
@@ -47,16 +46,16 @@ def cpu(run) -> tuple[float, object]:
     return time.process_time() - start, out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--alibaba-dir", default=None)
     add_seeds(parser, 5)
-    args = parser.parse_args()
-    try:
-        directory = resolve_alibaba_dir(args.alibaba_dir)
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """The trace's reading, then the streams' runs, timed."""
+    directory = resolve_alibaba_dir(args.alibaba_dir)
     seconds, trace = cpu(lambda: AlibabaTrace(directory))
     print(f"read {len(trace.jobs)} jobs of {directory} in {seconds:.2f} s CPU")
 

@@ -35,8 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import description, run_script
 from idlegate.policy import SchedulerSpec, make_scheduler
 from idlegate.policy.inspector import FEATURE_NAMES, WAIT_SCALE, InspectorScheduler, log_scaled
 from idlegate.policy.rigid import make_base
@@ -176,16 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--delay-rule", type=float, help="Add the hand-set rule: accept if it starts within S s."
     )
-    args = parser.parse_args(argv)
-    try:
-        start = time.perf_counter()
-        base = SchedulerSpec.parse(args.base)
-        results = run(
-            args.trace, args.model, base, args.sequences, args.seed, args.delay_rule, args.lublin
-        )
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """Every inspector of `args` on the test windows: the tables."""
+    start = time.perf_counter()
+    base = SchedulerSpec.parse(args.base)
+    results = run(
+        args.trace, args.model, base, args.sequences, args.seed, args.delay_rule, args.lublin
+    )
     print(render_all(results, base))
     print(f"in {time.perf_counter() - start:.1f} s")
     return 0

@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import add_seeds, description, missing_extra, one_line
+from idlegate.flags import add_seeds, description, missing_extra, one_line, run_script
 
 try:
     from ortools.sat.python import cp_model
@@ -731,18 +731,18 @@ def main(argv: Iterable[str] | None = None) -> int:
         help="also solve the non-delay optimum (one-stage workloads)",
     )
     parser.add_argument("--json", metavar="PATH", help="write every instance's figures here")
-    args = parser.parse_args(None if argv is None else list(argv))
+    return run_script(parser, report, None if argv is None else list(argv))
+
+
+def report(args: argparse.Namespace) -> int:
+    """Every instance of `args` solved, with the schedulers beside: the tables."""
     specs = list(dict.fromkeys([*BASE_SCHEDULERS, *args.schedulers]))
     rows: list[Row] = []
-    try:
-        for fam in args.workloads:
-            for k in args.executors:
-                for n in args.dag_jobs if fam.dag else args.jobs:
-                    for seed in range(args.seeds):
-                        rows.append(run_instance(fam, seed, k, n, specs, args))
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    for fam in args.workloads:
+        for k in args.executors:
+            for n in args.dag_jobs if fam.dag else args.jobs:
+                for seed in range(args.seeds):
+                    rows.append(run_instance(fam, seed, k, n, specs, args))
     if not rows:
         print("no instance was solved", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.errors import IdlegateError
-from idlegate.flags import description
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim.datadirs import shared_data_dir
 from idlegate.sim.engine import Workload, simulate
@@ -165,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reference", type=Path, default=DEFAULT_REFERENCE, help="SchedInspector's figures."
     )
-    args = parser.parse_args(argv)
-    try:
-        start = time.perf_counter()
-        rows = run(args.trace, load_reference(args.reference))
-    except IdlegateError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+    return run_script(parser, report, argv)
+
+
+def report(args: argparse.Namespace) -> int:
+    """Our figures beside SchedInspector's, row by row."""
+    start = time.perf_counter()
+    rows = run(args.trace, load_reference(args.reference))
     print(render(rows))
     print(
         f"{len(rows[0].ours['bsld'])} windows x {len(rows)} rows in {time.perf_counter() - start:.1f} s"

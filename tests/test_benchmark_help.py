@@ -25,6 +25,10 @@ decima_differences = load_benchmark("decima_differences")
 fair_variants = load_benchmark("fair_variants")
 idle_room = load_benchmark("idle_room")
 idle_map = load_benchmark("idle_map")
+alibaba_speed = load_benchmark("alibaba_speed")
+inspector = load_benchmark("inspector")
+rigid_calibration = load_benchmark("rigid_calibration")
+optimum = load_benchmark("optimum")
 
 
 def test_description_is_the_docstrings_first_paragraph_on_one_line() -> None:
@@ -82,6 +86,10 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (fair_variants, ["--tpch-dir", "/nonexistent", "--seeds", "1"], "does not exist"),
         (idle_room, ["--loads", "0", "--seeds", "1"], "greater than 0"),
         (idle_map, ["--sweep", "gap=1,2"], "unknown knob 'gap'"),
+        (alibaba_speed, ["--alibaba-dir", "/nonexistent"], "does not exist"),
+        (inspector, ["--base", "nope"], "unknown scheduler 'nope'"),
+        (rigid_calibration, ["--trace", "/nonexistent.swf"], "cannot read the SWF trace"),
+        (optimum, ["--workloads", "file:/nonexistent.json", "--seeds", "1"], "does not exist"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
