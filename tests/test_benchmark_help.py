@@ -88,7 +88,7 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (idle_map, ["--sweep", "gap=1,2"], "unknown knob 'gap'"),
         (alibaba_speed, ["--alibaba-dir", "/nonexistent"], "does not exist"),
         (inspector, ["--base", "nope"], "unknown scheduler 'nope'"),
-        (rigid_calibration, ["--trace", "/nonexistent.swf"], "cannot read the SWF trace"),
+        (rigid_calibration, ["--reference", "/nonexistent.json"], "no reference file"),
         (optimum, ["--workloads", "file:/nonexistent.json", "--seeds", "1"], "does not exist"),
     ],
 )
