@@ -79,8 +79,10 @@ def test_reader_takes_the_number_a_header_value_starts_with(header: str, size: i
 
 
 def test_read_errors_are_sentences(tmp_path: Path) -> None:
-    with pytest.raises(IdlegateError, match="cannot read the SWF trace"):
+    # The reader serves several commands (--trace, --file, a workload's path): it names none.
+    with pytest.raises(IdlegateError, match="cannot read the SWF trace") as missing:
         read_swf(tmp_path / "missing.swf")
+    assert "existing .swf file" in str(missing.value) and "--" not in str(missing.value)
     with pytest.raises(IdlegateError, match="no usable SWF job records"):
         read_swf(_swf(tmp_path, "garbage line\n"))
 

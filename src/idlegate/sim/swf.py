@@ -145,8 +145,8 @@ def read_swf(path: str | Path) -> SwfTrace:
         st = p.stat()
     except OSError as exc:
         raise IdlegateError(
-            f"cannot read the SWF trace {str(p)!r} ({exc.strerror}); give an existing file "
-            "with --file"
+            f"cannot read the SWF trace {str(p)!r} ({exc.strerror}); give the path of an "
+            "existing .swf file"
         ) from None
     if not p.is_file():
         raise IdlegateError(f"the SWF trace {str(p)!r} is not a file; give a .swf file")
