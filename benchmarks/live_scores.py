@@ -14,15 +14,26 @@ widening held. A forecast whose interval shown is neither rebuilt widening is co
 (it should be none: the code that ran calibrated as one of the two).
 
     python -m benchmarks.live_scores RUN.json [--code SRC] [--top 8]
+    python -m benchmarks.live_scores RUN.json --cold [--row "node pool, cold"] [--code SRC]
+
+``--cold`` reads a burst's first forecasts instead (`first_forecasts`), run by run: when
+they were made, how many the interval shown and the replays' own held, which way the
+misses went, how many of the missed were overtaken by workflows that arrived after the
+forecast, the signed error per second of lead, the widening per second of lead the pool
+gave them and the one they needed (the 80 % quantile of their scores against the
+replays' interval).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from benchmarks.live_forecast import BURST, LATER, WAITED
 from idlegate.sim.forecast import Span
@@ -93,6 +104,54 @@ def replay(cold: Sequence[Outcome], warm: Sequence[Outcome], top: int) -> dict[s
     return out
 
 
+def first_forecasts(run: Sequence[Outcome]) -> dict[str, float]:
+    """One run's first forecasts of a burst, read as `--cold` prints them (module
+    docstring): counts, and medians per second of lead (`FLOOR` at least)."""
+    first = sorted((o for o in run if o["made"] is not None), key=lambda o: o["made"])
+    out: dict[str, float] = dict.fromkeys(
+        ("n", "at_first", "held", "held_replayed", "early", "late", "overtaken"), 0
+    )
+    if not first:
+        return out | {"refresh": float("nan"), "error": float("nan"), "used": float("nan"),
+                      "needed": float("nan")}  # fmt: skip
+    errors, used, needed = [], [], Calibration()
+    for o in first:
+        shown, replayed = span(o, "shown"), span(o, "replayed")
+        lead = max(shown.median - o["made"], FLOOR)
+        out["n"] += 1
+        out["at_first"] += o["made"] == first[0]["made"]
+        out["held"] += shown.low <= o["start"] <= shown.high
+        out["held_replayed"] += replayed.low <= o["start"] <= replayed.high
+        out["early"] += o["start"] > shown.high
+        out["late"] += o["start"] < shown.low
+        missed = not shown.low <= o["start"] <= shown.high
+        out["overtaken"] += missed and any(
+            w["arrival"] > o["made"] and w["start"] < o["start"] for w in run
+        )
+        errors.append((o["start"] - shown.median) / lead)
+        used.append((shown.high - replayed.high) / lead)
+        needed.record(replayed, o["made"], o["start"])
+    t0 = min(o["arrival"] for o in run)
+    q = sorted(needed.scores)[min(len(needed.scores), math.ceil(0.8 * len(needed.scores))) - 1]
+    return out | {
+        "refresh": first[0]["made"] - t0,
+        "error": float(np.median(errors)),
+        "used": float(np.median(used)),
+        "needed": q,
+    }
+
+
+def cold_line(i: int, got: dict[str, float]) -> str:
+    """`first_forecasts`' figures of run `i` as a line."""
+    return (
+        f"run {i}: first refresh {got['refresh']:.0f} s in, {got['at_first']:.0f} of "
+        f"{got['n']:.0f} first forecasts made there; held {got['held']:.0f} (replays' own "
+        f"{got['held_replayed']:.0f}); missed early {got['early']:.0f}, late {got['late']:.0f}, "
+        f"overtaken {got['overtaken']:.0f}; error a second of lead {got['error']:+.3f}; "
+        f"widening used {got['used']:.3f}, needed {got['needed']:.3f}"
+    )
+
+
 def score(f: Outcome) -> float:
     cal = Calibration()
     cal.record(span(f, "replayed"), f["made"], f["start"])
@@ -104,10 +163,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("json", type=Path, help="benchmarks.live_forecast's --json")
     parser.add_argument("--code", help="the row's code (a src directory; default: the first)")
     parser.add_argument("--top", type=int, default=8, help="scores printed per run")
+    parser.add_argument("--cold", action="store_true", help="a burst's first forecasts")
+    parser.add_argument("--row", default="node pool, cold", help="--cold's row")
     args = parser.parse_args(argv)
     rows = json.loads(args.json.read_text())
     code = args.code or rows[0]["code"]
     found = {r["run"]: r["outcomes"] for r in rows if r["code"] == code}
+    if args.cold:
+        if args.row not in found:
+            raise SystemExit(f"Error: {args.json} has no row {args.row!r} of {code}")
+        print(f"python -m benchmarks.live_scores {args.json} --cold --row {args.row!r} "
+              f"--code {code}")  # fmt: skip
+        for i, one in enumerate(runs(found[args.row])):
+            print(cold_line(i, first_forecasts(one)))
+        return
     if "node pool, cold" not in found or "node pool, warm" not in found:
         raise SystemExit(f"Error: {args.json} has no node pool's cold and warm rows of {code}")
     print(f"python -m benchmarks.live_scores {args.json} --code {code}")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from benchmarks.live_forecast import BURST, LATER
-from benchmarks.live_scores import main, replay
+from benchmarks.live_scores import first_forecasts, main, replay
 
 
 def forecast(name: str, arrival: float, made: float, low: float, median: float, high: float,
@@ -70,3 +70,30 @@ def test_the_script_prints_the_scores_and_what_they_held(
     assert "80-160 s: 4 scores, Q 0.200" in out
     assert "t0: made 10 s in, 100 s ahead, started +20 s from its median: score 0.200" in out
     assert "all runs: pooled 100 %, per lead band 50 % of 4 warm starts" in out
+
+
+def test_a_cold_bursts_first_forecasts_read_run_by_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the front's four held at their top; the tail's four started 20 s past it (score 0.2
+    # a second of its 100 s lead), one of them after a workflow that arrived at 50 s,
+    # after the forecast, started before it; the shown interval is the replays' + 0.1·lead
+    front = [forecast(f"c{i}", i * 0.01, 10.0, 23.0, 25.0, 25.0, 25.0, (21.5, 26.5))
+             for i in range(4)]  # fmt: skip
+    tail = [forecast(f"t{i}", 1 + i * 0.01, 10.0, 108.0, 110.0, 110.0, 130.0, (98.0, 120.0))
+            for i in range(4)]  # fmt: skip
+    late = {"name": "late", "arrival": 50.0, "made": None, "start": 125.0}
+    got = first_forecasts([*front, *tail, late])
+    assert got["n"] == 8 and got["at_first"] == 8 and got["refresh"] == 10.0
+    assert (got["held"], got["held_replayed"], got["early"], got["late"]) == (4, 4, 4, 0)
+    assert got["overtaken"] == 4  # (the late one started before each of the tail's four)
+    assert got["used"] == pytest.approx(0.1)
+    # errors a second of lead: 0 ×4, +0.2 ×4; the 80 % quantile of the scores: 0.2
+    assert got["error"] == pytest.approx(0.1) and got["needed"] == pytest.approx(0.2)
+    rows = [{"code": "src", "run": "node pool, cold", "outcomes": padded([*front, *tail], 2.0)}]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(rows))
+    main([str(path), "--cold"])
+    out = capsys.readouterr().out
+    assert "run 0: first refresh 10 s in, 8 of 8 first forecasts made there; held 4" in out
+    assert "widening used 0.100, needed 0.200" in out
