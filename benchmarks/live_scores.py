@@ -19,9 +19,9 @@ widening held. A forecast whose interval shown is neither rebuilt widening is co
 ``--cold`` reads a burst's first forecasts instead (`first_forecasts`), run by run: when
 they were made, how many the interval shown and the replays' own held, which way the
 misses went, how many of the missed were overtaken by workflows that arrived after the
-forecast, the signed error per second of lead, the widening per second of lead the pool
-gave them and the one they needed (the 80 % quantile of their scores against the
-replays' interval).
+forecast, the signed error per second of lead (of all, of those a later arrival
+overtook, of the rest), the widening per second of lead the pool gave them and the one
+they needed (the 80 % quantile of their scores against the replays' interval).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def first_forecasts(run: Sequence[Outcome]) -> dict[str, float]:
         return out | {"refresh": float("nan"), "error": float("nan"), "used": float("nan"),
                       "needed": float("nan")}  # fmt: skip
     errors, used, needed = [], [], Calibration()
+    split: dict[bool, list[float]] = {True: [], False: []}
     for o in first:
         shown, replayed = span(o, "shown"), span(o, "replayed")
         lead = max(shown.median - o["made"], FLOOR)
@@ -125,10 +126,10 @@ def first_forecasts(run: Sequence[Outcome]) -> dict[str, float]:
         out["early"] += o["start"] > shown.high
         out["late"] += o["start"] < shown.low
         missed = not shown.low <= o["start"] <= shown.high
-        out["overtaken"] += missed and any(
-            w["arrival"] > o["made"] and w["start"] < o["start"] for w in run
-        )
+        overtaken = any(w["arrival"] > o["made"] and w["start"] < o["start"] for w in run)
+        out["overtaken"] += missed and overtaken
         errors.append((o["start"] - shown.median) / lead)
+        split[overtaken].append(errors[-1])
         used.append((shown.high - replayed.high) / lead)
         needed.record(replayed, o["made"], o["start"])
     t0 = min(o["arrival"] for o in run)
@@ -136,6 +137,9 @@ def first_forecasts(run: Sequence[Outcome]) -> dict[str, float]:
     return out | {
         "refresh": first[0]["made"] - t0,
         "error": float(np.median(errors)),
+        "error_overtaken": float(np.median(split[True])) if split[True] else float("nan"),
+        "error_rest": float(np.median(split[False])) if split[False] else float("nan"),
+        "n_overtaken": len(split[True]),
         "used": float(np.median(used)),
         "needed": q,
     }
@@ -147,9 +151,15 @@ def cold_line(i: int, got: dict[str, float]) -> str:
         f"run {i}: first refresh {got['refresh']:.0f} s in, {got['at_first']:.0f} of "
         f"{got['n']:.0f} first forecasts made there; held {got['held']:.0f} (replays' own "
         f"{got['held_replayed']:.0f}); missed early {got['early']:.0f}, late {got['late']:.0f}, "
-        f"overtaken {got['overtaken']:.0f}; error a second of lead {got['error']:+.3f}; "
+        f"overtaken {got['overtaken']:.0f}; error a second of lead {got['error']:+.3f} "
+        f"({_signed(got['error_overtaken'])} of the {got['n_overtaken']:.0f} overtaken by a "
+        f"later arrival, {_signed(got['error_rest'])} of the rest); "
         f"widening used {got['used']:.3f}, needed {got['needed']:.3f}"
     )
+
+
+def _signed(x: float) -> str:
+    return "—" if x != x else f"{x:+.3f}"
 
 
 def score(f: Outcome) -> float:

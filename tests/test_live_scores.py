@@ -90,10 +90,13 @@ def test_a_cold_bursts_first_forecasts_read_run_by_run(
     assert got["used"] == pytest.approx(0.1)
     # errors a second of lead: 0 ×4, +0.2 ×4; the 80 % quantile of the scores: 0.2
     assert got["error"] == pytest.approx(0.1) and got["needed"] == pytest.approx(0.2)
+    assert (got["error_overtaken"], got["error_rest"], got["n_overtaken"]) == (0.2, 0.0, 4)
     rows = [{"code": "src", "run": "node pool, cold", "outcomes": padded([*front, *tail], 2.0)}]
     path = tmp_path / "run.json"
     path.write_text(json.dumps(rows))
     main([str(path), "--cold"])
     out = capsys.readouterr().out
     assert "run 0: first refresh 10 s in, 8 of 8 first forecasts made there; held 4" in out
-    assert "widening used 0.100, needed 0.200" in out
+    # (the padding's workflows arrived after the forecast and started before the front's)
+    assert "error a second of lead +0.100 (+0.100 of the 8 overtaken by a later arrival, " in out
+    assert "— of the rest); widening used 0.100, needed 0.200" in out
