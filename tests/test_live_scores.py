@@ -7,6 +7,7 @@ interval and whose tail started 20 s past its top, then a warm burst's forecasts
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,26 @@ def test_a_cold_bursts_first_forecasts_read_run_by_run(
     # (the padding's workflows arrived after the forecast and started before the front's)
     assert "error a second of lead +0.100 (+0.100 of the 8 overtaken by a later arrival, " in out
     assert "— of the rest); widening used 0.100, needed 0.200" in out
+
+
+def test_the_log_stretches_a_node_pools_kubelets_drew_for_its_first_wave() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.live_harness import SimKubelet
+    from benchmarks.live_scores import drawn
+    from idlegate.api.task_pods import pod_name
+
+    # cold-00 (extract ×2, then load) started first, cold-02 (scan ×6) second: the wave is
+    # their root stages' 8 tasks, never 'load' (it waits on extract)
+    run = [{"name": "cold-00", "start": 1.0}, {"name": "cold-02", "start": 2.0}]
+    kubelet = SimpleNamespace(stretch=0.3, start_latency=3.0, seed=4, namespace="forecast-n")
+    tasks = [("cold-00", "extract", k, 20.0) for k in range(2)]
+    tasks += [("cold-02", "scan", k, 15.0) for k in range(6)]
+    wave = []
+    for wf, st, k, secs in tasks:
+        factor, latency = SimKubelet.draws(kubelet, pod_name(wf, st, k))  # type: ignore[arg-type]
+        wave.append((math.log(factor), latency + factor * secs))
+    load = math.log(SimKubelet.draws(kubelet, "cold-00-load-0")[0])  # type: ignore[arg-type]
+    every, first = drawn(run, 4)
+    assert every == pytest.approx((sum(w[0] for w in wave) + load) / 9)
+    assert first == pytest.approx(sum(w[0] for w in wave) / 8)  # (fewer than 10: all 8)
