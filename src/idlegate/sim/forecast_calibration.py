@@ -42,13 +42,15 @@ A cold live pool's forecasts also share one error that no score has measured yet
 pool's average task time, known from its few ended tasks, is off by one amount for every
 workflow behind them. Its replays draw that error (`sim.task_times.LiveTimes.begin`, a
 normal draw with the average's standard error s, on the log of the stretch), one draw
-per replay, so their spread holds it only when they are many: the truth lies from their
-median by s·√(1 + 1/R) (R replays), their own spread holds s·√(1 − 1/R), and a pool
-whose events are dear (one that follows its nodes) affords one or a few replays within
-`sim.forecast.SECONDS`. So until the pool's own scores replace the prior, a start is
-widened by the part the replays left out, s·√(2/R) (their variances' difference), at
-the interval's top's level (`shared_margin`): the standard error shrinks as the pool's
-tasks end, and with many replays this part goes (`Calibration.shared`).
+per replay, so their spread holds it only in part: the truth lies from their median by
+s·√(1 + 1/R) (R replays), their own spread holds s·√(1 − 1/R), and fewer replays run
+where events are dear (a pool that follows its nodes, within `sim.forecast.SECONDS`).
+So until the pool's own scores replace the prior, a start is widened by the part the
+replays left out, s·√(2/R) (their variances' difference), at the interval's top's level
+(`shared_margin`): the standard error shrinks as the pool's tasks end, and with more
+replays this part goes (`Calibration.shared`). It is sampling error only: a burst whose
+first tasks to end are quicker than the rest leaves the average low by more
+(docs/research/forecasts.md, "The error a cold burst shares").
 
 A live pool's scores are taken per lead band (`banded`, `band`: leads within a doubling
 of each other, from `FLOOR`): a burst's forecasts are made at once and its tail, the
