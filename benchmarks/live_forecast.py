@@ -28,6 +28,13 @@ the start's error ÷ the wait (and the median signed error: early or late), of t
 rate's start and finish errors. Under it, the same of the replays' own interval (before the
 pool's calibration widened it: ``firstForecast.startReplayed``).
 
+A second table scores every forecast a workflow was shown while it waited, not only its
+first: each refresh's ``status.forecast``, read from the operator's writes as the run goes
+(`ForecastRecorder`), per lead band (the forecast's start less when it was made: within a
+doubling from `FLOOR`, as the calibration bands its scores), with the misses' direction
+(*early*: it started past the interval's top). A burst's first forecasts are made at one
+refresh and share one error; the later refreshes' are made with more of the pool seen.
+
     python -m benchmarks.live_forecast [--pools node,fixed] [--speed 5] [--latency 3]
         [--stretch 0.3] [--later 60] [--policy default] [--seed 0] [--runs 3]
         [--against /tmp/before/src] [--json out.json] [--log operators.log]
@@ -71,6 +78,7 @@ from idlegate.evaluation.forecast_eval import Prediction, SeedRun, Watch
 from idlegate.evaluation.forecast_report import Figures, figures
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast import Span
+from idlegate.sim.forecast_calibration import FLOOR, band
 from idlegate.sim.protocol import JobRecord
 from idlegate.sim.spec import parse_workflow
 from idlegate.sim.timestamps import from_datetime
@@ -165,10 +173,51 @@ class Outcome:
     """The same with the replays' own intervals (before the calibration widened them)."""
     work: float = 0.0
     """Its DAG's total declared work (task-seconds)."""
+    every: tuple[tuple[float, Span, Span], ...] = ()
+    """Every forecast it was shown while it waited: (made, start, finish), in time order."""
 
 
-def outcome(obj: dict[str, Any], queue: int) -> Outcome:
-    """The :class:`Outcome` of a finished DagWorkflow `obj` of `queue`."""
+class ForecastRecorder(Recorder):
+    """A :class:`Recorder` that also keeps every ``status.forecast`` each DagWorkflow was
+    shown (by its ``computedAt``), as the operator wrote them."""
+
+    def __init__(self, api: Any) -> None:
+        self.shown: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        super().__init__(api)
+
+    def _on_change(self, res: Any, etype: str, obj: dict[str, Any]) -> None:
+        super()._on_change(res, etype, obj)
+        forecast = (obj.get("status") or {}).get("forecast") or {}
+        if res.plural != "dagworkflows" or "startInterval" not in forecast:
+            return
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        with self._lock:
+            self.shown.setdefault(key, {}).setdefault(forecast["computedAt"], forecast)
+
+    def every(self, key: tuple[str, str], start: float) -> tuple[tuple[float, Span, Span], ...]:
+        """The forecasts workflow `key` was shown before its `start` (made, start, finish)."""
+        t = from_datetime
+        with self._lock:
+            found = list((self.shown.get(key) or {}).values())
+        out = []
+        for f in found:
+            (s_low, s_high), (f_low, f_high) = f["startInterval"], f["finishInterval"]
+            start_span = Span(t(s_low), t(f["start"]), t(s_high))
+            out.append((t(f["computedAt"]), start_span, Span(t(f_low), t(f["finish"]), t(f_high))))
+        return tuple(sorted(e for e in out if e[0] < start))
+
+
+def outcome(obj: dict[str, Any], queue: int, recorder: ForecastRecorder | None = None) -> Outcome:
+    """The :class:`Outcome` of a finished DagWorkflow `obj` of `queue` (with every forecast
+    it was shown, from `recorder`)."""
+    found = _outcome(obj, queue)
+    if recorder is None:
+        return found
+    key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+    return dataclasses.replace(found, every=recorder.every(key, found.start))
+
+
+def _outcome(obj: dict[str, Any], queue: int) -> Outcome:
     status = obj.get("status") or {}
     finish = from_datetime(status["completionTime"])
     arrival = finish - float(status["jctSeconds"])
@@ -321,6 +370,43 @@ def note(r: Row) -> str:
     )
 
 
+EVERY_HEADER = (
+    "| run | forecasts | in the 80 % interval: start / finish | starts missed: early / late | "
+    "starts held per lead band (forecasts) |\n|---|---|---|---|---|"
+)
+
+
+def every_line(run: str, outcomes: Sequence[Outcome], code: str = "") -> str:
+    """Every forecast `outcomes` were shown while they waited (`Outcome.every`), scored:
+    the shares whose interval held the start and the finish, the starts missed (*early*:
+    it started past the top; *late*: before the bottom), and the starts held per lead band
+    (`forecast_calibration.band`)."""
+    starts: list[bool] = []
+    finishes: list[bool] = []
+    early = late = 0
+    per_band: dict[int, list[bool]] = {}
+    for o in outcomes:
+        for made, start, finish in o.every:
+            held = start.low <= o.start <= start.high
+            starts.append(held)
+            finishes.append(finish.low <= o.finish <= finish.high)
+            early += o.start > start.high
+            late += o.start < start.low
+            per_band.setdefault(band(start.median - made), []).append(held)
+    if not starts:
+        return f"| {run} | 0 | — | — | — |"
+    bands = ", ".join(
+        f"{FLOOR * 2**b:.0f}-{FLOOR * 2 ** (b + 1):.0f} s: "
+        f"{_share(sum(held) / len(held))} ({len(held)})"
+        for b, held in sorted(per_band.items())
+    )
+    name = f"{run}{f' ({code})' if code else ''}"
+    return (
+        f"| {name} | {len(starts)} | {_share(sum(starts) / len(starts))} / "
+        f"{_share(sum(finishes) / len(finishes))} | {early} / {late} | {bands} |"
+    )
+
+
 def run(
     kind: str, src: Path, args: argparse.Namespace, seed: int, log: Any
 ) -> dict[str, list[Outcome]]:
@@ -336,7 +422,7 @@ def run(
     rows: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         prepare(api, namespaces, nodes)
-        recorder = Recorder(api)
+        recorder = ForecastRecorder(api)
         try:
             with contextlib.ExitStack() as stack:
                 for ns in namespaces:
@@ -359,7 +445,8 @@ def run(
                     names = submit(api, namespaces, phase, args.later / args.speed)
                     wait_ended(recorder, names, proc, f"the {phase} burst")
                     outcomes = [
-                        outcome(api.get(DWF, ns, name), namespaces.index(ns)) for ns, name in names
+                        outcome(api.get(DWF, ns, name), namespaces.index(ns), recorder)
+                        for ns, name in names
                     ]
                     label = f"{kind} pool, {phase}" if kind == "node" else "fixed pool, 2 queues"
                     rows[label] = outcomes
@@ -430,6 +517,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
     print(HEADER, flush=True)
     found: list[tuple[str, Row]] = []
     notes: list[str] = []
+    every = [EVERY_HEADER]
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
     with log:
         for kind in kinds:
@@ -445,12 +533,16 @@ def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
                         runs.setdefault(label, []).append(outcomes)
                         if args.runs > 1:
                             notes.append(f"  run {i}: " + line(row_of(label, [outcomes]), code))
+                            every.append(every_line(f"{label}, run {i}", outcomes, code))
                 for label, outcomes_per_run in runs.items():
                     r = row_of(label, outcomes_per_run)
                     print(line(r, code), flush=True)
+                    every.append(every_line(label, r.outcomes, code))
                     notes.append(note(r) + (f" ({code})" if code else ""))
                     found.append((str(src), r))
     print("\n".join(notes))
+    print("\nEvery forecast shown while its workflow waited (each refresh's):")
+    print("\n".join(every))
     if args.json:
         rows_json = [
             {"code": code, **{k: v for k, v in dataclasses.asdict(r).items()}} for code, r in found

@@ -14,19 +14,37 @@ widening held. A forecast whose interval shown is neither rebuilt widening is co
 (it should be none: the code that ran calibrated as one of the two).
 
     python -m benchmarks.live_scores RUN.json [--code SRC] [--top 8]
+    python -m benchmarks.live_scores RUN.json --cold [--row "node pool, cold"] [--code SRC]
+        [--seed 0]
+
+``--cold`` reads a burst's first forecasts instead (`first_forecasts`), run by run: when
+they were made, how many the interval shown and the replays' own held, which way the
+misses went, how many of the missed were overtaken by workflows that arrived after the
+forecast, the signed error per second of lead (of all, of those a later arrival
+overtook, of the rest), the widening per second of lead the pool gave them and the one
+they needed (the 80 % quantile of their scores against the replays' interval); on a node
+pool, with the log stretches the kubelets drew for its tasks (`drawn`, from `--seed`, as
+live_forecast's, run i drawing from seed + i).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.live_forecast import BURST, LATER, WAITED
+import numpy as np
+
+from benchmarks.live_forecast import BURST, LATER, NAMESPACES, NODE_COUNT, NODE_CPU, SHAPES, WAITED
+from benchmarks.live_harness import SimKubelet
+from idlegate.api.task_pods import pod_name
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import FLOOR, Calibration, band, calibrations
+from idlegate.sim.task_times import EVIDENCE
 
 Outcome = dict[str, Any]
 
@@ -93,6 +111,94 @@ def replay(cold: Sequence[Outcome], warm: Sequence[Outcome], top: int) -> dict[s
     return out
 
 
+def first_forecasts(run: Sequence[Outcome]) -> dict[str, float]:
+    """One run's first forecasts of a burst, read as `--cold` prints them (module
+    docstring): counts, and medians per second of lead (`FLOOR` at least)."""
+    first = sorted((o for o in run if o["made"] is not None), key=lambda o: o["made"])
+    out: dict[str, float] = dict.fromkeys(
+        ("n", "at_first", "held", "held_replayed", "early", "late", "overtaken"), 0
+    )
+    if not first:
+        return out | {"refresh": float("nan"), "error": float("nan"), "used": float("nan"),
+                      "needed": float("nan")}  # fmt: skip
+    errors, used, needed = [], [], Calibration()
+    split: dict[bool, list[float]] = {True: [], False: []}
+    for o in first:
+        shown, replayed = span(o, "shown"), span(o, "replayed")
+        lead = max(shown.median - o["made"], FLOOR)
+        out["n"] += 1
+        out["at_first"] += o["made"] == first[0]["made"]
+        out["held"] += shown.low <= o["start"] <= shown.high
+        out["held_replayed"] += replayed.low <= o["start"] <= replayed.high
+        out["early"] += o["start"] > shown.high
+        out["late"] += o["start"] < shown.low
+        missed = not shown.low <= o["start"] <= shown.high
+        overtaken = any(w["arrival"] > o["made"] and w["start"] < o["start"] for w in run)
+        out["overtaken"] += missed and overtaken
+        errors.append((o["start"] - shown.median) / lead)
+        split[overtaken].append(errors[-1])
+        used.append((shown.high - replayed.high) / lead)
+        needed.record(replayed, o["made"], o["start"])
+    t0 = min(o["arrival"] for o in run)
+    q = sorted(needed.scores)[min(len(needed.scores), math.ceil(0.8 * len(needed.scores))) - 1]
+    return out | {
+        "refresh": first[0]["made"] - t0,
+        "error": float(np.median(errors)),
+        "error_overtaken": float(np.median(split[True])) if split[True] else float("nan"),
+        "error_rest": float(np.median(split[False])) if split[False] else float("nan"),
+        "n_overtaken": len(split[True]),
+        "used": float(np.median(used)),
+        "needed": q,
+    }
+
+
+def cold_line(i: int, got: dict[str, float]) -> str:
+    """`first_forecasts`' figures of run `i` as a line."""
+    return (
+        f"run {i}: first refresh {got['refresh']:.0f} s in, {got['at_first']:.0f} of "
+        f"{got['n']:.0f} first forecasts made there; held {got['held']:.0f} (replays' own "
+        f"{got['held_replayed']:.0f}); missed early {got['early']:.0f}, late {got['late']:.0f}, "
+        f"overtaken {got['overtaken']:.0f}; error a second of lead {got['error']:+.3f} "
+        f"({_signed(got['error_overtaken'])} of the {got['n_overtaken']:.0f} overtaken by a "
+        f"later arrival, {_signed(got['error_rest'])} of the rest); "
+        f"widening used {got['used']:.3f}, needed {got['needed']:.3f}"
+    )
+
+
+def drawn(
+    run: Sequence[Outcome], seed: int, namespace: str = NAMESPACES["node"][0]
+) -> tuple[float, float]:
+    """The mean log stretch the kubelets drew (`SimKubelet.draws`, seed `seed`, the
+    benchmark's σ and latency) for every task of `run`, and for the first `EVIDENCE` of
+    its first wave to end: the root stages' tasks of the workflows in the order they
+    started, as many as the node pool has CPUs, the quickest by latency + stretch ×
+    declared. What a cold pool's first refresh has seen is about those (a proxy: their
+    order of release within the wave is the operator's)."""
+    every: list[tuple[float, float]] = []
+    wave: list[tuple[float, float]] = []
+    slots = NODE_COUNT * int(NODE_CPU)
+    kubelet = SimpleNamespace(stretch=0.3, start_latency=3.0, seed=seed, namespace=namespace)
+    for o in sorted(run, key=lambda o: o["start"]):
+        number = o["name"].rsplit("-", 1)[-1]
+        if not number.isdigit():
+            continue  # (not a workflow the benchmark submitted: `submit`'s names)
+        for name, tasks, seconds, deps in SHAPES[int(number) % len(SHAPES)]:
+            for k in range(tasks):
+                pod = pod_name(o["name"], name, k)
+                factor, latency = SimKubelet.draws(kubelet, pod)  # type: ignore[arg-type]
+                every.append((math.log(factor), latency + factor * seconds))
+                if not deps and len(wave) < slots:
+                    wave.append(every[-1])
+    if not every:
+        return float("nan"), float("nan")
+    first = sorted(wave, key=lambda t: t[1])[:EVIDENCE]
+    return float(np.mean([t[0] for t in every])), float(np.mean([t[0] for t in first]))
+
+
+def _signed(x: float) -> str:
+    return "—" if x != x else f"{x:+.3f}"
+
+
 def score(f: Outcome) -> float:
     cal = Calibration()
     cal.record(span(f, "replayed"), f["made"], f["start"])
@@ -104,10 +210,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("json", type=Path, help="benchmarks.live_forecast's --json")
     parser.add_argument("--code", help="the row's code (a src directory; default: the first)")
     parser.add_argument("--top", type=int, default=8, help="scores printed per run")
+    parser.add_argument("--cold", action="store_true", help="a burst's first forecasts")
+    parser.add_argument("--row", default="node pool, cold", help="--cold's row")
+    parser.add_argument("--seed", type=int, default=0, help="live_forecast's --seed (--cold)")
     args = parser.parse_args(argv)
     rows = json.loads(args.json.read_text())
     code = args.code or rows[0]["code"]
     found = {r["run"]: r["outcomes"] for r in rows if r["code"] == code}
+    if args.cold:
+        if args.row not in found:
+            raise SystemExit(f"Error: {args.json} has no row {args.row!r} of {code}")
+        print(f"python -m benchmarks.live_scores {args.json} --cold --row {args.row!r} "
+              f"--code {code}")  # fmt: skip
+        for i, one in enumerate(runs(found[args.row])):
+            print(cold_line(i, first_forecasts(one)))
+            if args.row.startswith("node pool"):
+                every, first = drawn(one, args.seed + i)
+                print(f"  its tasks' log stretches drawn: a mean {_signed(every)}; the first "
+                      f"{EVIDENCE} of its first wave to end {_signed(first)}")  # fmt: skip
+        return
     if "node pool, cold" not in found or "node pool, warm" not in found:
         raise SystemExit(f"Error: {args.json} has no node pool's cold and warm rows of {code}")
     print(f"python -m benchmarks.live_scores {args.json} --code {code}")

@@ -7,13 +7,14 @@ interval and whose tail started 20 s past its top, then a warm burst's forecasts
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.live_forecast import BURST, LATER
-from benchmarks.live_scores import main, replay
+from benchmarks.live_scores import first_forecasts, main, replay
 
 
 def forecast(name: str, arrival: float, made: float, low: float, median: float, high: float,
@@ -70,3 +71,56 @@ def test_the_script_prints_the_scores_and_what_they_held(
     assert "80-160 s: 4 scores, Q 0.200" in out
     assert "t0: made 10 s in, 100 s ahead, started +20 s from its median: score 0.200" in out
     assert "all runs: pooled 100 %, per lead band 50 % of 4 warm starts" in out
+
+
+def test_a_cold_bursts_first_forecasts_read_run_by_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the front's four held at their top; the tail's four started 20 s past it (score 0.2
+    # a second of its 100 s lead), one of them after a workflow that arrived at 50 s,
+    # after the forecast, started before it; the shown interval is the replays' + 0.1·lead
+    front = [forecast(f"c{i}", i * 0.01, 10.0, 23.0, 25.0, 25.0, 25.0, (21.5, 26.5))
+             for i in range(4)]  # fmt: skip
+    tail = [forecast(f"t{i}", 1 + i * 0.01, 10.0, 108.0, 110.0, 110.0, 130.0, (98.0, 120.0))
+            for i in range(4)]  # fmt: skip
+    late = {"name": "late", "arrival": 50.0, "made": None, "start": 125.0}
+    got = first_forecasts([*front, *tail, late])
+    assert got["n"] == 8 and got["at_first"] == 8 and got["refresh"] == 10.0
+    assert (got["held"], got["held_replayed"], got["early"], got["late"]) == (4, 4, 4, 0)
+    assert got["overtaken"] == 4  # (the late one started before each of the tail's four)
+    assert got["used"] == pytest.approx(0.1)
+    # errors a second of lead: 0 ×4, +0.2 ×4; the 80 % quantile of the scores: 0.2
+    assert got["error"] == pytest.approx(0.1) and got["needed"] == pytest.approx(0.2)
+    assert (got["error_overtaken"], got["error_rest"], got["n_overtaken"]) == (0.2, 0.0, 4)
+    rows = [{"code": "src", "run": "node pool, cold", "outcomes": padded([*front, *tail], 2.0)}]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(rows))
+    main([str(path), "--cold"])
+    out = capsys.readouterr().out
+    assert "run 0: first refresh 10 s in, 8 of 8 first forecasts made there; held 4" in out
+    # (the padding's workflows arrived after the forecast and started before the front's)
+    assert "error a second of lead +0.100 (+0.100 of the 8 overtaken by a later arrival, " in out
+    assert "— of the rest); widening used 0.100, needed 0.200" in out
+
+
+def test_the_log_stretches_a_node_pools_kubelets_drew_for_its_first_wave() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.live_harness import SimKubelet
+    from benchmarks.live_scores import drawn
+    from idlegate.api.task_pods import pod_name
+
+    # cold-00 (extract ×2, then load) started first, cold-02 (scan ×6) second: the wave is
+    # their root stages' 8 tasks, never 'load' (it waits on extract)
+    run = [{"name": "cold-00", "start": 1.0}, {"name": "cold-02", "start": 2.0}]
+    kubelet = SimpleNamespace(stretch=0.3, start_latency=3.0, seed=4, namespace="forecast-n")
+    tasks = [("cold-00", "extract", k, 20.0) for k in range(2)]
+    tasks += [("cold-02", "scan", k, 15.0) for k in range(6)]
+    wave = []
+    for wf, st, k, secs in tasks:
+        factor, latency = SimKubelet.draws(kubelet, pod_name(wf, st, k))  # type: ignore[arg-type]
+        wave.append((math.log(factor), latency + factor * secs))
+    load = math.log(SimKubelet.draws(kubelet, "cold-00-load-0")[0])  # type: ignore[arg-type]
+    every, first = drawn(run, 4)
+    assert every == pytest.approx((sum(w[0] for w in wave) + load) / 9)
+    assert first == pytest.approx(sum(w[0] for w in wave) / 8)  # (fewer than 10: all 8)

@@ -107,7 +107,13 @@ from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import PoolForecast
 from idlegate.sim.forecast_arrivals import ARRIVALS, TEMPLATES, Recent, Template, templates
 from idlegate.sim.forecast_arrivals import WINDOW as RATE_WINDOW
-from idlegate.sim.forecast_calibration import WINDOW, Calibration, calibrations, start_prior
+from idlegate.sim.forecast_calibration import (
+    WINDOW,
+    Calibration,
+    calibrations,
+    shared_margin,
+    start_prior,
+)
 from idlegate.sim.forecast_overtake import Overtake, size_of
 from idlegate.sim.history import HistoryWorkflow, Tail
 from idlegate.sim.pool import effective_executors
@@ -286,6 +292,10 @@ class ForecastBook:
         self.asked: dict[int, dict[int, tuple[Job, Any]]] = {}
         """The last request's seed → its workflows' jobs and owners by job id: the
         operator's objects, which stay behind while the request's replays run."""
+        self.spread = 0.0
+        """The standard error of the log of the pool's average stretch its last refresh's
+        replays drew from (`live`; 0: none drawn), whose unspread part widens a cold
+        pool's starts (`take`, `sim.forecast_calibration.shared_margin`)."""
 
     def note_arrivals(self) -> None:
         """Event loop: the workflows that arrived since the last call join `recent` (the
@@ -430,6 +440,7 @@ class ForecastBook:
         (`sim.task_times`): one copy for all, so that a replay draws its error of their
         average once; the tasks running now, their pods seen Running, are the censored
         stretches it corrects the quick ones that ended first by."""
+        self.spread = 0.0
         if self.times is None or not self.times.ready:
             return
         running = []
@@ -439,6 +450,7 @@ class ForecastBook:
             if seen is not None:
                 running.append((fork.now - seen, stage.duration))
         times = self.times.frozen(running)
+        self.spread = times.spread[1]
         for job in fork.jobs:
             if isinstance(job.payload, MeasuredDurations):
                 job.payload = job.payload.frozen(times)
@@ -503,6 +515,9 @@ class ForecastBook:
         whose forecast moved, to be written."""
         self.cpu.append(cpu)
         made, dirty = result.now, []
+        # (its replays, R of them, spread the error their draws of the pool's average share
+        # only in part: the rest widens a cold pool's starts)
+        self.calibration["start"].shared = shared_margin(self.spread, result.replays)
         owned = self.asked.pop(request.seed, {})
         for entry in result.workflows:
             job, payload = owned.get(entry.job_id, (None, None))

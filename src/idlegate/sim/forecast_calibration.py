@@ -38,6 +38,20 @@ with its own uncertainty: its upper bound at `CONFIDENCE` (`upper_quantile`, fro
 tasks give a wide bound, many the quantile itself: it shrinks as the pool's evidence
 arrives, from nothing fitted on another pool.
 
+A cold live pool's forecasts also share one error that no score has measured yet: the
+pool's average task time, known from its few ended tasks, is off by one amount for every
+workflow behind them. Its replays draw that error (`sim.task_times.LiveTimes.begin`, a
+normal draw with the average's standard error s, on the log of the stretch), one draw
+per replay, so their spread holds it only in part: the truth lies from their median by
+s·√(1 + 1/R) (R replays), their own spread holds s·√(1 − 1/R), and fewer replays run
+where events are dear (a pool that follows its nodes, within `sim.forecast.SECONDS`).
+So until the pool's own scores replace the prior, a start is widened by the part the
+replays left out, s·√(2/R) (their variances' difference), at the interval's top's level
+(`shared_margin`): the standard error shrinks as the pool's tasks end, and with more
+replays this part goes (`Calibration.shared`). It is sampling error only: a burst whose
+first tasks to end are quicker than the rest leaves the average low by more
+(docs/research/forecasts.md, "The error a cold burst shares").
+
 A live pool's scores are taken per lead band (`banded`, `band`: leads within a doubling
 of each other, from `FLOOR`): a burst's forecasts are made at once and its tail, the
 longest leads, is the part that later arrivals overtake, so its misses per second of lead
@@ -59,9 +73,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
+from statistics import NormalDist
 
 from idlegate.sim.forecast import Span
-from idlegate.sim.task_times import TaskTimes
+from idlegate.sim.task_times import HIGH, TaskTimes
 
 COVERAGE = 0.8
 """The share of actuals the widened interval is to hold (the 80 % interval)."""
@@ -145,6 +160,10 @@ class Calibration:
         """The calibration of the forecast this one's comes after (a finish's: its start's),
         whose margin widens the part of the lead time before that forecast while this one
         has no scores of its own (`widen`'s `start`)."""
+        self.shared = 0.0
+        """Per second ahead, added to the prior while it stands for the scores (fewer than
+        `least`): a live pool's refresh's error its forecasts share that its replays did
+        not spread (`shared_margin`, set at each refresh; 0 elsewhere)."""
 
     def resume(self, older: Calibration) -> None:
         """Take `older`'s scores (a restarted pool's, rebuilt from its records) ahead of
@@ -159,16 +178,17 @@ class Calibration:
         self.aheads.append(ahead)
 
     def margin(self, ahead: float | None = None) -> float | None:
-        """Q: the widening per second ahead (before `least` scores: the prior, None
-        without one); of a `banded` calibration, of the scores in `ahead`'s `band` when it
-        holds `least` of them."""
+        """Q: the widening per second ahead (before `least` scores: the prior and the
+        `shared` error, None without a prior); of a `banded` calibration, of the scores in
+        `ahead`'s `band` when it holds `least` of them."""
         scores: Iterable[float] = self.scores
         if self.banded and ahead is not None:
             mine = band(ahead)
             alike = [s for s, a in zip(self.scores, self.aheads, strict=True) if band(a) == mine]
             if len(alike) >= self.least:
                 scores = alike
-        return conformal(scores, self.coverage, self.least, self.prior)
+        prior = None if self.prior is None else self.prior + self.shared
+        return conformal(scores, self.coverage, self.least, prior)
 
     def widen(
         self,
@@ -240,6 +260,21 @@ def cold_margin(tasks: TaskTimes) -> float:
         told.record(Span(low, median, high), 0.0, held)
     q = upper_quantile(told.scores, COVERAGE, CONFIDENCE)
     return LIVE_COLD if q is None else max(q, 0.0)
+
+
+TOP = NormalDist().inv_cdf(HIGH)
+"""The standard normal's quantile at the interval's top's level (1.2816 at 0.9)."""
+
+
+def shared_margin(spread: float, replays: int) -> float:
+    """The widening per second ahead that a live pool's refresh of `replays` replays owes
+    the error its forecasts share (module docstring): `spread` the standard error of the
+    log of its average stretch (`LiveTimes.spread`), of which the replays' own spread
+    holds a share √(1 − 1/R) and the truth lies √(1 + 1/R) from their median; the rest,
+    √(2/R), at the interval's top's level, as the factor it puts on the lead less one."""
+    if spread <= 0.0 or replays < 1:
+        return 0.0
+    return math.expm1(TOP * spread * math.sqrt(2.0 / replays))
 
 
 def upper_quantile(values: Iterable[float], level: float, confidence: float) -> float | None:

@@ -244,8 +244,10 @@ class LiveTimes:
     def usable(self) -> bool:
         return bool(self.latencies and self.stretches)
 
-    def begin(self, rng: np.random.Generator) -> None:
-        """A new replay: draw its error of the pool's average (module docstring)."""
+    @property
+    def spread(self) -> tuple[float, float, float]:
+        """The standard errors of the pool's averages a replay draws its error of (`begin`):
+        of the latency (seconds), of the log of the stretch, of the delay (seconds)."""
         if self._spread is None:
             self._spread = (
                 _error(np.asarray(self.latencies), None, len(self.latencies)),
@@ -253,11 +255,14 @@ class LiveTimes:
                        np.diff(np.asarray((0.0, *self.cumulative))), self.ended),
                 _error(np.asarray(self.delays), None, len(self.delays)),
             )  # fmt: skip
+        return self._spread
+
+    def begin(self, rng: np.random.Generator) -> None:
+        """A new replay: draw its error of the pool's average (module docstring)."""
+        spread = self.spread
         z = rng.standard_normal(3 if self.delays else 2)
-        late = float(z[2]) * self._spread[2] if self.delays else 0.0
-        self.shift = (
-            float(z[0]) * self._spread[0], math.exp(float(z[1]) * self._spread[1]), late
-        )  # fmt: skip
+        late = float(z[2]) * spread[2] if self.delays else 0.0
+        self.shift = (float(z[0]) * spread[0], math.exp(float(z[1]) * spread[1]), late)
 
     def draw(self, declared: float, u: Callable[[], float], first: bool = False) -> float:
         """A task declaring `declared` seconds: a latency and a stretch of the pool's (`u`:
