@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -412,3 +413,26 @@ def test_paired_comparison_with_the_base(capsys):
             )
     with capsys.disabled():
         print("\nanalytic+sjf-cp vs sjf-cp, avg JCT change:\n  " + "\n  ".join(lines))
+
+
+def test_one_evaluation_serves_every_threshold_each_applying_its_own():
+    # five short jobs then a long one: a slot of gain G; thresholds below and above G/l1
+    c = Cluster(1)
+    for i in range(5):
+        short = c.add_job(chain(1.0), float(i))
+        c.apply(Decision(short.stages[0], 1), float(i))
+        c.task_finished(0, i + 1.0)
+    job = c.add_job(chain(40.0), 5.0)
+    low = AnalyticIdleScheduler("sjf-cp", AnalyticIdleConfig(stream_cost=False))
+    decision = Decision(job.runnable[0], 1)
+    ev = low.explain(c, decision)
+    assert ev is not None and ev.inserted and ev.gain > 0
+    above = ev.gain / ev.l1 * 1.01
+    high = AnalyticIdleScheduler("sjf-cp", AnalyticIdleConfig(stream_cost=False, min_gain=above))
+    assert high.evaluation_key == low.evaluation_key  # (alike but for the threshold)
+    high.evaluate = low.evaluate  # type: ignore[method-assign]  # (as a shared replay sets it)
+    shared = high.explain(c, decision)
+    assert shared is not None and not shared.inserted and shared.gain == ev.gain
+    assert shared == replace(ev, inserted=False)
+    other = AnalyticIdleScheduler("sjf-cp", AnalyticIdleConfig(stream_cost=True))
+    assert other.evaluation_key != low.evaluation_key

@@ -12,6 +12,8 @@ import pytest
 
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
+from idlegate.policy.portfolio import scheduler as scheduler_module
+from idlegate.policy.portfolio.candidates import analytic_specs, candidate_specs
 from idlegate.policy.portfolio.replay import (
     EVENT_SECONDS,
     HEAVIEST_KEPT,
@@ -146,3 +148,22 @@ def test_rounds_that_keep_the_leader_on_a_full_window_back_off_up_to_backoff_ful
     )
     assert isinstance(brain, PortfolioScheduler)
     assert [_due_after(brain, f"r{i}-") for i in range(5)] == paces
+
+
+@pytest.mark.parametrize("rested", [True, False])
+def test_the_candidates_resting_count_in_the_budget_as_if_replayed(monkeypatch, rested):
+    # (resting fifo and fair left a round 2 fewer candidates, and so room in the budget for
+    # more of the workflows still running: on teams 18 and 25 of them instead of 4 and 5)
+    brain = make_scheduler(f"portfolio?prior=false&start=srpt&budget_rested={str(rested).lower()}")
+    assert isinstance(brain, PortfolioScheduler)
+    far_behind, resting = frozenset({"weighted-fair"}), frozenset({"fifo", "fair"})
+
+    def dropped(*_: object, rest: float | None = None, **__: object) -> frozenset[str]:
+        return far_behind | (resting if rest is not None else frozenset())
+
+    monkeypatch.setattr(brain._standings, "dropped", dropped)
+    counted: list[int] = []
+    monkeypatch.setattr(scheduler_module, "trim", lambda r, n, b: counted.append(n) or r)
+    every = len(candidate_specs(brain.config)) + len(analytic_specs(brain.config, "srpt"))
+    brain._trimmed(replace(request([], []), dropped=brain.dropped()))
+    assert counted == [every - 1 if rested else every - 3]

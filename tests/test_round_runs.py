@@ -218,3 +218,27 @@ def test_a_replay_under_queues_keeps_no_ledger_and_the_same_runs():
     assert [(r.name, r.jct) for r in replayed.records] == [(r.name, r.jct) for r in kept.records]
     assert sum(map(sum, kept.queues.borrowed)) > 0 and kept.queues.contended > 0
     assert sum(map(sum, replayed.queues.borrowed)) == 0 and replayed.queues.contended == 0
+
+
+def test_the_idle_rule_at_each_threshold_evaluates_each_question_once(monkeypatch):
+    from idlegate.policy.analytic import AnalyticIdleScheduler
+
+    evaluated = {"n": 0}
+    own = AnalyticIdleScheduler.evaluate
+
+    def counted(self: Any, view: ClusterView, decision: Any) -> Any:
+        evaluated["n"] += 1
+        return own(self, view, decision)
+
+    monkeypatch.setattr(AnalyticIdleScheduler, "evaluate", counted)
+    lone = alone("analytic?min_gain=0:srpt")
+    once = evaluated["n"]
+    assert once > 0
+    specs = ["analytic?min_gain=0:srpt", "srpt", "analytic?min_gain=0.2:srpt"]
+    schedulers = {s: make_scheduler(s) for s in specs}
+    evaluated["n"] = 0
+    scores = replay_portfolio(WINDOW.jobs, schedulers, WINDOW.num_executors, 0)
+    assert evaluated["n"] == once  # (not twice: one evaluation, each its own threshold)
+    assert set(scores.means.values()) == {lone.means["analytic?min_gain=0:srpt"]}
+    # (each idle rule evaluates by itself again)
+    assert all("evaluate" not in vars(schedulers[s]) for s in specs)

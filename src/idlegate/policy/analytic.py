@@ -102,7 +102,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
@@ -502,6 +502,23 @@ class AnalyticIdleScheduler:
 
         Pure: reads `view`, changes nothing.
         """
+        found = self.evaluate(view, decision)
+        if found is None:
+            return None
+        inserted = (
+            found.idle > 0 and found.gain > max(self.config.min_gain, _NUMERIC_SLACK) * found.l1
+        )
+        return found if found.inserted == inserted else replace(found, inserted=inserted)
+
+    @property
+    def evaluation_key(self) -> str:
+        """What `evaluate` is a function of beyond the view and the decision: the config
+        but its threshold (`min_gain` only sets `inserted`, which `explain` works out), so
+        that rules alike but for it may share one evaluation (`portfolio.runs._Shared`)."""
+        return repr(self.config.model_copy(update={"min_gain": 0.0}))
+
+    def evaluate(self, view: ClusterView, decision: Decision) -> IdleEvaluation | None:
+        """`explain`'s evaluation, its `inserted` by this rule's threshold (pure)."""
         n = self._idle_executors(view, decision)
         if n == 0:
             return None

@@ -245,6 +245,10 @@ class PortfolioConfig(Config):
     are trimmed to fit (`replay.trim`), the finished ones all kept (None: no bound). A
     flood of large workflows would otherwise be replayed hundreds at a time, every round
     (``teams``)."""
+    budget_rested: StrictBool = True
+    """The candidates resting (`rest`) count in `budget`'s projection as if replayed, so
+    that a round of fewer candidates does not replay more of the workflows still running
+    (false: only those replayed count; docs/brain.md, "What a round may cost")."""
     hourly: NonNegative | None = None
     """Modelled CPU seconds of rounds per hour of the scheduler's clock: a credit of at
     most a quarter of this that each round's modelled seconds spend and the clock

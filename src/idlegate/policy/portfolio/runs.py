@@ -342,12 +342,16 @@ class _Shared:
                 once = onces.setdefault(key, _Once(base, self))
                 self._bases.append((member, base))
                 member.base = once  # type: ignore[attr-defined]
+        self._evaluations = _share_evaluations([m for m, _ in self._bases], self)
 
     def close(self) -> None:
         """The wrapping members' own bases back (the replay ended)."""
         for member, base in self._bases:
             member.base = base
         self._bases.clear()
+        for member in self._evaluations:
+            del member.evaluate
+        self._evaluations.clear()
 
     def _ask(self, member: Scheduler, view: ClusterView) -> Action:
         ask = self._asks.get(id(member))
@@ -400,6 +404,51 @@ class _Once:
         if isinstance(self._answer, Exception):
             raise self._answer
         return self._answer
+
+
+class _OnceEvaluation:
+    """The evaluation of wrapping rules alike but for their threshold (the idle rule at
+    each `min_gain`, over one `_Once` base): worked out once per question and decision,
+    each rule's `explain` then applying its own threshold. On teams' largest rounds the
+    replay the candidate followed leads asked it twice a question."""
+
+    def __init__(self, evaluate: Callable[[ClusterView, Decision], Any], shared: _Shared) -> None:
+        self._evaluate, self._shared = evaluate, shared
+        self._asked: tuple[int, Decision] | None = None
+        self._answer: Any = None
+
+    def evaluate(self, view: ClusterView, decision: Decision) -> Any:
+        asked = (self._shared.question, decision)
+        # (the same decision object: their base answered once, `_Once`)
+        if self._asked is None or self._asked[0] != asked[0] or self._asked[1] is not decision:
+            self._asked = asked
+            try:
+                self._answer = self._evaluate(view, decision)
+            except Exception as exc:  # (each rule asked fails as it would alone)
+                self._answer = exc
+        if isinstance(self._answer, Exception):
+            raise self._answer
+        return self._answer
+
+
+def _share_evaluations(wrapping: Sequence[Any], shared: _Shared) -> list[Any]:
+    """Of `wrapping` (rules whose base is a `_Once` now), those with the same
+    `evaluation_key` over the same base: each asked through one `_OnceEvaluation` (set
+    on the instance, which `_Shared.close` deletes). The members so set."""
+    groups: dict[tuple[str, int], list[Any]] = {}
+    for member in wrapping:
+        key = getattr(member, "evaluation_key", None)
+        if isinstance(key, str) and callable(getattr(member, "evaluate", None)):
+            groups.setdefault((key, id(member.base)), []).append(member)
+    set_on: list[Any] = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        once = _OnceEvaluation(members[0].evaluate, shared)
+        for member in members:
+            member.evaluate = once.evaluate
+            set_on.append(member)
+    return set_on
 
 
 def _pure_key(rule: Any) -> str | None:

@@ -557,8 +557,13 @@ class PortfolioScheduler:
 
     def _trimmed(self, request: ReplayRequest) -> ReplayRequest:
         """`request` trimmed to the round's `budget` (`replay.trim`), counting the
-        candidates it will replay (the analytic rule's thresholds among them)."""
-        cfg, out = self.config, request.dropped | request.untrained
+        candidates it will replay (the analytic rule's thresholds among them; with
+        `budget_rested` those resting too, so that resting saves CPU rather than buying a
+        larger window)."""
+        cfg, out = self.config, request.dropped
+        if cfg.budget_rested and cfg.rest is not None and out:
+            out &= self.dropped(resting=False)
+        out |= request.untrained
         candidates = sum(1 for s in candidate_specs(cfg) if s not in out)
         if "analytic" in cfg.portfolio():
             candidates += len(analytic_specs(cfg, "srpt"))
@@ -651,8 +656,9 @@ class PortfolioScheduler:
         over each round's best, minus 1, weighted by each round's new workflows."""
         return self._standings.of(self.config.window)
 
-    def dropped(self) -> frozenset[str]:
-        """The candidates left out of the next round (`state.Standings.dropped`)."""
+    def dropped(self, *, resting: bool = True) -> frozenset[str]:
+        """The candidates left out of the next round (`state.Standings.dropped`; `resting`
+        false: those `rest` leaves out left in)."""
         cfg = self.config
         out = self._standings.dropped(
             self.following,
@@ -660,7 +666,7 @@ class PortfolioScheduler:
             drop=cfg.drop,
             early=cfg.min_window,
             far=cfg.far,
-            rest=cfg.rest,
+            rest=cfg.rest if resting else None,
         )
         safe = self._trust.safe if cfg.guard is not None else None
         return out - {safe} if safe else out  # (the guard weighs every round against it)
