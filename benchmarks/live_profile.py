@@ -1,0 +1,117 @@
+"""Where the CPU went in a live run's flood (benchmarks/live_pool.py ``--profile DIR``).
+
+From the flood's submission on, for `SECONDS` wall seconds: py-spy records the operator's
+process (``--threads``, busy samples only: ``--idle`` off) into DIR, and every second the
+CPU each party got is read from /proc: the operator's main thread (kopf's event loop), its
+other threads, its children (the forecasts' replay process), this process (the test API
+server, the kube-scheduler, the simulated kubelets and the recorder: one interpreter), the
+CPU-bound burners, py-spy itself; with the operator main thread's time waiting on a run
+queue (``/proc/PID/task/PID/schedstat``: runnable, no core free). Its summary line says how
+much of the window the loop ran, how much it waited for a core, and each party's share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from benchmarks.operator_burst import children
+
+SECONDS = 40.0
+"""Wall seconds recorded from the flood's submission on (its burst and the 10 s after)."""
+PY_SPY = os.environ.get("PY_SPY", shutil.which("py-spy") or "/tmp/pyspy/bin/py-spy")
+"""py-spy's executable: $PY_SPY, else the one on the PATH, else /tmp/pyspy's."""
+
+
+def ticks(path: Path) -> float:
+    """CPU seconds (user + system) of a /proc stat file at `path`; 0 if it is gone."""
+    try:
+        fields = path.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def waited(pid: int) -> float:
+    """Seconds the main thread of `pid` was runnable without a core (schedstat's second
+    field, ns); 0 if it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except OSError:
+        return 0.0
+
+
+def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str, float]:
+    """Cumulative CPU seconds of each party (module docstring), and the loop's run-queue
+    wait."""
+    main = ticks(Path(f"/proc/{operator}/task/{operator}/stat"))
+    whole = ticks(Path(f"/proc/{operator}/stat"))
+    return {
+        "loop": main,
+        "operator threads": whole - main,
+        "operator children": sum(ticks(Path(f"/proc/{c}/stat")) for c in children(operator)),
+        "api server, kubelets": ticks(Path(f"/proc/{os.getpid()}/stat")),
+        "burners": sum(ticks(Path(f"/proc/{b}/stat")) for b in burners),
+        "py-spy": ticks(Path(f"/proc/{spy}/stat")) if spy else 0.0,
+        "loop waiting": waited(operator),
+    }
+
+
+def summary(first: dict[str, float], last: dict[str, float], wall: float) -> str:
+    """One line: each party's CPU seconds over `wall` wall seconds between two readings."""
+    spent = {k: last[k] - first.get(k, 0.0) for k in last}
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if k != "loop waiting")
+    ran, queued = spent["loop"], spent["loop waiting"]
+    return (
+        f"profile, {wall:.0f} s from the flood on (2 cores: {2 * wall:.0f} CPU s): {parts}; "
+        f"the loop ran {ran / wall:.0%} of the wall and waited for a core {queued / wall:.0%}"
+    )
+
+
+@contextlib.contextmanager
+def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> Iterator[list[str]]:
+    """From enter on, `SECONDS` of py-spy on `operator` into `directory` (None: nothing)
+    and a reading of each party's CPU each second (``cpu.tsv`` there); the summary line
+    is appended to the list yielded once the window ended (or at exit)."""
+    said: list[str] = []
+    if directory is None:
+        yield said
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"operator-{operator}.txt"
+    spy = subprocess.Popen(
+        [PY_SPY, "record", "--pid", str(operator), "--duration", f"{SECONDS:g}", "--rate",
+         "100", "--format", "raw", "--threads", "--nonblocking", "-o", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    stop = threading.Event()
+
+    def sample() -> None:
+        began, rows = time.monotonic(), []
+        first = reading(operator, burners, spy.pid)
+        while not stop.wait(1.0) and time.monotonic() - began < SECONDS:
+            rows.append((time.monotonic() - began, reading(operator, burners, spy.pid)))
+        if rows:
+            lines = ["t\t" + "\t".join(first)]
+            lines += [f"{t:.1f}\t" + "\t".join(f"{v:.2f}" for v in r.values()) for t, r in rows]
+            (directory / f"cpu-{operator}.tsv").write_text("\n".join(lines) + "\n")
+            said.append(summary(first, rows[-1][1], rows[-1][0]))
+
+    thread = threading.Thread(target=sample, name="profile", daemon=True)
+    thread.start()
+    try:
+        yield said
+    finally:
+        stop.set()
+        thread.join()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            spy.wait(5)
+        if spy.poll() is None:
+            spy.kill()
+            spy.wait()
