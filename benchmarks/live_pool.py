@@ -576,6 +576,7 @@ def jsonable(result: dict[str, Any]) -> dict[str, Any]:
         "pods": f.pods,
         "watch_lags": f.watch_lags,
         "watch_at": f.watch_at,
+        "watch_ns": f.watch_ns,
         "unanswered": f.unanswered,
         "event_lags": f.event_lags,
         "event_at": f.event_at,

@@ -59,17 +59,28 @@ def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str,
         "api server, kubelets": ticks(Path(f"/proc/{os.getpid()}/stat")),
         "burners": sum(ticks(Path(f"/proc/{b}/stat")) for b in burners),
         "py-spy": ticks(Path(f"/proc/{spy}/stat")) if spy else 0.0,
+        "machine": machine(),
         "loop waiting": waited(operator),
     }
+
+
+def machine() -> float:
+    """CPU seconds the machine's cores spent busy, all processes (/proc/stat's first line:
+    all but idle and iowait)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def summary(first: dict[str, float], last: dict[str, float], wall: float) -> str:
     """One line: each party's CPU seconds over `wall` wall seconds between two readings."""
     spent = {k: last[k] - first.get(k, 0.0) for k in last}
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if k != "loop waiting")
+    parties = {k: v for k, v in spent.items() if k not in ("loop waiting", "machine")}
+    parties["others"] = spent["machine"] - sum(parties.values())
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in parties.items())
     ran, queued = spent["loop"], spent["loop waiting"]
     return (
-        f"profile, {wall:.0f} s from the flood on (2 cores: {2 * wall:.0f} CPU s): {parts}; "
+        f"profile, {wall:.0f} s from the flood on (the machine busy {spent['machine']:.1f} "
+        f"CPU s of {os.cpu_count()} cores' {(os.cpu_count() or 1) * wall:.0f}): {parts}; "
         f"the loop ran {ran / wall:.0%} of the wall and waited for a core {queued / wall:.0%}"
     )
 
