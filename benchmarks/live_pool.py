@@ -577,6 +577,7 @@ def jsonable(result: dict[str, Any]) -> dict[str, Any]:
         "watch_lags": f.watch_lags,
         "watch_at": f.watch_at,
         "watch_ns": f.watch_ns,
+        "watch_by": f.watch_by,
         "unanswered": f.unanswered,
         "event_lags": f.event_lags,
         "event_at": f.event_at,
