@@ -38,19 +38,21 @@ def ticks(path: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def waited(pid: int) -> float:
-    """Seconds the main thread of `pid` was runnable without a core (schedstat's second
-    field, ns); 0 if it is gone."""
+def scheduled(pid: int) -> tuple[float, int]:
+    """Of the main thread of `pid`: seconds it was runnable without a core, and the times
+    it was given one (schedstat's second field, ns, and third); zeros if it is gone."""
     try:
-        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
-    except OSError:
-        return 0.0
+        _, wait, slices = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:3]
+    except (OSError, ValueError):
+        return 0.0, 0
+    return int(wait) / 1e9, int(slices)
 
 
 def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str, float]:
     """Cumulative CPU seconds of each party (module docstring), and the loop's run-queue
     wait."""
     main = ticks(Path(f"/proc/{operator}/task/{operator}/stat"))
+    wait, slices = scheduled(operator)
     whole = ticks(Path(f"/proc/{operator}/stat"))
     return {
         "loop": main,
@@ -60,7 +62,8 @@ def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str,
         "burners": sum(ticks(Path(f"/proc/{b}/stat")) for b in burners),
         "py-spy": ticks(Path(f"/proc/{spy}/stat")) if spy else 0.0,
         "machine": machine(),
-        "loop waiting": waited(operator),
+        "loop waiting": wait,
+        "loop slices": slices,
     }
 
 
@@ -74,14 +77,17 @@ def machine() -> float:
 def summary(first: dict[str, float], last: dict[str, float], wall: float) -> str:
     """One line: each party's CPU seconds over `wall` wall seconds between two readings."""
     spent = {k: last[k] - first.get(k, 0.0) for k in last}
-    parties = {k: v for k, v in spent.items() if k not in ("loop waiting", "machine")}
+    loop = ("loop waiting", "loop slices", "machine")
+    parties = {k: v for k, v in spent.items() if k not in loop}
     parties["others"] = spent["machine"] - sum(parties.values())
     parts = ", ".join(f"{k} {v:.1f}" for k, v in parties.items())
     ran, queued = spent["loop"], spent["loop waiting"]
     return (
         f"profile, {wall:.0f} s from the flood on (the machine busy {spent['machine']:.1f} "
         f"CPU s of {os.cpu_count()} cores' {(os.cpu_count() or 1) * wall:.0f}): {parts}; "
-        f"the loop ran {ran / wall:.0%} of the wall and waited for a core {queued / wall:.0%}"
+        f"the loop ran {ran / wall:.0%} of the wall and waited for a core {queued / wall:.0%}, "
+        f"given a core {spent['loop slices']:.0f} times ({queued / max(spent['loop slices'], 1) * 1e3:.2f} ms "
+        "waited each)"
     )
 
 
