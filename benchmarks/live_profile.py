@@ -1,13 +1,14 @@
 """Where the CPU went in a live run's flood (benchmarks/live_pool.py ``--profile DIR``).
 
-From the flood's submission on, for `SECONDS` wall seconds: py-spy records the operator's
-process (``--threads``, busy samples only: ``--idle`` off) into DIR, and every second the
-CPU each party got is read from /proc: the operator's main thread (kopf's event loop), its
+From the flood's submission on, for `SECONDS` wall seconds, in every run: every second
+the CPU each party got is read from /proc: the operator's main thread (kopf's event loop), its
 other threads, its children (the forecasts' replay process), this process (the test API
 server, the kube-scheduler, the simulated kubelets and the recorder: one interpreter), the
 CPU-bound burners, py-spy itself; with the operator main thread's time waiting on a run
 queue (``/proc/PID/task/PID/schedstat``: runnable, no core free). Its summary line says how
 much of the window the loop ran, how much it waited for a core, and each party's share.
+With ``--profile DIR``, py-spy also records the operator's process there (``--threads``,
+busy samples only: ``--idle`` off), and the readings go to ``cpu-PID.tsv``.
 """
 
 from __future__ import annotations
@@ -93,32 +94,33 @@ def summary(first: dict[str, float], last: dict[str, float], wall: float) -> str
 
 @contextlib.contextmanager
 def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> Iterator[list[str]]:
-    """From enter on, `SECONDS` of py-spy on `operator` into `directory` (None: nothing)
-    and a reading of each party's CPU each second (``cpu.tsv`` there); the summary line
-    is appended to the list yielded once the window ended (or at exit)."""
+    """From enter on, for `SECONDS`, a reading of each party's CPU each second (into
+    ``cpu-PID.tsv`` in `directory` if given) and, with a `directory`, py-spy on `operator`
+    there; the summary line is appended to the list yielded once the window ended (or at
+    exit)."""
     said: list[str] = []
-    if directory is None:
-        yield said
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    out = directory / f"operator-{operator}.txt"
-    spy = subprocess.Popen(
-        [PY_SPY, "record", "--pid", str(operator), "--duration", f"{SECONDS:g}", "--rate",
-         "100", "--format", "raw", "--threads", "--nonblocking", "-o", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    spy = None
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        out = directory / f"operator-{operator}.txt"
+        spy = subprocess.Popen(
+            [PY_SPY, "record", "--pid", str(operator), "--duration", f"{SECONDS:g}", "--rate",
+             "100", "--format", "raw", "--threads", "--nonblocking", "-o", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     stop = threading.Event()
 
     def sample() -> None:
         began, rows = time.monotonic(), []
-        first = reading(operator, burners, spy.pid)
+        first = reading(operator, burners, spy and spy.pid)
         while not stop.wait(1.0) and time.monotonic() - began < SECONDS:
-            rows.append((time.monotonic() - began, reading(operator, burners, spy.pid)))
+            rows.append((time.monotonic() - began, reading(operator, burners, spy and spy.pid)))
         if rows:
+            said.append(summary(first, rows[-1][1], rows[-1][0]))
+        if rows and directory is not None:
             lines = ["t\t" + "\t".join(first)]
             lines += [f"{t:.1f}\t" + "\t".join(f"{v:.2f}" for v in r.values()) for t, r in rows]
             (directory / f"cpu-{operator}.tsv").write_text("\n".join(lines) + "\n")
-            said.append(summary(first, rows[-1][1], rows[-1][0]))
 
     thread = threading.Thread(target=sample, name="profile", daemon=True)
     thread.start()
@@ -127,8 +129,9 @@ def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> 
     finally:
         stop.set()
         thread.join()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            spy.wait(5)
-        if spy.poll() is None:
-            spy.kill()
-            spy.wait()
+        if spy is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                spy.wait(5)
+            if spy.poll() is None:
+                spy.kill()
+                spy.wait()
