@@ -38,8 +38,11 @@ The table's columns are those figures (quantiles p50/p99, the Events' max too), 
 wall seconds and the 1-minute load average at its end. Under each run: where the
 operator's CPU went; the watch and Event lags' p99 from `BURST` seconds after the flood's
 submission on, with how many of the slow ones came before (the flood's admission: a
-hundred workflows' Events, statuses and gated creations written at once); and what its
-/metrics say of its loop (`LOOP`). The workflows' shapes are this script's (`STEADY`,
+hundred workflows' Events, statuses and gated creations written at once); what its
+/metrics say of its loop (`LOOP`); whose pod ends were answered over 1 s late, and by what
+write (`slow_line`); and the CPU each party got in the flood's first 40 s, with how long
+the operator's loop waited for a core (benchmarks/live_profile.py; ``--profile DIR``: py-spy
+of the operator there too). The workflows' shapes are this script's (`STEADY`,
 `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
 more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
 seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
@@ -413,8 +416,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="py-spy the operator and read each party's CPU over the flood's first 40 s, "
-        "into this directory (benchmarks/live_profile.py)",
+        help="py-spy the operator over the flood's first 40 s, and keep each party's CPU "
+        "then, in this directory (benchmarks/live_profile.py)",
     )
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
