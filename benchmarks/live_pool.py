@@ -544,20 +544,24 @@ def after_burst(result: dict[str, Any]) -> str:
 
 def slow_line(result: dict[str, Any]) -> str:
     """Whose pod ends were answered over 1 s late, in the flood's first `BURST` seconds and
-    after: the flood's (team a) or the steady teams'."""
+    after (the flood's, team a, or the steady teams'), and by writes of what (``pods``, a
+    creation or release; ``dagworkflows``, the workflow's status)."""
     f: Figures = result["figures"]
     since = result["flooded"] + BURST
     found: Counter[tuple[str, str]] = Counter()
-    for lag, at, ns in zip(f.watch_lags, f.watch_at, f.watch_ns, strict=True):
+    by: Counter[str] = Counter()
+    for lag, at, ns, kind in zip(f.watch_lags, f.watch_at, f.watch_ns, f.watch_by, strict=True):
         if lag > 1.0:
             found[
                 "flood" if ns == TEAMS["a"] else "steady", "first" if at < since else "after"
             ] += 1
+            by[kind] += 1
     said = "; ".join(
         f"{who}'s {found[who, 'first']} in the first {BURST:g} s, {found[who, 'after']} after"
         for who in ("flood", "steady")
     )
-    return f"watch lags over 1 s: {said}"
+    answers = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
+    return f"watch lags over 1 s: {said} (answered by writes of {answers})"
 
 
 def visibility_line(result: dict[str, Any]) -> str:
