@@ -190,6 +190,11 @@ class Figures:
     """When each of `watch_lags` was answered (wall seconds, epoch), in their order."""
     event_at: list[float] = dataclasses.field(default_factory=list)
     """When each of `event_lags` was received (wall seconds, epoch), in their order."""
+    watch_ns: list[str] = dataclasses.field(default_factory=list)
+    """The namespace of each of `watch_lags`' pods, in their order."""
+    watch_by: list[str] = dataclasses.field(default_factory=list)
+    """What answered each of `watch_lags`: the kind of the operator's write (``pods``, a
+    pod's creation or release; ``dagworkflows``, its workflow's status), in their order."""
 
     def after(self, t: float) -> tuple[list[float], list[float]]:
         """The watch lags answered and the Event lags received at or after `t` (epoch)."""
@@ -251,6 +256,8 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
     written: dict[Key, list[float]] = {}  # object -> when the operator wrote about it
     watch_lags, event_lags, binds = [], [], []
     watch_at: list[float] = []
+    watch_ns: list[str] = []
+    watch_by: list[str] = []
     event_at: list[float] = []
     created = 0
     for e in sorted(entries, key=lambda e: e.version):
@@ -285,6 +292,8 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
             answered = [e.t - end for end in ends.pop(about, [])]
             watch_lags += answered
             watch_at += [e.t] * len(answered)
+            watch_ns += [about[0]] * len(answered)
+            watch_by += [e.kind] * len(answered)
     return Figures(
         pods=created,
         watch_lags=watch_lags,
@@ -294,6 +303,8 @@ def figures(entries: Sequence[Entry], requests: Sequence[Request]) -> Figures:
         requests=Counter(category(r) for r in requests),
         watch_at=watch_at,
         event_at=event_at,
+        watch_ns=watch_ns,
+        watch_by=watch_by,
     )
 
 

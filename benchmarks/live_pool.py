@@ -38,8 +38,11 @@ The table's columns are those figures (quantiles p50/p99, the Events' max too), 
 wall seconds and the 1-minute load average at its end. Under each run: where the
 operator's CPU went; the watch and Event lags' p99 from `BURST` seconds after the flood's
 submission on, with how many of the slow ones came before (the flood's admission: a
-hundred workflows' Events, statuses and gated creations written at once); and what its
-/metrics say of its loop (`LOOP`). The workflows' shapes are this script's (`STEADY`,
+hundred workflows' Events, statuses and gated creations written at once); what its
+/metrics say of its loop (`LOOP`); whose pod ends were answered over 1 s late, and by what
+write (`slow_line`); and the CPU each party got in the flood's first 40 s, with how long
+the operator's loop waited for a core (benchmarks/live_profile.py; ``--profile DIR``: py-spy
+of the operator there too). The workflows' shapes are this script's (`STEADY`,
 `FLOOD`); the rest is issue 79's scenario. The faster the clock, the
 more the operator's own time weighs against the tasks' (a lag of 1 s of wall is `--speed`
 seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minutes.
@@ -91,6 +94,7 @@ from benchmarks.live_operator import (
     wait_ended,
     wait_pool,
 )
+from benchmarks.live_profile import profiling
 from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
@@ -174,11 +178,11 @@ def pool(policy: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def burning(count: int) -> Iterator[None]:
-    """`count` CPU-bound processes, from enter to exit."""
+def burning(count: int) -> Iterator[list[int]]:
+    """`count` CPU-bound processes, from enter to exit: their pids."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
-        yield
+        yield [b.pid for b in burners]
     finally:
         for burner in burners:
             burner.kill()
@@ -261,10 +265,14 @@ def run(
     flood_seconds: float = 4.0,
     visibility: float | None = None,
     extra: tuple[str, ...] = (),
+    profile: Path | None = None,
+    burners: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """One run of the scenario (the module docstring) under `policy` with `src`'s operator
     given the flags `extra` besides, the flood's tasks `flood_seconds` long, its visibility
-    API asked every `visibility` wall seconds (None: never): its figures."""
+    API asked every `visibility` wall seconds (None: never), the flood's first seconds
+    profiled into `profile` (None: not; `burners` the CPU-bound processes'
+    pids, live_profile.py): its figures."""
     with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
         nodes = [node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY) for i in range(NODE_COUNT)]
         prepare(api, [*TEAMS.values(), *ALONE.values()], nodes)
@@ -289,6 +297,7 @@ def run(
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
                 flooding = dataclasses.replace(FLOOD, seconds=flood_seconds)
                 flooded = time.time()
+                profiled = stack.enter_context(profiling(profile, proc.pid, burners))
                 for ns, name in floods:
                     api.create(DWF, sized(name, flooding), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
@@ -320,6 +329,7 @@ def run(
         "loop": {k: loop_after[k] - loop_before.get(k, 0.0) for k in loop_after},
         "visibility": answers,
         "visibility_asks": 0 if visibility is None else int(wall // visibility),
+        "profile": profiled,
     }
 
 
@@ -403,6 +413,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help="operator flags (one string) this checkout also runs with, in turn, e.g. "
         "'--gated-workflows-ahead=0'",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy the operator over the flood's first 40 s, and keep each party's CPU "
+        "then, in this directory (benchmarks/live_profile.py)",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
     args = parser.parse_args(argv)
@@ -421,7 +437,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         *([f"--visibility {args.visibility:g}"] if args.visibility else []),
         *(f"--variant={shlex.quote(v)}" for v in args.variant),
         *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
-        *(f"--{k} {shlex.quote(str(v))}" for k, v in (("json", args.json), ("log", args.log)) if v),
+        *(
+            f"--{k} {shlex.quote(str(v))}"
+            for k, v in (("json", args.json), ("log", args.log), ("profile", args.profile))
+            if v
+        ),
     ]
     print(" ".join(command), flush=True)
     print(HEADER, flush=True)
@@ -432,7 +452,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ]
     results = []
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
-    with log, burning(args.burn):
+    with log, burning(args.burn) as burners:
         for policy in args.policies.split(","):
             for _ in range(args.runs):
                 for src, code, extra in codes:
@@ -446,6 +466,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             args.flood_seconds,
                             args.visibility,
                             extra,
+                            args.profile,
+                            tuple(burners),
                         )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
@@ -459,6 +481,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     print(f"{'':24}{loop_line(result)}", flush=True)
                     if args.visibility:
                         print(f"{'':24}{visibility_line(result)}", flush=True)
+                    for line in [slow_line(result), *result["profile"]]:
+                        print(f"{'':24}{line}", flush=True)
                     results.append({**result, "code": str(src), "flags": list(extra)})
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
@@ -518,6 +542,28 @@ def after_burst(result: dict[str, Any]) -> str:
     )
 
 
+def slow_line(result: dict[str, Any]) -> str:
+    """Whose pod ends were answered over 1 s late, in the flood's first `BURST` seconds and
+    after (the flood's, team a, or the steady teams'), and by writes of what (``pods``, a
+    creation or release; ``dagworkflows``, the workflow's status)."""
+    f: Figures = result["figures"]
+    since = result["flooded"] + BURST
+    found: Counter[tuple[str, str]] = Counter()
+    by: Counter[str] = Counter()
+    for lag, at, ns, kind in zip(f.watch_lags, f.watch_at, f.watch_ns, f.watch_by, strict=True):
+        if lag > 1.0:
+            found[
+                "flood" if ns == TEAMS["a"] else "steady", "first" if at < since else "after"
+            ] += 1
+            by[kind] += 1
+    said = "; ".join(
+        f"{who}'s {found[who, 'first']} in the first {BURST:g} s, {found[who, 'after']} after"
+        for who in ("flood", "steady")
+    )
+    answers = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
+    return f"watch lags over 1 s: {said} (answered by writes of {answers})"
+
+
 def visibility_line(result: dict[str, Any]) -> str:
     """How the visibility API answered in a run (`asking`)."""
     answers = result["visibility"]
@@ -537,6 +583,8 @@ def jsonable(result: dict[str, Any]) -> dict[str, Any]:
         "pods": f.pods,
         "watch_lags": f.watch_lags,
         "watch_at": f.watch_at,
+        "watch_ns": f.watch_ns,
+        "watch_by": f.watch_by,
         "unanswered": f.unanswered,
         "event_lags": f.event_lags,
         "event_at": f.event_at,

@@ -413,6 +413,7 @@ def test_live_pool_figures_from_a_written_log() -> None:
     assert found.binds == pytest.approx([0.1])
     # when each was answered or received, and those from a time on
     assert found.watch_at == [t0 + 1.6] and found.event_at == [t0 + 1.7, t0 + 4.5]
+    assert (found.watch_ns, found.watch_by) == (["ns"], ["dagworkflows"])  # (its status)
     assert found.after(t0 + 2) == ([], [pytest.approx(2.9)])
     assert found.requests == {"pod creates": 2, "pod patches": 2, "status": 2, "events": 2,
                               "pool status": 1}  # fmt: skip
@@ -521,6 +522,26 @@ def test_live_pool_says_the_lags_after_the_floods_burst_apart() -> None:
     assert live.after_burst({"figures": found, "flooded": t0}) == (
         "from 30 s after the flood on: watch p99 1.49, Event p99 0.50; before: 1 of 2 watch "
         "lags over 1 s, 1 of 1 Event lags over 2 s"
+    )
+
+
+def test_live_pool_says_whose_pod_ends_were_slow_and_what_answered_them() -> None:
+    live_figures, live = load_benchmark("live_figures"), load_benchmark("live_pool")
+    t0 = 1_000_000.0
+    found = live_figures.Figures(
+        pods=3,
+        watch_lags=[1.2, 0.5, 1.05],
+        unanswered=0,
+        event_lags=[],
+        binds=[],
+        requests=Counter(),
+        watch_at=[t0 + 1, t0 + 2, t0 + 40],
+        watch_ns=["team-a", "team-b", "team-b"],
+        watch_by=["dagworkflows", "pods", "pods"],
+    )
+    assert live.slow_line({"figures": found, "flooded": t0}) == (
+        "watch lags over 1 s: flood's 1 in the first 30 s, 0 after; steady's 0 in the first "
+        "30 s, 1 after (answered by writes of dagworkflows 1, pods 1)"
     )
 
 

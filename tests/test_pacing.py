@@ -37,10 +37,13 @@ def test_a_pace_spaces_writes_and_batches_changes_that_are_not_urgent():
     assert pace.due() == 11.0  # one write a second: 1 s after the last one started
     assert pace.sent(11.0) == 10.2  # (the first change it carries: its lag is read from it)
     pace.change(15.0, urgent=False)
-    assert pace.due() == 16.0  # counts only: batched for a second
-    pace.change(15.5, urgent=True)
+    assert pace.due() == 15.5  # counts only: batched for half a second (within the second)
+    pace.change(15.2, urgent=True)
     assert pace.due() == 15.0  # then a phase: as soon as the pace allows (past: at once)
     assert pace.idle_until() == 12.0
+    pace.sent(15.2)
+    pace.change(15.3, urgent=False)
+    assert pace.due() == 16.2  # (still one write a second)
     at_once = Pace(0.0)
     at_once.change(3.0, urgent=False)
     assert at_once.due() == 3.0

@@ -4,7 +4,8 @@
 * `Pace`: one object's status writes. A write starts at least `spacing` seconds after the
   previous one started; the changes meanwhile are coalesced into it (the last status wins:
   it carries the whole state, so nothing is lost). A change that is not urgent (only
-  counts changed) also waits `spacing` after it came, to be batched with the next ones. A
+  counts changed) also waits `BATCHED` of `spacing` after it came, to be batched with the
+  next ones. A
   write a pod's release waits for (an idle slot persisted first) is not held: the
   applier sends it at once.
 * `EventBook`: the Events of each object, as the API server's own series (client-go's
@@ -101,13 +102,21 @@ class Coalesced:
         self._wait = pause_after(thread_time() - cpu, self.every)
 
 
+BATCHED = 0.5
+"""Of a status interval, how long a change that is not urgent waits for others (`Pace`):
+half, so that a pod end answered only by its workflow's counts is written within the
+interval (issue 79's watch lag bound, 1 s, is the default interval; batched for a whole
+one, such answers came at 1.00-1.08 s and set the live benchmark's p99, benchmarks/
+README.md), while a busy object is still written once an interval."""
+
+
 @dataclass
 class Pace:
     """When one object's next status write may start (times: loop seconds)."""
 
     spacing: float
-    """Least seconds between two writes' starts, and how long a change that is not urgent
-    waits to be batched (``--status-interval``; 0: every change at once)."""
+    """Least seconds between two writes' starts (``--status-interval``; 0: every change at
+    once); a change that is not urgent waits `BATCHED` of it to be batched."""
     last: float = -math.inf
     """When the last write started."""
     since: float | None = None
@@ -125,7 +134,7 @@ class Pace:
         """When the write of the changes not written yet may start (None: there are none)."""
         if self.since is None:
             return None
-        batched = self.since if self.urgent else self.since + self.spacing
+        batched = self.since if self.urgent else self.since + self.spacing * BATCHED
         return max(batched, self.last + self.spacing)
 
     def idle_until(self) -> float:

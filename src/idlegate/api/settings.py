@@ -246,9 +246,9 @@ class Settings(Config):
     writes included) before it exits."""
 
     status_interval: float = Field(1.0, ge=0)
-    """Least wall-clock seconds between two status writes of an object (coalesced), and over
-    which changes of its counts are batched; a phase or idle slot is written as soon as that
-    allows. 0: every change at once."""
+    """Least wall-clock seconds between two status writes of an object (coalesced); changes
+    of its counts are batched over half of it, a phase or idle slot is written as soon as
+    that allows. 0: every change at once."""
 
     lag_bound: float = Field(2.0, ge=0)
     """Seconds of lag (watch, releases' and Events' writes, event-loop stalls; p90) that,

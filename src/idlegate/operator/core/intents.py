@@ -164,7 +164,7 @@ class PatchStatus:
     """Merge ``status`` into the status subresource of the workflow ``owner`` (a 404 is
     success). A later PatchStatus of the same owner replaces one not sent yet (its body is
     the whole state then); ``urgent`` False (only counts changed) lets the applier hold it
-    for the status interval to batch changes."""
+    for half the status interval to batch changes."""
 
     owner: Owner
     status: Mapping[str, Any] | Readable
