@@ -107,6 +107,7 @@ from idlegate.policy.portfolio.state import (
     Start,
     Trust,
     Window,
+    segments,
 )
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.admission_view import PoolView
@@ -794,13 +795,3 @@ def _queues_of(view: ClusterView) -> tuple[QueueSpec, ...]:
     """The queues of the pool of `view` (its admission's; empty without one)."""
     admission = getattr(view, "admission", None)
     return tuple(admission.queues) if admission is not None else ()
-
-
-def segments(followed: Sequence[tuple[float, str]], end: float) -> list[tuple[float, float, str]]:
-    """(from, to, candidate) stretches of `followed` ((time, candidate) from which each was
-    followed, `PortfolioScheduler.followed_from`) up to `end`, empty ones left out."""
-    out = []
-    for (t0, candidate), (t1, _) in zip(followed, [*followed[1:], (end, "")], strict=True):
-        if min(t1, end) > t0:
-            out.append((t0, min(t1, end), candidate))
-    return out

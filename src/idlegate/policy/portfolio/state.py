@@ -50,7 +50,16 @@ from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.protocol import Job
 
-__all__ = ["CHANGE_MIN", "Arrivals", "RoundPace", "Standings", "Start", "Trust", "Window"]
+__all__ = [
+    "CHANGE_MIN",
+    "Arrivals",
+    "RoundPace",
+    "Standings",
+    "Start",
+    "Trust",
+    "Window",
+    "segments",
+]
 
 REST_AFTER: Final = 2
 """Rounds in a row a candidate must lose by `rest` before it rests (`Standings.rested`)."""
@@ -383,3 +392,13 @@ def _trailing(standings: Mapping[str, float], by: float | None) -> set[str]:
 
 def _log_work(arrival: JobArrival) -> float:
     return math.log(max(arrival.dag.total_work, 1e-9))
+
+
+def segments(followed: Sequence[tuple[float, str]], end: float) -> list[tuple[float, float, str]]:
+    """(from, to, candidate) stretches of `followed` ((time, candidate) from which each was
+    followed, `PortfolioScheduler.followed_from`) up to `end`, empty ones left out."""
+    out = []
+    for (t0, candidate), (t1, _) in zip(followed, [*followed[1:], (end, "")], strict=True):
+        if min(t1, end) > t0:
+            out.append((t0, min(t1, end), candidate))
+    return out
