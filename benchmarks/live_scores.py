@@ -15,7 +15,7 @@ widening held. A forecast whose interval shown is neither rebuilt widening is co
 
     python -m benchmarks.live_scores RUN.json [--code SRC] [--top 8]
     python -m benchmarks.live_scores RUN.json --cold [--row "node pool, cold"] [--code SRC]
-        [--seed 0]
+        [--seed 0] [--before SRC]
 
 ``--cold`` reads a burst's first forecasts instead (`first_forecasts`), run by run: when
 they were made, how many the interval shown and the replays' own held, which way the
@@ -24,17 +24,21 @@ forecast, the signed error per second of lead (of all, of those a later arrival
 overtook, of the rest), the widening per second of lead the pool gave them and the one
 they needed (the 80 % quantile of their scores against the replays' interval); on a node
 pool, with the log stretches the kubelets drew for its tasks (`drawn`, from `--seed`, as
-live_forecast's, run i drawing from seed + i).
+live_forecast's, run i drawing from seed + i), and the mean log stretch the replays of its
+first refresh draw from, as the first wave stood then (`at_first_refresh`), by the row's
+code and by ``--before``'s beside it, and the wave's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -195,6 +199,61 @@ def drawn(
     return float(np.mean([t[0] for t in every])), float(np.mean([t[0] for t in first]))
 
 
+def first_wave(
+    run: Sequence[Outcome], seed: int, namespace: str = NAMESPACES["node"][0]
+) -> list[tuple[float, float, float, float]]:
+    """The first wave of `run`'s tasks as `drawn` takes it, each (its workflow's start, its
+    latency, its stretch factor, its declared seconds): the root stages' tasks of the
+    workflows in the order they started, as many as the node pool has CPUs."""
+    wave: list[tuple[float, float, float, float]] = []
+    kubelet = SimpleNamespace(stretch=0.3, start_latency=3.0, seed=seed, namespace=namespace)
+    for o in sorted(run, key=lambda o: o["start"]):
+        number = o["name"].rsplit("-", 1)[-1]
+        if not number.isdigit():
+            continue
+        for name, tasks, seconds, deps in SHAPES[int(number) % len(SHAPES)]:
+            for k in range(tasks if not deps else 0):
+                factor, latency = SimKubelet.draws(kubelet, pod_name(o["name"], name, k))  # type: ignore[arg-type]
+                if len(wave) < NODE_COUNT * int(NODE_CPU):
+                    wave.append((o["start"], latency, factor, seconds))
+    return wave
+
+
+def at_first_refresh(
+    run: Sequence[Outcome], seed: int, task_times: ModuleType
+) -> tuple[float, int, int]:
+    """The mean log stretch a pool's replays draw from (`TaskTimes.frozen` of `task_times`,
+    the module of the code to read) at `run`'s first refresh, as the first wave
+    (`first_wave`, each task started with its workflow) stood then: the tasks ended by then
+    recorded, the rest running then censored at what they had run; with how many ended and
+    ran. A proxy: the wave's tasks released later than their workflow's start, and the
+    tasks released into the rooms the first ends freed, are left out."""
+    made = [o["made"] for o in run if o["made"] is not None]
+    if not made:
+        return float("nan"), 0, 0
+    now, times, running = min(made), task_times.TaskTimes(), []
+    for start, latency, factor, seconds in first_wave(run, seed):
+        if start + latency + factor * seconds <= now:
+            times.record(seconds, latency + factor * seconds, factor * seconds)
+        elif start + latency <= now:
+            running.append((now - start - latency, seconds))
+    live = times.frozen(running)
+    weights = np.diff(np.asarray((0.0, *live.cumulative)))
+    return float(np.dot(weights, np.log(live.stretches))), len(times.seen), len(running)
+
+
+def load_task_times(src: Path) -> ModuleType:
+    """The module `sim.task_times` of the code at `src` (a src directory), loaded beside
+    this one's."""
+    name, path = f"task_times_{abs(hash(src))}", src / "idlegate" / "sim" / "task_times.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise SystemExit(f"Error: {src} has no idlegate/sim/task_times.py; give a src directory")
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # (its dataclasses')
+    spec.loader.exec_module(module)
+    return module
+
+
 def _signed(x: float) -> str:
     return "—" if x != x else f"{x:+.3f}"
 
@@ -213,6 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold", action="store_true", help="a burst's first forecasts")
     parser.add_argument("--row", default="node pool, cold", help="--cold's row")
     parser.add_argument("--seed", type=int, default=0, help="live_forecast's --seed (--cold)")
+    parser.add_argument(
+        "--before", type=Path, help="--cold: a src directory whose stretch estimate to show beside"
+    )
     args = parser.parse_args(argv)
     rows = json.loads(args.json.read_text())
     code = args.code or rows[0]["code"]
@@ -228,6 +290,17 @@ def main(argv: list[str] | None = None) -> None:
                 every, first = drawn(one, args.seed + i)
                 print(f"  its tasks' log stretches drawn: a mean {_signed(every)}; the first "
                       f"{EVIDENCE} of its first wave to end {_signed(first)}")  # fmt: skip
+                codes = [("now", load_task_times(Path(code)))]
+                if args.before:
+                    codes.insert(0, ("before", load_task_times(args.before)))
+                wave = np.log([t[2] for t in first_wave(one, args.seed + i)])
+                if not len(wave):
+                    continue  # (no workflow the benchmark submitted: nothing drawn)
+                got = [(label, *at_first_refresh(one, args.seed + i, m)) for label, m in codes]
+                print(f"  at its first refresh ({got[0][2]} of its first wave of {len(wave)} "
+                      f"ended, {got[0][3]} running), the mean log stretch the replays draw: "
+                      + ", ".join(f"{label} {_signed(mean)}" for label, mean, _, _ in got)
+                      + f"; the wave's own {_signed(float(np.mean(wave)))}")  # fmt: skip
         return
     if "node pool, cold" not in found or "node pool, warm" not in found:
         raise SystemExit(f"Error: {args.json} has no node pool's cold and warm rows of {code}")

@@ -124,3 +124,25 @@ def test_the_log_stretches_a_node_pools_kubelets_drew_for_its_first_wave() -> No
     every, first = drawn(run, 4)
     assert every == pytest.approx((sum(w[0] for w in wave) + load) / 9)
     assert first == pytest.approx(sum(w[0] for w in wave) / 8)  # (fewer than 10: all 8)
+
+
+def test_the_first_refreshs_stretch_estimate_from_the_first_wave_as_it_stood() -> None:
+    """Once every task of the first wave has ended, the replays draw its own stretches
+    (nothing censored); before, the tasks still running count, each past what it ran."""
+    import numpy as np
+
+    from benchmarks.live_scores import at_first_refresh, first_wave
+    from idlegate.sim import task_times
+
+    def run(made: float) -> list[dict[str, Any]]:
+        return [{"name": f"cold-{i:02d}", "arrival": 0.0, "start": 0.0, "made": made}
+                for i in range(BURST)]  # fmt: skip
+
+    wave = first_wave(run(1000.0), 0)
+    assert len(wave) == 24  # (the node pool's CPUs)
+    mean, ended, running = at_first_refresh(run(1000.0), 0, task_times)
+    assert (ended, running) == (24, 0)
+    assert mean == pytest.approx(float(np.mean(np.log([t[2] for t in wave]))))
+    now = sorted(s + lat + f * d for s, lat, f, d in wave)[11]  # (the 12th end)
+    _, ended, running = at_first_refresh(run(now), 0, task_times)
+    assert (ended, running) == (12, 12)

@@ -62,6 +62,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -156,8 +157,8 @@ class TaskTimes:
         forecast early. A running task's stretch is known to exceed what it has run so far
         ÷ what it declares: the stretches are the Kaplan-Meier estimate over both, the
         ended tasks' and these censored ones, and the weight left beyond the last ended
-        task goes to the running ones beyond it, at what they have run (Efron's
-        redistribution to the right: the least they take). The latencies are the last
+        task goes to the running ones beyond it (`kaplan_meier`: past what they have run,
+        as a lognormal fitted to all of them says). The latencies are the last
         `LATENCIES` tasks': a latency follows the pool's load (a burst's first pods wait
         on the operator's own writes), and what comes next starts as the last did."""
         latencies = tuple(p[0] for p in list(self.seen)[-LATENCIES:])
@@ -170,10 +171,17 @@ class TaskTimes:
 def kaplan_meier(
     observed: Sequence[tuple[float, bool]],
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The distribution the Kaplan-Meier estimator gives of values `observed` as (value,
-    ended) (ended False: censored, the value only a lower bound), as (values, cumulative
-    weights), ascending; the weight left after the last ended value goes in equal shares to
-    the censored values beyond it."""
+    """The distribution the Kaplan-Meier estimator gives of positive values `observed` as
+    (value, ended) (ended False: censored, the value only a lower bound), as (values,
+    cumulative weights), ascending.
+
+    Beyond the last ended value Kaplan-Meier knows only how much weight is left, not where
+    it lies. Placing it at the censored values themselves (the least they take) made a
+    burst's first forecasts early: its quick tasks end first, and the rest, all still
+    running, were counted as ending now (issue 80). So the weight left goes, in equal
+    shares, to the censored values beyond the last ended one, each moved to where a
+    lognormal fitted to all the values by maximum likelihood (`censored_lognormal`) puts
+    the same rank among values past the last ended one, and never below what it has run."""
     ordered = sorted(observed, key=lambda o: (o[0], not o[1]))  # (ties: the ended first)
     last = max((i for i, (_, ended) in enumerate(ordered) if ended), default=-1)
     at_risk, left = len(ordered), 1.0
@@ -186,15 +194,69 @@ def kaplan_meier(
             weights.append(share)
             left -= share
         at_risk -= 1
-    tail = ordered[last + 1 :]
+    tail = [v for v, _ in ordered[last + 1 :]]
     if tail and last >= 0:  # (none ended: nothing known of what they take)
-        values += [v for v, _ in tail]
+        values += _beyond(ordered, values[-1], tail)
         weights += [left / len(tail)] * len(tail)
     total, cumulative = 0.0, []
     for w in weights:
         total += w
         cumulative.append(total)
     return tuple(values), tuple(c / total for c in cumulative) if total else ()
+
+
+def _beyond(observed: Sequence[tuple[float, bool]], end: float, tail: list[float]) -> list[float]:
+    """The censored values `tail` (ascending, each past `end`, the last ended value) as the
+    lognormal fitted to `observed` places as many values past `end`: the midpoints of equal
+    shares of its weight there, each raised to the censored value of its rank; `tail`
+    itself where no lognormal fits (the ended values all equal)."""
+    fit = censored_lognormal(observed)
+    if fit is None:
+        return tail
+    mu, sigma = fit
+    normal = NormalDist(mu, sigma)
+    below = normal.cdf(math.log(end))
+    top = math.nextafter(1.0, 0.0)
+    ranks = (min(below + (1.0 - below) * (j + 0.5) / len(tail), top) for j in range(len(tail)))
+    return [max(math.exp(normal.inv_cdf(r)), v) for r, v in zip(ranks, tail, strict=True)]
+
+
+def censored_lognormal(observed: Sequence[tuple[float, bool]]) -> tuple[float, float] | None:
+    """The maximum-likelihood normal (mean, standard deviation) of the logs of positive
+    values `observed` as (value, ended), a censored one only a lower bound, by
+    expectation-maximisation (each step fills in a censored log by the normal's mean and
+    square beyond it, and refits; the likelihood never falls); None where the ended values
+    have no spread to start from."""
+    ended = np.log([v for v, e in observed if e and v > 0])
+    bounds = np.log([v for v, e in observed if not e and v > 0])
+    if len(ended) < 2 or not float(np.std(ended)) > 0:
+        return None
+    n = len(ended) + len(bounds)
+    mu, sigma = float(np.mean(ended)), float(np.std(ended))
+    for _ in range(1000):
+        a = (bounds - mu) / sigma
+        hazard = _hazard(a)
+        first = float(ended.sum() + np.sum(mu + sigma * hazard))
+        second = float(np.sum(ended**2) + np.sum(mu**2 + sigma**2 + sigma * (bounds + mu) * hazard))
+        new_mu = first / n
+        new_sigma = math.sqrt(max(second / n - new_mu**2, 0.0))
+        done = abs(new_mu - mu) + abs(new_sigma - sigma) < 1e-12
+        mu, sigma = new_mu, new_sigma
+        if done or not sigma > 0:
+            break
+    return (mu, sigma) if sigma > 0 else None
+
+
+def _hazard(a: np.ndarray) -> np.ndarray:
+    """The standard normal's density over its upper tail at each of `a` (the inverse Mills
+    ratio): how far past a bound a censored value lies, on average, in standard units. The
+    tail is erfc's, exact where 1 − Φ(a) rounds to 0; past 37 standard units erfc itself
+    underflows, and the ratio is a's to within 1/a."""
+    far = a > 37.0
+    safe = np.where(far, 0.0, a)
+    density = np.exp(-0.5 * safe**2) / math.sqrt(2.0 * math.pi)
+    tail = 0.5 * np.vectorize(math.erfc)(safe / math.sqrt(2.0))
+    return np.where(far, a + 1.0 / np.maximum(a, 1.0), density / tail)
 
 
 T90 = (6.31, 2.92, 2.35, 2.13, 2.02, 1.94, 1.89, 1.86, 1.83, 1.81)
