@@ -1,4 +1,4 @@
-"""Issue 80's live forecasts: how right the operator's forecasts are on a live pool.
+"""How right the operator's forecasts are on a live pool, against the real starts and finishes.
 
 On the test API server of tests/k8s, whose simulated kubelets run each pod for its declared
 duration stretched by a lognormal draw (σ `--stretch`, 0.3: median 1) and start it after a
@@ -67,6 +67,7 @@ from benchmarks.live_figures import Recorder
 from benchmarks.live_operator import (
     POOLS,
     ROOT,
+    check_live_options,
     harness_missing,
     operator_process,
     prepare,
@@ -76,6 +77,7 @@ from benchmarks.live_operator import (
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.evaluation.forecast_eval import Prediction, SeedRun, Watch
 from idlegate.evaluation.forecast_report import Figures, figures
+from idlegate.flags import description, run_script
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import FLOOR, band
@@ -474,29 +476,69 @@ def submit(api: Any, namespaces: Sequence[str], phase: str, later: float) -> lis
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of a run of the bursts (this benchmark's and its paired scoring's)."""
-    parser.add_argument("--pools", default="node,fixed", help="node, fixed or both, in turn")
-    parser.add_argument("--speed", type=float, default=5.0, help="clock seconds a wall second")
-    parser.add_argument("--stretch", type=float, default=0.3, help="σ of the tasks' stretch")
-    parser.add_argument("--latency", type=float, default=3.0, help="mean start latency, s")
-    parser.add_argument("--later", type=float, default=60.0, help="seconds before the 8 more")
-    parser.add_argument("--policy", default="default", help="the pools' policy")
-    parser.add_argument("--seed", type=int, default=0, help="the kubelets' draws (first run's)")
-    parser.add_argument("--runs", type=int, default=1, help="runs of each pool, seeds in turn")
+    parser.add_argument(
+        "--pools", default="node,fixed", help="node, fixed or both, in turn (default node,fixed)"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=5.0, help="simulated seconds per wall second (default 5)"
+    )
+    parser.add_argument(
+        "--stretch",
+        type=float,
+        default=0.3,
+        help="σ of the lognormal the kubelets stretch each task's seconds by (default 0.3)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=3.0, help="pods' mean start latency, s (default 3)"
+    )
+    parser.add_argument(
+        "--later",
+        type=float,
+        default=60.0,
+        help=f"simulated seconds after a burst's {BURST} workflows that {LATER} more are "
+        "submitted (default 60)",
+    )
+    parser.add_argument(
+        "--policy", default="default", help="the pools' scheduler spec (default default)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the kubelets' seed in the first run (default 0)"
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs of each pool, the seed one more each run (default 1)",
+    )
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, Row]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    return run_script(parser(), measure, argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's options."""
+    parser = argparse.ArgumentParser(description=description(__doc__))
     add_run_options(parser)
     parser.add_argument(
         "--against",
         type=Path,
         action="append",
         default=[],
-        help="another checkout's src directory: its operator runs the same, in turn",
+        help="another checkout's src directory: its operator runs the same, in turn "
+        "(default: none)",
     )
-    parser.add_argument("--json", type=Path, help="write every row's figures there")
+    parser.add_argument(
+        "--json", type=Path, help="write every row's figures there (default: not written)"
+    )
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def measure(args: argparse.Namespace) -> list[tuple[str, Row]]:
+    """Run the pools' bursts as `args` say and print the tables (the options are checked
+    before anything starts)."""
+    check_live_options(args.speed, [args.policy], args.runs)
     kinds = args.pools.split(",")
     if not set(kinds) <= set(NAMESPACES):
         sys.exit(f"Error: --pools takes node and fixed, not {args.pools}")

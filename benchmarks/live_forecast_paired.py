@@ -69,9 +69,12 @@ from benchmarks.live_forecast import (
     add_run_options,
     seed_run,
 )
+from benchmarks.live_operator import check_live_options
 from idlegate.api.forecast_book import as_shown
 from idlegate.api.forecast_status import Forecast
+from idlegate.errors import IdlegateError
 from idlegate.evaluation.forecast_report import Figures, figures
+from idlegate.flags import one_line
 from idlegate.sim.forecast import Span, WorkflowForecast
 from idlegate.sim.forecast_arrivals import TEMPLATES
 from idlegate.sim.forecast_calibration import FLOOR, calibrations
@@ -330,6 +333,10 @@ def main(argv: list[str] | None = None) -> list[Paired]:
             sys.exit("Error: give --code (an operator's src directory) or --from (a --json file)")
         if not set(args.pools.split(",")) <= set(NAMESPACES):
             sys.exit(f"Error: --pools takes node and fixed, not {args.pools}")
+        try:
+            check_live_options(args.speed, [args.policy], args.runs)
+        except IdlegateError as exc:
+            sys.exit(f"Error: {one_line(exc)}")
         args.code = args.code.resolve()
         if not args.cold and (args.code / "idlegate" / "sim" / "forecast_overtake.py").exists():
             sys.exit(

@@ -26,6 +26,7 @@ from benchmarks.live_figures import Recorder
 from benchmarks.operator_burst import fetch, free_port
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.kinds import GROUP, POOL_PLURAL, VERSION
+from idlegate.errors import IdlegateError
 from idlegate.flags import missing_extra, one_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,3 +130,22 @@ def wait_ended(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not ended after {HANG:g} s, taken for a hang")
         time.sleep(0.1)
+
+
+def check_live_options(speed: float, policies: Sequence[str], runs: int) -> None:
+    """Refuse a live benchmark's options before its API server and operator start (a run
+    takes minutes): a clock that does not move, a policy the operator could not build, or
+    no run at all (the tables would be empty)."""
+    if not speed > 0:
+        raise IdlegateError(
+            f"--speed is simulated seconds per wall second: give more than 0, not {speed:g}"
+        )
+    if runs < 1:
+        raise IdlegateError(f"--runs is how many runs of each pool: give 1 or more, not {runs}")
+    from idlegate.policy import make_scheduler  # (the operator's own parser of a policy)
+
+    for policy in policies:
+        try:
+            make_scheduler(policy)
+        except IdlegateError as exc:
+            raise IdlegateError(f"the policy {policy!r}: {one_line(exc)}") from exc

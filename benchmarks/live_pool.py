@@ -1,4 +1,4 @@
-"""Issue 79's live scenario: one flood and two steady teams on a pool that follows its nodes.
+"""A live scenario: one flood and two steady teams on a pool that follows its nodes.
 
 On the test API server of tests/k8s (its kube-scheduler binds pods by their requests and
 node selectors, tests/k8s/scheduler.py; the simulated kubelets run them for their declared
@@ -88,6 +88,7 @@ from benchmarks.live_figures import Figures, Recorder, category, figures, quanti
 from benchmarks.live_operator import (
     POOLS,
     ROOT,
+    check_live_options,
     harness_missing,
     operator_process,
     prepare,
@@ -98,6 +99,7 @@ from benchmarks.live_profile import profiling
 from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
+from idlegate.flags import description, run_script
 
 try:  # (the test API server: tests/ and the dev and operator extras)
     from benchmarks.live_harness import DWF, ApiServer, SimKubelet, node, stage, workflow
@@ -383,23 +385,42 @@ def row(code: str, result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policies", default="default,fair", help="the pool's policies, in turn")
-    parser.add_argument("--flood", type=int, default=100, help="workflows team a floods")
+    return run_script(parser(), measure, argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's options."""
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument(
-        "--flood-seconds", type=float, default=FLOOD.seconds, help="seconds of a flood's task"
+        "--policies",
+        default="default,fair",
+        help="the pool's scheduler specs, in turn (default default,fair)",
     )
     parser.add_argument(
-        "--speed", type=float, default=2.0, help="simulated seconds per wall second"
+        "--flood", type=int, default=100, help="workflows team a floods (default 100)"
     )
-    parser.add_argument("--burn", type=int, default=0, help="CPU-bound processes beside it")
-    parser.add_argument("--runs", type=int, default=1, help="runs of each policy and code")
+    parser.add_argument(
+        "--flood-seconds",
+        type=float,
+        default=FLOOD.seconds,
+        help=f"seconds of a flood's task (default {FLOOD.seconds:g})",
+    )
+    parser.add_argument(
+        "--speed", type=float, default=2.0, help="simulated seconds per wall second (default 2)"
+    )
+    parser.add_argument(
+        "--burn", type=int, default=0, help="CPU-bound processes beside it (default 0)"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="runs of each policy and code (default 1)"
+    )
     parser.add_argument(
         "--against",
         type=Path,
         action="append",
         default=[],
-        help="another checkout's src directory: its operator runs the same scenario, in turn",
+        help="another checkout's src directory: its operator runs the same scenario, in turn "
+        "(default: none)",
     )
     parser.add_argument(
         "--visibility",
@@ -411,17 +432,25 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="append",
         default=[],
         help="operator flags (one string) this checkout also runs with, in turn, e.g. "
-        "'--gated-workflows-ahead=0'",
+        "'--gated-workflows-ahead=0' (default: none)",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="write every run's figures there (default: not written)"
     )
     parser.add_argument(
         "--profile",
         type=Path,
         help="py-spy the operator over the flood's first 40 s, and keep each party's CPU "
-        "then, in this directory (benchmarks/live_profile.py)",
+        "then, in this directory (benchmarks/live_profile.py; default: not profiled)",
     )
-    parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the operators' output (default: discarded)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run the scenario as `args` say and print its rows (the options are checked before
+    anything starts)."""
+    check_live_options(args.speed, args.policies.split(","), args.runs)
     sources = [ROOT / "src", *(p.resolve() for p in args.against)]
     for src in sources:
         if not (src / "idlegate" / "__init__.py").exists():

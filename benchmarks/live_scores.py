@@ -1,5 +1,5 @@
 """The scores a live pool's start calibration held, read back from `benchmarks.live_forecast`'s
-``--json`` (issue 80, item 1): which forecast each came from, and what they widened.
+``--json``: which forecast each came from, and what they widened.
 
 The node pool's operator runs a cold burst, then a warm one (`benchmarks.live_forecast`).
 Each workflow's first forecast is in the JSON with the replays' own interval (before the
@@ -46,6 +46,8 @@ import numpy as np
 from benchmarks.live_forecast import BURST, LATER, NAMESPACES, NODE_COUNT, NODE_CPU, SHAPES, WAITED
 from benchmarks.live_harness import SimKubelet
 from idlegate.api.task_pods import pod_name
+from idlegate.errors import IdlegateError
+from idlegate.flags import description, run_script
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import FLOOR, Calibration, band, calibrations
 from idlegate.sim.task_times import EVIDENCE
@@ -265,18 +267,61 @@ def score(f: Outcome) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("json", type=Path, help="benchmarks.live_forecast's --json")
-    parser.add_argument("--code", help="the row's code (a src directory; default: the first)")
-    parser.add_argument("--top", type=int, default=8, help="scores printed per run")
-    parser.add_argument("--cold", action="store_true", help="a burst's first forecasts")
-    parser.add_argument("--row", default="node pool, cold", help="--cold's row")
-    parser.add_argument("--seed", type=int, default=0, help="live_forecast's --seed (--cold)")
+    run_script(parser(), report, argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's options."""
+    parser = argparse.ArgumentParser(description=description(__doc__))
+    parser.add_argument("json", type=Path, help="a file written by benchmarks.live_forecast --json")
     parser.add_argument(
-        "--before", type=Path, help="--cold: a src directory whose stretch estimate to show beside"
+        "--code", help="whose rows to read: a src directory in the file (default: the first)"
     )
-    args = parser.parse_args(argv)
-    rows = json.loads(args.json.read_text())
+    parser.add_argument("--top", type=int, default=8, help="scores printed per run (default 8)")
+    parser.add_argument("--cold", action="store_true", help="a burst's first forecasts")
+    parser.add_argument(
+        "--row",
+        default="node pool, cold",
+        help="with --cold: the table's row whose burst to read (default 'node pool, cold')",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="with --cold: live_forecast's --seed (default 0)"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="with --cold: a src directory whose stretch estimate to show beside (default: none)",
+    )
+    return parser
+
+
+FROM = "give a file benchmarks.live_forecast --json wrote"
+
+
+def load_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of `path`, a `benchmarks.live_forecast` ``--json`` output."""
+    try:
+        rows = json.loads(path.read_text())
+    except OSError as exc:
+        raise IdlegateError(f"cannot read {path} ({exc.strerror}): {FROM}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IdlegateError(f"{path} is not JSON ({exc}): {FROM}") from exc
+    keys = ("code", "run", "outcomes")
+    if not (
+        isinstance(rows, list)
+        and rows
+        and all(isinstance(r, dict) and all(k in r for k in keys) for r in rows)
+    ):
+        raise IdlegateError(
+            f"{path} is not a live_forecast output (a list of rows with code, run and "
+            f"outcomes): {FROM}"
+        )
+    return rows
+
+
+def report(args: argparse.Namespace) -> None:
+    """Print the scores of `args.json`'s runs (or with ``--cold``, a burst's first forecasts)."""
+    rows = load_rows(args.json)
     code = args.code or rows[0]["code"]
     found = {r["run"]: r["outcomes"] for r in rows if r["code"] == code}
     if args.cold:

@@ -3,7 +3,7 @@
 Each scheduler runs the same workload and seed in this process, one after the other; for
 each it prints the CPU of the whole run, the rounds' own CPU and modelled seconds
 (`Choice.cpu_seconds`, `Choice.modelled_seconds`), the number of rounds, the mean JCT,
-and the run's CPU over the first scheduler's (the rule's). With ``--rounds`` it lists
+and the run's CPU over the first scheduler's (the rule's: the column "× srpt"). With ``--rounds`` it lists
 every round: when, its window (running, trimmed), modelled and measured CPU, its
 candidates and how many of their replays it cut (`policy.portfolio.runs`), and what it
 chose. With ``--profile AT`` it profiles (cProfile) every round that starts within a
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from idlegate.evaluation.comparison import WorkloadOptions, build
-from idlegate.flags import description
+from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
 from idlegate.policy.portfolio import runs as runs_module
@@ -231,21 +231,50 @@ def run(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The script's options."""
     ap = argparse.ArgumentParser(description=description(__doc__))
-    ap.add_argument("-w", "--workload", default="teams")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("-k", "--executors", type=int, default=None)
-    ap.add_argument("--interarrival", type=float, default=None)
-    ap.add_argument("--jobs-count", type=int, default=None)
-    ap.add_argument("--tpch-dir", type=Path, default=None)
-    ap.add_argument("--schedulers", default="srpt,default?budget=none,default")
+    ap.add_argument("-w", "--workload", default="teams", help="the workload (default teams)")
+    ap.add_argument("--seed", type=int, default=1, help="the workload's seed (default 1)")
+    ap.add_argument("-k", "--executors", type=int, help="executors (default: the workload's own)")
+    ap.add_argument(
+        "--interarrival", type=float, help="mean seconds between arrivals (default: the workload's)"
+    )
+    ap.add_argument("--jobs-count", type=int, help="workflows (default: the workload's own)")
+    ap.add_argument(
+        "--tpch-dir", type=Path, help="TPC-H traces for -w tpch (default $IDLEGATE_TPCH_DIR)"
+    )
+    ap.add_argument(
+        "--schedulers",
+        default=SCHEDULERS,
+        help="scheduler specs, comma-separated; the first is the one each run's CPU is "
+        f"divided by (the column '× FIRST' names it); 'rounds' counts a portfolio's rounds that had "
+        f"workflows to judge (default {SCHEDULERS})",
+    )
     ap.add_argument("--rounds", action="store_true", help="list every round")
-    ap.add_argument("--profile", type=float, default=None, metavar="AT", help="profile a round")
+    ap.add_argument(
+        "--profile", type=float, metavar="AT", help="profile a round at AT s (default: none)"
+    )
     ap.add_argument("--sample", action="store_true", help="sample where the rounds' time goes")
     ap.add_argument("--replays", action="store_true", help="list the rounds' replays")
     ap.add_argument("--cuts", action="store_true", help="check the sequential test's cuts")
-    args = ap.parse_args(argv)
+    return ap
+
+
+SCHEDULERS = "srpt,default?budget=none,default"
+"""``--schedulers``'s default: a plain rule, then the portfolio without and with its budget."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_script(parser(), report, argv)
+
+
+def report(args: argparse.Namespace) -> None:
+    """Run each of ``--schedulers`` on the workload and print the table (and the asked
+    listings); every spec is checked before the first run starts."""
+    specs = args.schedulers.split(",")
+    for spec in specs:
+        make_scheduler(spec)  # (a mistake in the last spec stops before the first run)
     sampler = Sampler() if args.sample else None
     options = WorkloadOptions(
         num_executors=args.executors,
@@ -254,7 +283,6 @@ def main(argv: list[str] | None = None) -> None:
         tpch_dir=args.tpch_dir,
     )
     workload = build(args.workload, args.seed, options)
-    specs = args.schedulers.split(",")
     runs = []
     for spec in specs:
         replays = Replays() if args.replays else None
@@ -270,11 +298,14 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{spec}:")
                 replays.report(runs[-1]["events"])
     base = runs[0]["cpu"]
+    times = f"× {specs[0]}"
+    wide = max(8, len(times))
     print(f"{args.workload}, seed {args.seed}: {len(workload.jobs)} workflows")
-    print(f"{'scheduler':32} {'run CPU s':>9} {'× first':>8} {'rounds':>6} {'their CPU s':>11} "
+    print(f"{'scheduler':32} {'run CPU s':>9} {times:>{wide}} {'rounds':>6} {'their CPU s':>11} "
           f"{'modelled s':>10} {'mean JCT s':>10}")  # fmt: skip
     for r in runs:
-        ratio = f"{r['cpu'] / base:8.1f}" if base >= 0.05 else f"{'-':>8}"  # (too fast to divide)
+        # (a run too fast to divide by shows '-')
+        ratio = f"{r['cpu'] / base:{wide}.1f}" if base >= 0.05 else f"{'-':>{wide}}"
         print(
             f"{r['spec']:32} {r['cpu']:9.2f} {ratio} {len(r['rounds']):6d} "
             f"{r['rounds_cpu']:11.2f} {r['modelled']:10.2f} {r['jct']:10.2f}"

@@ -29,6 +29,11 @@ alibaba_speed = load_benchmark("alibaba_speed")
 inspector = load_benchmark("inspector")
 rigid_calibration = load_benchmark("rigid_calibration")
 optimum = load_benchmark("optimum")
+round_cost = load_benchmark("round_cost")
+live_forecast = load_benchmark("live_forecast")
+live_pool = load_benchmark("live_pool")
+live_scores = load_benchmark("live_scores")
+live_forecast_paired = load_benchmark("live_forecast_paired")
 
 
 def test_description_is_the_docstrings_first_paragraph_on_one_line() -> None:
@@ -90,17 +95,80 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (inspector, ["--base", "nope"], "unknown scheduler 'nope'"),
         (rigid_calibration, ["--reference", "/nonexistent.json"], "no reference file"),
         (optimum, ["--workloads", "file:/nonexistent.json", "--seeds", "1"], "does not exist"),
+        (round_cost, ["-w", "nosuch"], "unknown workload 'nosuch'"),
+        (round_cost, ["--schedulers", "srpt,nosuch"], "unknown scheduler 'nosuch'"),
+        (round_cost, ["--schedulers", "default?nosuch=1"], "no parameter 'nosuch'"),
+        (round_cost, ["--seed", "-1"], "a seed must be"),
+        (round_cost, ["-k", "0"], "--executors"),
+        (round_cost, ["--jobs-count", "0"], "--jobs-count"),
+        (round_cost, ["--interarrival", "-1"], "no option --interarrival"),
+        (round_cost, ["-w", "tpch", "--tpch-dir", "/nonexistent"], "does not exist"),
+        (live_forecast, ["--speed", "0"], "--speed"),
+        (live_forecast, ["--policy", "nosuch"], "unknown scheduler 'nosuch'"),
+        (live_forecast, ["--runs", "0"], "--runs"),
+        (live_pool, ["--speed", "0"], "--speed"),
+        (live_pool, ["--policies", "default,nosuch"], "unknown scheduler 'nosuch'"),
+        (live_pool, ["--runs", "0"], "--runs"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
-    module: object, argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+    module: object,
+    argv: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if hasattr(module, "ApiServer"):  # (a live benchmark refuses before its server starts)
+        monkeypatch.setattr(module, "ApiServer", None)
     with pytest.raises(SystemExit) as stopped:
         module.main(argv)  # type: ignore[attr-defined]
     assert stopped.value.code == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and said in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_live_forecast_paired_refuses_a_clock_that_does_not_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("benchmarks.live_forecast.run", None)  # (refused before any run)
+    with pytest.raises(SystemExit) as stopped:
+        live_forecast_paired.main(["--code", "/nonexistent", "--speed", "0"])
+    said = str(stopped.value.code)
+    assert said.startswith("Error: --speed") and "\n" not in said
+
+
+def test_live_scores_says_what_file_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "text.json").write_text("not JSON")
+    (tmp_path / "other.json").write_text('{"run": 1}')
+    for name in ("missing.json", "text.json", "other.json"):
+        with pytest.raises(SystemExit) as stopped:
+            live_scores.main([str(tmp_path / name)])
+        assert stopped.value.code == 1
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and "live_forecast --json" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("module", [round_cost, live_forecast, live_pool, live_scores])
+def test_the_scripts_options_show_their_defaults(module: object) -> None:
+    parser: argparse.ArgumentParser = module.parser()  # type: ignore[attr-defined]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction | argparse._StoreTrueAction):
+            continue
+        assert action.help, action.option_strings
+        if action.option_strings:
+            assert "default" in action.help, action.option_strings
+
+
+def test_round_costs_table_names_the_scheduler_it_divides_by(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    round_cost.main(["-w", "synthetic", "--jobs-count", "3", "--schedulers", "fifo,srpt"])
+    header = capsys.readouterr().out.splitlines()[1]
+    assert "× fifo" in header and "× first" not in header
 
 
 SEEDS = {
