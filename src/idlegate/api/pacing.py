@@ -5,9 +5,8 @@
   previous one started; the changes meanwhile are coalesced into it (the last status wins:
   it carries the whole state, so nothing is lost). A change that is not urgent (only
   counts changed) also waits `BATCHED` of `spacing` after it came, to be batched with the
-  next ones. A
-  write a pod's release waits for (an idle slot persisted first) is not held: the
-  applier sends it at once.
+  next ones. A write a pod's release waits for (an idle slot persisted first) is not
+  held: the applier sends it at once.
 * `EventBook`: the Events of each object, as the API server's own series (client-go's
   recorder): an Event equal to one said before on the same object (type, reason and
   message) is no new Event, it adds to that one's ``count`` and moves its
