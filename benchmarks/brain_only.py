@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its siblings, as `brain` does)
 from brain import WORKERS
 from brain_runs import LONG_JOBS, Task, cases_of, run_stage
 

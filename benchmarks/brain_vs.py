@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its siblings, as `brain` does)
 from brain_only import differences, paired
 
 from idlegate.flags import description

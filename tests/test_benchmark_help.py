@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,36 @@ def test_seed_options_ask_for_seeds_from_the_first_seed() -> None:
     alone = argparse.ArgumentParser()
     add_seeds(alone, 4)
     assert vars(alone.parse_args([])) == {"seeds": 4}
+
+
+def _imports_a_sibling(path: Path) -> bool:
+    """Whether the script imports another script of benchmarks/ by its bare name (which
+    only its own ``sys.path`` entry makes importable under ``python -m benchmarks.X``)."""
+    siblings = {p.stem for p in BENCHMARKS.glob("*.py")}
+    for node in ast.parse(path.read_text()).body:
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
+        if any(n.split(".")[0] in siblings for n in names):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.stem for p in BENCHMARKS.glob("*.py") if _imports_a_sibling(p))
+)
+def test_a_script_that_imports_its_siblings_runs_as_the_docs_give_it(name: str) -> None:
+    # docs give `.venv/bin/python -m benchmarks.X` from the repository root: a bare
+    # `from brain_only import ...` failed there with ModuleNotFoundError
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--help"],
+        cwd=BENCHMARKS.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
