@@ -13,11 +13,14 @@ rule on the mean, no seed beyond +10 %, never behind `srpt` on the mean.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+
+from idlegate.errors import IdlegateError
+from idlegate.flags import description, run_script
 
 BRAIN = "default"
 MEAN_TARGET, SEED_TARGET = 0.02, 0.10
@@ -25,12 +28,17 @@ MEAN_TARGET, SEED_TARGET = 0.02, 0.10
 
 def per_seed(path: Path) -> dict[str, np.ndarray]:
     """Scheduler → its mean JCT per seed (seed order) in a `compare --json` file."""
-    data = json.loads(path.read_text())
-    out = {}
-    for name, row in data["schedulers"].items():
-        runs = sorted(row["runs"], key=lambda r: r["seed"])
-        out[name] = np.array([r["avg_jct"] for r in runs])
-    return out
+    try:
+        data = json.loads(path.read_text())
+        return {
+            name: np.array([r["avg_jct"] for r in sorted(row["runs"], key=lambda r: r["seed"])])
+            for name, row in data["schedulers"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise IdlegateError(
+            f"cannot read {path} as an `idlegate compare --json` output ({exc!r}); give the "
+            "file compare --json wrote"
+        ) from None
 
 
 def table(runs: dict[str, np.ndarray], brains: dict[str, np.ndarray]) -> list[str]:
@@ -57,18 +65,36 @@ def table(runs: dict[str, np.ndarray], brains: dict[str, np.ndarray]) -> list[st
     return rows
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
-    runs = per_seed(Path(argv[0]))
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description(__doc__))
+    p.add_argument("run", type=Path, help="an `idlegate compare --json` run with `default`")
+    p.add_argument(
+        "brains",
+        nargs="*",
+        metavar="LABEL=BRAIN.json",
+        help="another run of `default` alone on those seeds, a row of its own (default: none)",
+    )
+    return p
+
+
+def report(args: argparse.Namespace) -> int:
+    runs = per_seed(args.run)
     brains = {BRAIN: runs[BRAIN]} if BRAIN in runs else {}
-    for arg in argv[1:]:
+    for arg in args.brains:
         label, _, path = arg.partition("=")
-        brains[label] = per_seed(Path(path))[BRAIN]
+        if not path:
+            raise IdlegateError(f"{arg!r} is not LABEL=BRAIN.json; e.g. before=out/before.json")
+        other = per_seed(Path(path))
+        if BRAIN not in other:
+            raise IdlegateError(f"{path} has no run of `{BRAIN}`; give a compare --json run of it")
+        brains[label] = other[BRAIN]
     print("\n".join(table(runs, brains)))
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    return run_script(parser(), report, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())

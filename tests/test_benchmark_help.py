@@ -30,6 +30,7 @@ idle_map = load_benchmark("idle_map")
 alibaba_speed = load_benchmark("alibaba_speed")
 inspector = load_benchmark("inspector")
 rigid_calibration = load_benchmark("rigid_calibration")
+brain_shared = load_benchmark("brain_shared")
 optimum = load_benchmark("optimum")
 round_cost = load_benchmark("round_cost")
 live_forecast = load_benchmark("live_forecast")
@@ -96,6 +97,8 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (alibaba_speed, ["--alibaba-dir", "/nonexistent"], "does not exist"),
         (inspector, ["--base", "nope"], "unknown scheduler 'nope'"),
         (rigid_calibration, ["--reference", "/nonexistent.json"], "no reference file"),
+        (brain_shared, ["/nonexistent.json"], "cannot read /nonexistent.json"),
+        (brain_shared, [__file__], "as an `idlegate compare --json` output"),
         (optimum, ["--workloads", "file:/nonexistent.json", "--seeds", "1"], "does not exist"),
         (round_cost, ["-w", "nosuch"], "unknown workload 'nosuch'"),
         (round_cost, ["--schedulers", "srpt,nosuch"], "unknown scheduler 'nosuch'"),
