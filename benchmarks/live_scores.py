@@ -70,25 +70,35 @@ def widened(cal: Calibration, o: Outcome) -> Span:
     return cal.widen(span(o, "replayed"), o["made"], earliest=o["made"])
 
 
-def replay(cold: Sequence[Outcome], warm: Sequence[Outcome], top: int) -> dict[str, int]:
+def replay(
+    cold: Sequence[Outcome],
+    warm: Sequence[Outcome],
+    top: int,
+    typical: dict[str, float] | None = None,
+) -> dict[str, int]:
     """One run's calibration rebuilt (module docstring); prints what it held. Returns the
-    warm starts held by each widening, their number, and the intervals shown neither way."""
+    warm starts held by each widening, their number, and the intervals shown neither way;
+    with `typical` (a forecast's name → the pool's typical stretch as known at its score
+    over its refresh's, 1 if not named), also per lead band with each score taken relative
+    to it (`Calibration.record`'s `typical`: "rescaled")."""
     forecasts = sorted(
         (o for o in [*cold, *warm] if o["made"] is not None), key=lambda o: o["start"]
     )
     t0 = cold[0]["arrival"]
     shown = sorted((o for o in warm if o["made"] is not None), key=lambda o: o["made"])
-    out = {"pooled": 0, "banded": 0, "n": 0, "mismatch": 0}
+    out = {"pooled": 0, "banded": 0, "rescaled": 0, "n": 0, "mismatch": 0}
     for i, o in enumerate(shown):
         cals = {
             "pooled": calibrations(live=True)["start"],
             "banded": calibrations(live=True)["start"],
+            "rescaled": calibrations(live=True)["start"],
         }
         cals["pooled"].banded = False
         held = [f for f in forecasts if f["start"] <= o["made"]]
         for f in held:
-            for cal in cals.values():
-                cal.record(span(f, "replayed"), f["made"], f["start"])
+            for name, cal in cals.items():
+                ratio = (typical or {}).get(f["name"], 1.0) if name == "rescaled" else 1.0
+                cal.record(span(f, "replayed"), f["made"], f["start"], ratio)
         if all(abs(widened(c, o).high - span(o, "shown").high) > 0.5 for c in cals.values()):
             out["mismatch"] += 1  # (shown neither way: not this module's calibration)
         if i == 0:
@@ -244,6 +254,22 @@ def at_first_refresh(
     return float(np.dot(weights, np.log(live.stretches))), len(times.seen), len(running)
 
 
+def typical_ratios(cold: Sequence[Outcome], seed: int, task_times: ModuleType) -> dict[str, float]:
+    """The cold burst's first refresh's forecasts (by name) → the pool's typical stretch as
+    known later over the one that refresh drew from, as ``--typical`` takes it: the mean
+    log stretch of all of `cold`'s tasks (`drawn`, what the pool knows by their scores)
+    against the first wave's as it stood at the refresh (`at_first_refresh`), both a proxy.
+    Every other forecast is made knowing about as much as at its score (1, not named)."""
+    made = [o["made"] for o in cold if o["made"] is not None]
+    if not made:
+        return {}
+    every, _ = drawn(cold, seed)
+    then, _, _ = at_first_refresh(cold, seed, task_times)
+    if not math.isfinite(every - then):
+        return {}  # (no workflow the benchmark submitted: nothing drawn)
+    return {o["name"]: math.exp(every - then) for o in cold if o["made"] == min(made)}
+
+
 def load_task_times(src: Path) -> ModuleType:
     """The module `sim.task_times` of the code at `src` (a src directory), loaded beside
     this one's."""
@@ -285,7 +311,16 @@ def parser() -> argparse.ArgumentParser:
         help="with --cold: the table's row whose burst to read (default 'node pool, cold')",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="with --cold: live_forecast's --seed (default 0)"
+        "--seed",
+        type=int,
+        default=0,
+        help="with --cold or --typical: live_forecast's --seed (default 0)",
+    )
+    parser.add_argument(
+        "--typical",
+        action="store_true",
+        help="also rebuild the warm widening with the cold first refresh's scores taken "
+        "relative to its error of the typical stretch (`typical_ratios`, a proxy)",
     )
     parser.add_argument(
         "--before",
@@ -349,23 +384,27 @@ def report(args: argparse.Namespace) -> None:
         return
     if "node pool, cold" not in found or "node pool, warm" not in found:
         raise SystemExit(f"Error: {args.json} has no node pool's cold and warm rows of {code}")
-    print(f"python -m benchmarks.live_scores {args.json} --code {code}")
-    total = {"pooled": 0, "banded": 0, "n": 0, "mismatch": 0}
+    print(f"python -m benchmarks.live_scores {args.json} --code {code}"
+          + (f" --typical --seed {args.seed}" if args.typical else ""))  # fmt: skip
+    total = {"pooled": 0, "banded": 0, "rescaled": 0, "n": 0, "mismatch": 0}
     for i, (cold, warm) in enumerate(
         zip(runs(found["node pool, cold"]), runs(found["node pool, warm"]), strict=True)
     ):
         print(f"run {i}:")
-        got = replay(cold, warm, args.top)
+        ratios = typical_ratios(cold, args.seed + i, load_task_times(Path(code)))
+        got = replay(cold, warm, args.top, ratios if args.typical else None)
         print(
             f"  warm starts held: pooled {got['pooled']} of {got['n']}, "
             f"per lead band {got['banded']} of {got['n']}"
+            + (f", rescaled {got['rescaled']} of {got['n']}" if args.typical else "")
         )
         total = {k: total[k] + got[k] for k in total}
     n = max(total["n"], 1)
+    rescaled = f", rescaled {100 * total['rescaled'] / n:.0f} %" if args.typical else ""
     print(
         f"all runs: pooled {100 * total['pooled'] / n:.0f} %, per lead band "
-        f"{100 * total['banded'] / n:.0f} % of {total['n']} warm starts; intervals shown "
-        f"neither way: {total['mismatch']}"
+        f"{100 * total['banded'] / n:.0f} %{rescaled} of {total['n']} warm starts; intervals "
+        f"shown neither way: {total['mismatch']}"
     )
 
 

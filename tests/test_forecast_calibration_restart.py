@@ -22,7 +22,7 @@ from idlegate.api.forecast_book import resumed_calibration
 from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import SpecError
 from idlegate.operator.forecasting.refresh import ForecastRefresh
-from idlegate.sim.history import Tail, load_history
+from idlegate.sim.history import HistoryWorkflow, Tail, load_history
 from tests.operator_fakes import FakeKube, Harness, forecasting, refreshed, stage
 
 T0 = 1_717_200_000.0
@@ -49,18 +49,27 @@ def scores(refresh: ForecastRefresh) -> dict[str, list[float]]:
     return {which: list(c.scores) for which, c in refresh.calibration.items()}
 
 
+def as_recorded(records: list[HistoryWorkflow]) -> dict[str, list[float]]:
+    """The scores the pool's history records give (`resumed_calibration`)."""
+    return {which: list(c.scores) for which, c in resumed_calibration(records).items()}
+
+
 @pytest.mark.asyncio
 async def test_a_restarted_operator_resumes_its_pools_calibration_from_the_history_sink(
     tmp_path: Path,
 ) -> None:
     sink = tmp_path / "history.jsonl"
     first = forecasting(FakeKube(), sink, T0)
-    before = scores(await flood(first))
+    live = scores(await flood(first))
     first.bridge.history.close()  # (the records queued are written)
-    assert len(before["start"]) == len(before["finish"]) == FLOOD - 1  # (w0 never waited)
-    assert all(s > 0 for s in before["finish"])  # (each ended after its interval)
+    assert len(live["start"]) == len(live["finish"]) == FLOOD - 1  # (w0 never waited)
+    assert all(s > 0 for s in live["finish"])  # (each ended after its interval)
     records = load_history(sink)
     assert "startLow" in dict(records[-1].forecast or ())
+    before = as_recorded(records)
+    # (a record keeps no typical stretch of its refresh: its scores are as made, where the
+    # pool scored each relative to the stretch it learned since, here 1.3 for 1: lower)
+    assert all(a < b for a, b in zip(live["finish"], before["finish"], strict=True))
     # the next operator: the workflows are gone, only the sink remembers them
     second = forecasting(FakeKube(), sink, T0 + 100_000)
     await second.submit("next", {"stages": [stage("a", duration=100.0)]})
@@ -159,8 +168,9 @@ async def test_a_what_if_before_the_first_refresh_after_a_restart_has_the_resume
     would be the priors')."""
     sink = tmp_path / "history.jsonl"
     first = forecasting(FakeKube(), sink, T0)
-    before = scores(await flood(first))
+    await flood(first)
     first.bridge.history.close()
+    before = as_recorded(load_history(sink))
     second = forecasting(FakeKube(), sink, T0 + 100_000)
     refresh = second.bridge.forecasts
     assert refresh is not None and refresh.resuming is not None

@@ -47,7 +47,7 @@ def test_one_replay_widened_by_it_holds_the_shared_error_at_the_tops_level() -> 
     assert float(np.mean(truth > drawn)) == pytest.approx(0.5, abs=0.02)
 
 
-def test_it_adds_to_the_prior_until_the_pools_own_scores_stand() -> None:
+def test_it_adds_to_the_prior_and_then_to_the_pools_own_scores() -> None:
     cal = calibrations(live=True)["start"]
     cal.prior, cal.shared = 0.25, 0.2
     assert cal.margin(100.0) == pytest.approx(0.45)
@@ -55,7 +55,11 @@ def test_it_adds_to_the_prior_until_the_pools_own_scores_stand() -> None:
     assert cal.widen(span, 0.0, earliest=0.0).high == pytest.approx(210.0 + 0.45 * 200.0)
     for _ in range(LIVE_MIN_SCORES):  # (four scores, each 0.1 past their top)
         cal.record(Span(90.0, 100.0, 100.0), 0.0, 110.0)
-    assert cal.margin(100.0) == pytest.approx(0.1)  # (its scores: the shared error in them)
+    # its scores' quantile, and this refresh's own unspread error on top: the scores are
+    # free of their refreshes' (`rescaled`), so none of this one's is in them
+    assert cal.margin(100.0) == pytest.approx(0.1 + 0.2)
+    cal.shared = 0.0
+    assert cal.margin(100.0) == pytest.approx(0.1)
     # a waiting finish takes the start's margin over its wait: the shared error too
     fresh = calibrations(live=True)
     fresh["start"].prior, fresh["start"].shared = 0.25, 0.2

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks.live_forecast import BURST, LATER
-from benchmarks.live_scores import first_forecasts, main, replay
+from benchmarks.live_scores import first_forecasts, load_task_times, main, replay, typical_ratios
 
 
 def forecast(name: str, arrival: float, made: float, low: float, median: float, high: float,
@@ -54,7 +54,20 @@ def test_the_warm_bursts_widening_rebuilt_pooled_and_per_lead_band() -> None:
     got = replay(cold, warm, top=2)
     # pooled: the tail's 0.2 widens the front's 15 s lead by 3 s, holding its 218 s start;
     # per band the front is not widened (its own scores: at the top) and misses it
-    assert got == {"pooled": 4, "banded": 2, "n": 4, "mismatch": 0}
+    assert got == {"pooled": 4, "banded": 2, "rescaled": 2, "n": 4, "mismatch": 0}
+
+
+def test_the_warm_widening_rebuilt_with_the_cold_scores_relative_to_the_typical_stretch() -> None:
+    cold, warm = the_run()
+    # the pool learned its tasks take 1.2 times what the cold refresh drew: its tail, 100 s
+    # ahead, would have been forecast 120 s ahead, ending at its start (score 0), so the
+    # warm tail's band is not widened either, and its 315 s starts fall past 300 s
+    got = replay(cold, warm, top=0, typical={f"t{i}": 1.2 for i in range(4)})
+    assert got["rescaled"] == 0 and got["banded"] == 2
+    assert replay(cold, warm, top=0)["rescaled"] == 2  # (no ratio named: per band, as made)
+    assert (
+        typical_ratios(cold, 0, load_task_times(Path(__file__).parents[1] / "src")) == {}
+    )  # (none submitted)
 
 
 def test_the_script_prints_the_scores_and_what_they_held(

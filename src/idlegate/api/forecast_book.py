@@ -162,6 +162,9 @@ class Kept:
     forecast: Forecast
     start: sim_forecast.Span
     finish: sim_forecast.Span
+    typical: float | None = None
+    """The pool's typical stretch its refresh drew from (`LiveTimes.typical`; None: not
+    known, a restored one's, scored as made)."""
     started: bool = False
     start_told: bool = False
     """Restored after its start (`note_arrivals`): its start's error went to the metric of
@@ -292,10 +295,11 @@ class ForecastBook:
         self.asked: dict[int, dict[int, tuple[Job, Any]]] = {}
         """The last request's seed → its workflows' jobs and owners by job id: the
         operator's objects, which stay behind while the request's replays run."""
-        self.spread = 0.0
+        self.spread, self.typical = 0.0, 1.0
         """The standard error of the log of the pool's average stretch its last refresh's
         replays drew from (`live`; 0: none drawn), whose unspread part widens a cold
-        pool's starts (`take`, `sim.forecast_calibration.shared_margin`)."""
+        pool's starts (`take`, `sim.forecast_calibration.shared_margin`); that average
+        (`LiveTimes.typical`), which a forecast's score is taken relative to (`score`)."""
 
     def note_arrivals(self) -> None:
         """Event loop: the workflows that arrived since the last call join `recent` (the
@@ -440,7 +444,7 @@ class ForecastBook:
         (`sim.task_times`): one copy for all, so that a replay draws its error of their
         average once; the tasks running now, their pods seen Running, are the censored
         stretches it corrects the quick ones that ended first by."""
-        self.spread = 0.0
+        self.spread, self.typical = 0.0, 1.0
         if self.times is None or not self.times.ready:
             return
         running = []
@@ -450,7 +454,7 @@ class ForecastBook:
             if seen is not None:
                 running.append((fork.now - seen, stage.duration))
         times = self.times.frozen(running)
-        self.spread = times.spread[1]
+        self.spread, self.typical = times.spread[1], times.typical
         for job in fork.jobs:
             if isinstance(job.payload, MeasuredDurations):
                 job.payload = job.payload.frozen(times)
@@ -529,7 +533,7 @@ class ForecastBook:
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
                 queue = queue_name(self.cluster, job)
-                self.kept[job.id] = Kept(job, queue, shown, entry.start, entry.finish)
+                self.kept[job.id] = Kept(job, queue, shown, entry.start, entry.finish, self.typical)
                 if hasattr(payload, "forecast_made"):  # (its history record and status say it)
                     payload.forecast_made = shown
                     payload.forecast_replayed = entry.start, entry.finish
@@ -551,7 +555,9 @@ class ForecastBook:
         out = []
         live = {j.id for j in self.cluster.jobs}
         for job_id, kept in list(self.kept.items()):
-            job, f = kept.job, kept.forecast
+            # (its refresh's error of the pool's typical stretch is its own: scored without
+            # it, `sim.forecast_calibration.rescaled`)
+            job, f, scale = kept.job, kept.forecast, self.typical / (kept.typical or self.typical)
             if job.finish is None and job_id not in live:  # (deleted, or moved to another pool)
                 del self.kept[job_id]
                 continue
@@ -559,11 +565,11 @@ class ForecastBook:
                 kept.started = True
                 if not kept.start_told:
                     out.append((kept.queue, "start", abs(job.first_start - f.start)))
-                self.calibration["start"].record(kept.start, f.computed_at, job.first_start)
+                self.calibration["start"].record(kept.start, f.computed_at, job.first_start, scale)
                 self._held("start", f.start_interval, job.first_start)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))
-                self.calibration["finish"].record(kept.finish, f.computed_at, job.finish)
+                self.calibration["finish"].record(kept.finish, f.computed_at, job.finish, scale)
                 self._held("finish", f.finish_interval, job.finish)
                 del self.kept[job_id]
         return out

@@ -45,12 +45,24 @@ normal draw with the average's standard error s, on the log of the stretch), one
 per replay, so their spread holds it only in part: the truth lies from their median by
 s·√(1 + 1/R) (R replays), their own spread holds s·√(1 − 1/R), and fewer replays run
 where events are dear (a pool that follows its nodes, within `sim.forecast.SECONDS`).
-So until the pool's own scores replace the prior, a start is widened by the part the
-replays left out, s·√(2/R) (their variances' difference), at the interval's top's level
-(`shared_margin`): the standard error shrinks as the pool's tasks end, and with more
+So a start is widened by the part the replays left out, s·√(2/R) (their variances'
+difference), at the interval's top's level (`shared_margin`), on top of its prior or its
+scores' quantile: the standard error shrinks as the pool's tasks end, and with more
 replays this part goes (`Calibration.shared`). It is sampling error only: a burst whose
 first tasks to end are quicker than the rest leaves the average low by more
 (docs/research/forecasts.md, "The error a cold burst shares").
+
+That error is one draw per refresh, the same for all its forecasts: large at a cold
+burst's first refresh, small once many tasks ended. Scores carrying it do not transfer
+from one burst to the next (on the live benchmark a cold burst's point forecasts, good
+by chance, left small scores that held 56 % of the warm burst's starts). So a forecast
+is scored as its refresh would have made it knowing the pool's typical stretch as the
+pool knows it at the score (`rescaled`, `Calibration.record`'s `typical`: each time
+ahead scaled by the ratio of the two, `sim.task_times.LiveTimes.typical`): its score is
+what the replays missed besides that error, and each new forecast adds its own
+refresh's unspread part (`shared`) to the scores' quantile as to the prior. A pool
+that learns no task times scores at a ratio of 1, as before; a record read back after a
+restart keeps no typical stretch of its refresh, and is scored as made.
 
 A live pool's scores are taken per lead band (`banded`, `band`: leads within a doubling
 of each other, from `FLOOR`): a burst's forecasts are made at once and its tail, the
@@ -161,9 +173,9 @@ class Calibration:
         whose margin widens the part of the lead time before that forecast while this one
         has no scores of its own (`widen`'s `start`)."""
         self.shared = 0.0
-        """Per second ahead, added to the prior while it stands for the scores (fewer than
-        `least`): a live pool's refresh's error its forecasts share that its replays did
-        not spread (`shared_margin`, set at each refresh; 0 elsewhere)."""
+        """Per second ahead, added to the scores' quantile or the prior standing for them:
+        a live pool's refresh's error its forecasts share that its replays did not spread
+        (`shared_margin`, set at each refresh; 0 elsewhere)."""
 
     def resume(self, older: Calibration) -> None:
         """Take `older`'s scores (a restarted pool's, rebuilt from its records) ahead of
@@ -171,24 +183,28 @@ class Calibration:
         self.scores = deque([*older.scores, *self.scores], maxlen=WINDOW)
         self.aheads = deque([*older.aheads, *self.aheads], maxlen=WINDOW)
 
-    def record(self, span: Span, made_at: float, actual: float) -> None:
-        """A forecast made at `made_at` came out at `actual`."""
+    def record(self, span: Span, made_at: float, actual: float, typical: float = 1.0) -> None:
+        """A forecast made at `made_at` came out at `actual`; `typical`: the pool's typical
+        stretch as known now over the one its refresh drew from (`rescaled`)."""
+        span = rescaled(span, made_at, typical)
         ahead = max(span.median - made_at, FLOOR)
         self.scores.append(max(span.low - actual, actual - span.high) / ahead)
         self.aheads.append(ahead)
 
     def margin(self, ahead: float | None = None) -> float | None:
-        """Q: the widening per second ahead (before `least` scores: the prior and the
-        `shared` error, None without a prior); of a `banded` calibration, of the scores in
-        `ahead`'s `band` when it holds `least` of them."""
+        """Q: the widening per second ahead, the scores' quantile (before `least` scores:
+        the prior; None without one) and the `shared` error; of a `banded` calibration, of
+        the scores in `ahead`'s `band` when it holds `least` of them."""
         scores: Iterable[float] = self.scores
         if self.banded and ahead is not None:
             mine = band(ahead)
             alike = [s for s, a in zip(self.scores, self.aheads, strict=True) if band(a) == mine]
             if len(alike) >= self.least:
                 scores = alike
-        prior = None if self.prior is None else self.prior + self.shared
-        return conformal(scores, self.coverage, self.least, prior)
+        # (the scores are free of their refreshes' error of the typical stretch, `record`:
+        # this refresh's own unspread part adds to them, as to the prior)
+        q = conformal(scores, self.coverage, self.least, self.prior)
+        return None if q is None else q + self.shared
 
     def widen(
         self,
@@ -217,6 +233,16 @@ class Calibration:
         if earliest is not None:
             low = max(low, min(earliest, span.median))
         return Span(low, span.median, max(span.median, span.high + widening))
+
+
+def rescaled(span: Span, made_at: float, typical: float) -> Span:
+    """`span`, made at `made_at`, as its refresh would have made it had it known the pool's
+    typical stretch `typical` times better (module docstring, "shared"): each time ahead
+    scaled by it (the tasks' part of a lead is their stretch times what they declare; the
+    latencies in it are taken as scaling alike)."""
+    if typical == 1.0:
+        return span
+    return Span(*(made_at + (t - made_at) * typical for t in span))
 
 
 def band(ahead: float) -> int:

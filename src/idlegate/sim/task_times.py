@@ -319,6 +319,13 @@ class LiveTimes:
             )  # fmt: skip
         return self._spread
 
+    @property
+    def typical(self) -> float:
+        """The pool's typical stretch its replays draw around: the geometric mean of the
+        stretches (the exponent of their log's mean, whose error `spread` gives)."""
+        weights = np.diff(np.asarray((0.0, *self.cumulative)))
+        return math.exp(float(np.dot(weights, np.log(np.maximum(self.stretches, 1e-9)))))
+
     def begin(self, rng: np.random.Generator) -> None:
         """A new replay: draw its error of the pool's average (module docstring)."""
         spread = self.spread
