@@ -163,8 +163,7 @@ class Kept:
     start: sim_forecast.Span
     finish: sim_forecast.Span
     typical: float | None = None
-    """The pool's typical stretch its refresh drew from (`LiveTimes.typical`; None: not
-    known, a restored one's, scored as made)."""
+    """Its refresh's typical stretch (`LiveTimes.typical`; None: a restored one's, unknown)."""
     started: bool = False
     start_told: bool = False
     """Restored after its start (`note_arrivals`): its start's error went to the metric of
@@ -176,9 +175,8 @@ def moved(old: Shown | None, new: Shown) -> bool:
     """Whether `new` differs from `old` enough to be written: available ↔ unavailable, a new
     reason, a start or finish moved by more than `MOVED` seconds and `RELATIVE` of how far
     ahead it is, or a position moved among the first `FRONT` or by `RELATIVE` of itself.
-    (Every start moves each later workflow of a long queue up by one: writing each of them
-    at every refresh would flood the API server for nothing the visibility API does not
-    say live.)"""
+    (Every start moves each later workflow of a long queue up by one: writing each at
+    every refresh would flood the API server for nothing the visibility API does not say live.)"""
     if old is None or type(old) is not type(new):
         return True
     if isinstance(new, Unavailable):
@@ -297,9 +295,8 @@ class ForecastBook:
         operator's objects, which stay behind while the request's replays run."""
         self.spread, self.typical = 0.0, 1.0
         """The standard error of the log of the pool's average stretch its last refresh's
-        replays drew from (`live`; 0: none drawn), whose unspread part widens a cold
-        pool's starts (`take`, `sim.forecast_calibration.shared_margin`); that average
-        (`LiveTimes.typical`), which a forecast's score is taken relative to (`score`)."""
+        replays drew from (`live`; 0: none drawn), whose unspread part widens its starts
+        (`take`, `forecast_calibration.shared_margin`); that average, scores' (`score`)."""
 
     def note_arrivals(self) -> None:
         """Event loop: the workflows that arrived since the last call join `recent` (the
@@ -519,8 +516,7 @@ class ForecastBook:
         whose forecast moved, to be written."""
         self.cpu.append(cpu)
         made, dirty = result.now, []
-        # (its replays, R of them, spread the error their draws of the pool's average share
-        # only in part: the rest widens a cold pool's starts)
+        # (its R replays spread their draws' shared error of the average in part: the rest)
         self.calibration["start"].shared = shared_margin(self.spread, result.replays)
         owned = self.asked.pop(request.seed, {})
         for entry in result.workflows:
@@ -551,12 +547,11 @@ class ForecastBook:
 
     def score(self, now: float) -> list[tuple[str, str, float]]:
         """Kept forecasts whose workflow started (or ended) since: their absolute errors to
-        the metric and the calibration; returns (queue, which, error) of each."""
+        the metric, and to the calibration relative to their refresh's typical stretch
+        (`sim.forecast_calibration.rescaled`); returns (queue, which, error) of each."""
         out = []
         live = {j.id for j in self.cluster.jobs}
         for job_id, kept in list(self.kept.items()):
-            # (its refresh's error of the pool's typical stretch is its own: scored without
-            # it, `sim.forecast_calibration.rescaled`)
             job, f, scale = kept.job, kept.forecast, self.typical / (kept.typical or self.typical)
             if job.finish is None and job_id not in live:  # (deleted, or moved to another pool)
                 del self.kept[job_id]
@@ -637,8 +632,7 @@ def resumed_calibration(records: Iterable[HistoryWorkflow]) -> dict[str, Calibra
 
 def accuracy(records: Iterable[Any]) -> str | None:
     """`idlegate advise`'s line on the forecasts a history file recorded (records with a
-    ``forecast``, an arrival and a JCT): median and p90 absolute error of the start and the
-    finish; None when none has one."""
+    ``forecast``, an arrival and a JCT): median and p90 absolute error of start and finish."""
     starts, finishes = [], []
     for r in records:
         found = dict(r.forecast or ())
