@@ -1,9 +1,10 @@
 """A cold live pool's forecasts share one error: the pool's average task time, known from
 its few ended tasks (issue 80, item 1; `sim.forecast_calibration.shared_margin`). Its
 replays draw that error once each, so their spread holds it only when they are many; the
-part they leave out, s·√(2/R) at the interval's top's level, widens a start while the
-pool's prior stands for its scores. Known answers, a drawn check of the coverage it gives
-one replay, and the refresh that widens by it (which fails without it)."""
+part they leave out, s·√(2/R) at the interval's top's level, widens a start, on top of
+the pool's prior or of its scores' quantile (its scores are free of their refreshes'
+error: tests/test_forecast_calibration_typical.py). Known answers, a drawn check of the
+coverage it gives one replay, and the refresh that widens by it (which fails without it)."""
 
 from __future__ import annotations
 
