@@ -92,6 +92,16 @@ def machine() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def slice_of(pid: int) -> str:
+    """The scheduling slice of `pid`'s main thread, as the kernel says it (`sched`'s
+    ``se.slice``, in ms; "?" where it does not)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/task/{pid}/sched").read_text().splitlines():
+            if line.startswith("se.slice"):
+                return f"{int(line.split(':')[1]) / 1e6:g} ms"
+    return "?"
+
+
 def processes() -> dict[int, tuple[str, float]]:
     """Every process's command line (shortened) and cumulative CPU seconds, by pid."""
     found = {}
@@ -162,9 +172,10 @@ def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> 
         while not stop.wait(1.0) and time.monotonic() - began < SECONDS:
             rows.append((time.monotonic() - began, reading(operator, burners, spy and spy.pid)))
         if rows:
-            known = {operator, os.getpid(), *burners, *children(operator), spy and spy.pid or 0}
+            known = {operator, os.getpid(), *burners, *children(operator), spy.pid if spy else 0}
             said.append(summary(first, rows[-1][1], rows[-1][0]))
             said.append("the others' heaviest: " + heaviest(before, processes(), known))
+            said.append(f"the loop's scheduling slice: {slice_of(operator)}")
         if rows and directory is not None:
             lines = ["t\t" + "\t".join(first)]
             lines += [f"{t:.1f}\t" + "\t".join(f"{v:.2f}" for v in r.values()) for t, r in rows]
