@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.forecast_request import compute
-from idlegate.operator.forecasting.process import ReplayProcess, replay_executor
+from idlegate.operator.forecasting.process import NICENESS, ReplayProcess, replay_executor
 from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy.heuristics import FifoScheduler
-from idlegate.priority import NICENESS
 from idlegate.sim.forecast import BUDGET
 from tests.test_forecast_refresh import FakeMetrics, busy_pool
 

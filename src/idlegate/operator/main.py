@@ -75,7 +75,6 @@ from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
 from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
-from idlegate.priority import prompt
 from idlegate.sim.protocol import Scheduler, followed
 
 log = logging.getLogger(__name__)
@@ -186,7 +185,6 @@ class Operator:
         here waits for the API: kopf's liveness probe is served once this returns, also
         while the API or the CRD is missing."""
         s = self.settings
-        prompt()  # (the loop's thread: a short slice, `idlegate.priority`)
         self.timers.start()
         self.kopf_log.install()
         if self._pools is None:

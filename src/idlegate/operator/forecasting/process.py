@@ -11,16 +11,30 @@ new one.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from idlegate.api.forecast_request import ForecastRequest, compute
-from idlegate.priority import behind
 from idlegate.sim.forecast import PoolForecast
 
 T = TypeVar("T")
+
+
+NICENESS = 10
+"""How much lower the replay process's CPU priority is than the operator's (`os.nice`):
+where the two share a core (a pod's CPU limit, a small node), a decision waits behind
+the replays less (docs/research/forecasts.md, "In pairs, off and on in turn")."""
+
+
+def behind() -> None:
+    """In the replay process as it starts: `NICENESS` below the operator's priority. A
+    platform without `os.nice` runs the replays at the operator's."""
+    nice = getattr(os, "nice", None)
+    if nice is not None:
+        nice(NICENESS)
 
 
 def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
