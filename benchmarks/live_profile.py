@@ -5,8 +5,11 @@ the CPU each party got is read from /proc: the operator's main thread (kopf's ev
 other threads, its children (the forecasts' replay process), this process (the test API
 server, the kube-scheduler, the simulated kubelets and the recorder: one interpreter), the
 CPU-bound burners, py-spy itself; with the operator main thread's time waiting on a run
-queue (``/proc/PID/task/PID/schedstat``: runnable, no core free). Its summary line says how
-much of the window the loop ran, how much it waited for a core, and each party's share.
+queue (``/proc/PID/task/PID/schedstat``: runnable, no core free), and the same wait summed
+over the threads of the operator's other threads, its children and this process. Its
+summary line says how much of the window the loop ran, how much it waited for a core, each
+party's share and wait; then the three heaviest processes outside the run (what "others"
+were) and the loop's scheduling slice as the kernel says it.
 With ``--profile DIR``, py-spy also records the operator's process there (``--threads``,
 busy samples only: ``--idle`` off), and the readings go to ``cpu-PID.tsv``.
 """
