@@ -168,14 +168,15 @@ def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> 
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     stop = threading.Event()
+    spied = spy.pid if spy is not None else None
 
     def sample() -> None:
         began, rows, before = time.monotonic(), [], processes()
-        first = reading(operator, burners, spy and spy.pid)
+        first = reading(operator, burners, spied)
         while not stop.wait(1.0) and time.monotonic() - began < SECONDS:
-            rows.append((time.monotonic() - began, reading(operator, burners, spy and spy.pid)))
+            rows.append((time.monotonic() - began, reading(operator, burners, spied)))
         if rows:
-            known = {operator, os.getpid(), *burners, *children(operator), spy.pid if spy else 0}
+            known = {operator, os.getpid(), *burners, *children(operator), spied or 0}
             said.append(summary(first, rows[-1][1], rows[-1][0]))
             said.append("the others' heaviest: " + heaviest(before, processes(), known))
             said.append(f"the loop's scheduling slice: {slice_of(operator)}")
