@@ -614,3 +614,18 @@ def test_a_live_benchmark_without_its_harness_says_how_to_get_it() -> None:
     unknown = ModuleNotFoundError("No module named 'nowhere'", name="nowhere")
     with pytest.raises(ModuleNotFoundError):
         live_operator.harness_missing(unknown, "benchmarks.live_pool")
+
+
+def test_live_profile_names_the_heaviest_processes_outside_a_run_and_the_waits() -> None:
+    profile = load_benchmark("live_profile")
+    first = {1: ("a", 1.0), 2: ("b", 5.0), 3: ("run", 0.0)}
+    last = {1: ("a", 4.0), 2: ("b", 5.5), 3: ("run", 9.0), 4: ("new", 2.0)}
+    assert profile.heaviest(first, last, {3}) == "a 3.0; new 2.0; b 0.5"
+    keys = ("loop", "operator threads", "machine", "loop waiting", "loop slices")
+    start = dict.fromkeys(keys, 0.0) | {"api server, kubelets waiting": 1.0}
+    end = {"loop": 2.0, "operator threads": 1.0, "machine": 10.0, "loop waiting": 4.0}
+    end |= {"loop slices": 100, "api server, kubelets waiting": 3.5}
+    line = profile.summary(start, end, 10.0)
+    assert "waited for a core 40%" in line and "(40.00 ms waited each)" in line
+    assert line.endswith("seconds others waited for a core: api server, kubelets 2.5")
+    assert "others 7.0" in line  # (the waits are not CPU: not taken from the machine's)
