@@ -342,16 +342,14 @@ class _Shared:
                 once = onces.setdefault(key, _Once(base, self))
                 self._bases.append((member, base))
                 member.base = once  # type: ignore[attr-defined]
-        self._evaluations = _share_evaluations([m for m, _ in self._bases], self)
+        for once in onces.values():
+            once.share_evaluations([m for m, _ in self._bases if m.base is once])
 
     def close(self) -> None:
         """The wrapping members' own bases back (the replay ended)."""
         for member, base in self._bases:
             member.base = base
         self._bases.clear()
-        for member in self._evaluations:
-            del member.evaluate
-        self._evaluations.clear()
 
     def _ask(self, member: Scheduler, view: ClusterView) -> Action:
         ask = self._asks.get(id(member))
@@ -383,13 +381,42 @@ class _Shared:
 
 class _Once:
     """A pure `rule` that a shared replay's members ask: it answers each of `shared`'s
-    questions once, and repeats that answer (an exception too) to the others."""
+    questions once, and repeats that answer (an exception too) to the others.
+
+    As the base of wrapping rules alike but for their threshold (the idle rule at each
+    `min_gain`: the same `evaluation_key`), it also works out their evaluation of its
+    answer once (`shared_evaluation`, which such a rule asks its base for when it has
+    one): on teams' largest rounds the replay the candidate followed leads asked it
+    twice a question."""
 
     def __init__(self, rule: Scheduler, shared: _Shared) -> None:
         self.name = getattr(rule, "name", type(rule).__name__)
         self._rule, self._shared = rule, shared
         self._asked = -1
         self._answer: Action | Exception = WAIT
+        self._evaluations: dict[int, _OnceEvaluation] = {}
+        """Per wrapping member (by id) whose evaluation another shares, the one they share."""
+
+    def share_evaluations(self, wrapping: Sequence[Any]) -> None:
+        """Of `wrapping` (rules over this base), those with the same `evaluation_key`
+        share one evaluation of each question and decision (`shared_evaluation`)."""
+        groups: dict[str, list[Any]] = {}
+        for member in wrapping:
+            key = getattr(member, "evaluation_key", None)
+            if isinstance(key, str) and callable(getattr(member, "evaluate", None)):
+                groups.setdefault(key, []).append(member)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            once = _OnceEvaluation(members[0].evaluate, self._shared)
+            for member in members:
+                self._evaluations[id(member)] = once
+
+    def shared_evaluation(self, member: Any, view: ClusterView, decision: Decision) -> Any:
+        """`member.evaluate(view, decision)`, worked out once for the members that share
+        it (`share_evaluations`), each then applying its own threshold."""
+        once = self._evaluations.get(id(member))
+        return member.evaluate(view, decision) if once is None else once.evaluate(view, decision)
 
     def reset(self, rng: Any) -> None:
         self._rule.reset(rng)
@@ -407,10 +434,8 @@ class _Once:
 
 
 class _OnceEvaluation:
-    """The evaluation of wrapping rules alike but for their threshold (the idle rule at
-    each `min_gain`, over one `_Once` base): worked out once per question and decision,
-    each rule's `explain` then applying its own threshold. On teams' largest rounds the
-    replay the candidate followed leads asked it twice a question."""
+    """One evaluation that rules alike but for their threshold share (`_Once`): worked out
+    once per question and decision."""
 
     def __init__(self, evaluate: Callable[[ClusterView, Decision], Any], shared: _Shared) -> None:
         self._evaluate, self._shared = evaluate, shared
@@ -429,26 +454,6 @@ class _OnceEvaluation:
         if isinstance(self._answer, Exception):
             raise self._answer
         return self._answer
-
-
-def _share_evaluations(wrapping: Sequence[Any], shared: _Shared) -> list[Any]:
-    """Of `wrapping` (rules whose base is a `_Once` now), those with the same
-    `evaluation_key` over the same base: each asked through one `_OnceEvaluation` (set
-    on the instance, which `_Shared.close` deletes). The members so set."""
-    groups: dict[tuple[str, int], list[Any]] = {}
-    for member in wrapping:
-        key = getattr(member, "evaluation_key", None)
-        if isinstance(key, str) and callable(getattr(member, "evaluate", None)):
-            groups.setdefault((key, id(member.base)), []).append(member)
-    set_on: list[Any] = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        once = _OnceEvaluation(members[0].evaluate, shared)
-        for member in members:
-            member.evaluate = once.evaluate
-            set_on.append(member)
-    return set_on
 
 
 def _pure_key(rule: Any) -> str | None:
