@@ -110,7 +110,7 @@ FLOOD = replace(FLOOD, jobs=FLOOD.jobs[:30])
     ("workload", "other"), [(WINDOW, "fifo"), (FLOOD, "sjf-cp")], ids=["spread", "flood"]
 )
 def test_a_round_cuts_a_replay_that_cannot_change_its_answer(replays, workload, other):
-    spec = f"portfolio?candidates={other}+srpt+fair&tune=false&prior=false&start=srpt&cut_unjudged=false"
+    spec = f"portfolio?candidates={other}+srpt+fair&tune=false&prior=false&start=srpt&cut_unjudged=false&cut_behind=false"
     brain = make_scheduler(spec)
     assert isinstance(brain, PortfolioScheduler)
     cut = brain.replay(request("srpt", workload))

@@ -13,9 +13,9 @@ import pytest
 
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
-from idlegate.policy.portfolio import PortfolioScheduler, ReplayRequest
+from idlegate.policy.portfolio import PortfolioConfig, PortfolioScheduler, ReplayRequest
 from idlegate.policy.portfolio import runs as runs_module
-from idlegate.policy.portfolio.runs import CUT
+from idlegate.policy.portfolio.runs import CUT, ReplayOptions, Runs
 from idlegate.policy.portfolio.sequential import (
     GRID,
     LOOK_AT,
@@ -113,7 +113,10 @@ def test_a_round_cuts_a_losing_replay_sooner_with_the_test(monkeypatch: pytest.M
     monkeypatch.setattr(runs_module, "_simulate", counted)
     choices = {}
     for current in ("none", "0.01"):
-        spec = f"portfolio?candidates=sjf-cp+srpt+fair&tune=false&prior=false&start=srpt&cut_error={current}"
+        spec = (
+            "portfolio?candidates=sjf-cp+srpt+fair&tune=false&prior=false&start=srpt"
+            f"&cut_behind=false&cut_error={current}"
+        )
         brain = make_scheduler(spec)
         assert isinstance(brain, PortfolioScheduler)
         request = ReplayRequest(tuple(FLOOD_JOBS), FLOOD.num_executors, 0.0, "srpt", 0, 0.0, new=40)
@@ -134,7 +137,7 @@ def test_a_round_cuts_a_losing_replay_sooner_with_the_test(monkeypatch: pytest.M
 def test_a_candidate_not_yet_judged_is_cut_only_with_cut_unjudged(unjudged: bool):
     spec = (
         "portfolio?candidates=sjf-cp+srpt+fair&tune=false&prior=false&start=srpt"
-        f"&cut_unjudged={str(unjudged).lower()}"
+        f"&cut_behind=false&cut_unjudged={str(unjudged).lower()}"
     )
     brain = make_scheduler(spec)
     assert isinstance(brain, PortfolioScheduler)
@@ -153,3 +156,71 @@ def test_a_candidate_not_yet_judged_is_cut_only_with_cut_unjudged(unjudged: bool
     # (the one followed and the guard's safest are never cut)
     again = brain.replay(replace(request, safe="fair"))
     assert not again.cut
+
+
+# behind the followed one (`cut_behind`): srpt followed; on the flood's first 30 workflows
+# srpt?cap=0.9 ends 0.07 % behind it (116.18 s against 116.10 s), sjf-cp 32 % behind,
+# srpt?cap=1.0 ties it (the same decisions)
+BEHIND = ("srpt", "sjf-cp", "srpt?cap=0.9", "srpt?cap=1.0")
+
+
+def _runs(behind: bool, error: float | None) -> Runs:
+    options = ReplayOptions(cut_error=error, cut_behind=behind)
+    keep = frozenset({"srpt"})
+    return Runs(
+        FLOOD_JOBS, make_scheduler, FLOOD.num_executors, 0, options, first="srpt", keep=keep
+    )
+
+
+@pytest.mark.parametrize("error", [None, 0.01])
+def test_a_replay_that_ends_behind_the_followed_one_is_cut_with_cut_behind(error: float | None):
+    runs = _runs(False, error)
+    whole = runs.scores(BEHIND)
+    # (without it neither is cut: sjf-cp is the first other, so no reference is known for
+    # it, and srpt?cap=0.9 is within 5 % of it)
+    assert whole.cut == ()
+    assert whole.means["srpt?cap=0.9"] == pytest.approx(116.1834, abs=1e-3)
+    assert whole.means["sjf-cp"] == pytest.approx(153.4599, abs=1e-3)
+    events = {s: runs._replays[s].events for s in BEHIND}
+    behind = _runs(True, error)
+    cut = behind.scores(BEHIND)
+    assert cut.cut == ("sjf-cp", "srpt?cap=0.9")
+    followed = whole.means["srpt"]
+    assert cut.means["srpt"] == followed
+    # (a tie is never cut: its replay is its whole)
+    assert cut.means["srpt?cap=1.0"] == followed and "srpt?cap=1.0" in cut.jcts
+    for spec in cut.cut:
+        assert behind._replays[spec].events < events[spec]
+        assert cut.means[spec] > followed  # (behind it, whatever the estimate)
+        assert spec not in cut.jcts
+    # the test cuts sooner than the sure bound at the followed one's score
+    if error is not None:
+        sure = _runs(True, None)
+        sure.scores(BEHIND)
+        for spec in cut.cut:
+            assert behind._replays[spec].events < sure._replays[spec].events
+
+
+def test_a_round_that_cuts_behind_the_followed_one_chooses_alike():
+    choices = {}
+    for behind in (False, True):
+        config = PortfolioConfig(
+            candidates=("sjf-cp", "srpt", "fair"),
+            tune=False,
+            prior=False,
+            start="srpt",
+            cut_behind=behind,
+        )
+        brain = PortfolioScheduler(config, make_scheduler)
+        request = ReplayRequest(tuple(FLOOD_JOBS), FLOOD.num_executors, 0.0, "srpt", 0, 0.0, new=40)
+        choices[behind] = brain.replay(request)
+    before, after = choices[False], choices[True]
+    # (sjf-cp, the runner-up 32 % behind, is replayed to its end without it: the first
+    # candidate after the one followed, no reference beyond it is known yet)
+    assert before.cut == ("fair",)
+    assert after.cut == ("sjf-cp", "fair")
+    same = ("candidate", "reason", "best", "runner_up")
+    assert {k: getattr(after, k) for k in same} == {k: getattr(before, k) for k in same}
+    # (the runner-up's score is the cut's estimate, still behind the one followed)
+    assert after.runner_up_score is not None and after.runner_up_score > after.score
+    assert after.modelled_seconds < before.modelled_seconds

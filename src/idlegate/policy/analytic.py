@@ -500,9 +500,12 @@ class AnalyticIdleScheduler:
     def explain(self, view: ClusterView, decision: Decision) -> IdleEvaluation | None:
         """The rule's evaluation of `decision`, or None when no slot may be considered.
 
-        Pure: reads `view`, changes nothing.
+        Pure: reads `view`, changes nothing. A base that shares the evaluation among rules
+        alike but for their threshold (`shared_evaluation`: a shared replay's, as
+        `portfolio.runs._Once`) is asked for it.
         """
-        found = self.evaluate(view, decision)
+        shared = getattr(self.base, "shared_evaluation", None)
+        found = self.evaluate(view, decision) if shared is None else shared(self, view, decision)
         if found is None:
             return None
         inserted = (

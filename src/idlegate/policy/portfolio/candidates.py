@@ -227,6 +227,13 @@ class PortfolioConfig(Config):
     early rounds' replays of such candidates were a third of the rounds' CPU; on the
     held-out streams of 100 and 500 workflows (seeds 3100-3103) it moved one run of 88,
     by +0.01 % (docs/brain.md, "A sequential cut")."""
+    cut_behind: StrictBool = True
+    """A replay a round may cut is cut once it ends behind the candidate followed at all,
+    not only `runs.CUT` (5 %) past the reference: by the sure bound at the followed
+    one's score, and with `cut_error` by the test at that threshold (`runs.Runs`, "Behind
+    the followed one"). Such a candidate can be neither chosen nor the round's best; it
+    may be the runner-up, whose score is then the cut's estimate (false: cut only past the
+    reference, so the runner-up is replayed to its end)."""
     rest: NonNegative | None = 0.05
     """A candidate that lost each of the last n ≥ 2 rounds that scored it by more than
     this fraction of the round's best is left out of the next n rounds, but the last

@@ -24,7 +24,7 @@ still to come (`Cluster.jobs_time_integral`), which only grows. A candidate past
 scores above the one followed, so it cannot beat it (`rounds.select` needs a lower
 score), nor be the round's best, nor its runner-up (another candidate scores lower than
 it, and is not the one chosen): the round's choice, reason and sentence are those of
-the replay to its end. Its score (`Scores.cut`) is an estimate no lower than the bound:
+the replay to its end (but with `cut_behind`, below). Its score (`Scores.cut`) is an estimate no lower than the bound:
 its JCT so far over the followed candidate's at the same time of its replay, times the
 followed one's score (`Runs._estimate`); it has no per-workflow JCTs (no noise test
 reads them: it beats nothing). Never cut: the candidates in `keep`: the one followed,
@@ -39,6 +39,19 @@ limit near its end. With `ReplayOptions.cut_error` (and one seed) a replay that 
 cut is also cut at the first look where a sequential test on its running difference
 from the followed replay says, at that error rate, that it ends past the limit
 (`sequential.RunningTest`, `sequential.losing`); its score is the same estimate.
+
+**Behind the followed one.** With `ReplayOptions.cut_behind` the reference of a replay
+that may be cut is the followed candidate's score alone, with no `CUT` margin: the sure
+bound stops it once its JCT so far passes the followed one's whole, and the test once it
+says, at the same error rate, that it ends behind it at all (threshold 0). A candidate
+that ends behind the one followed can neither beat it nor be the round's best, whatever
+the others score, so no reference beyond it is needed (the first other candidate may be
+cut too); it may be the round's runner-up, which then has the cut's estimate as its
+score, floored just above the followed one's (`_BEHIND`: a tie is never cut, and a cut
+one never ties). On teams the candidate followed and `fifo`, its runner-up 1-2 % behind,
+were replayed to their ends in each large round, which no 5 % margin could stop. What
+the standings remember of a candidate cut so is its estimate, which may be within 2 %
+of the leader (`drop`) or not where its whole would have been.
 """
 
 from __future__ import annotations
@@ -95,6 +108,10 @@ class ReplayOptions:
     cut_error: float | None = None
     """A replay that may be cut is cut sooner by a sequential test at this error rate
     (`sequential.RunningTest`, with one seed; None: only by the sure bound)."""
+    cut_behind: bool = False
+    """A replay that may be cut is cut once it ends behind the followed one at all (the
+    followed candidate's score the reference, no `CUT` margin; module docstring,
+    "Behind the followed one")."""
 
 
 @dataclass
@@ -156,6 +173,7 @@ class Runs:
         self._build, self._seed, self._seeds = build, seed, options.seeds
         self._check = options.check
         self._cut_error = options.cut_error if options.seeds == 1 else None
+        self._behind = options.cut_behind
         self._test: RunningTest | None = None
         self._first = first
         self._shared = tuple(dict.fromkeys(shared))
@@ -214,6 +232,8 @@ class Runs:
         scheduler = self._build(lead)
         mine = self._replay(lead)
         limit = self._limit(lead)
+        # (behind the followed one: its score stays above it, whatever the estimate)
+        floor = self._floor(lead, limit)
         shadows: dict[str, Scheduler] = {}
         if _sharable(lead, scheduler):
             so_far = float(mine.total.sum())
@@ -242,7 +262,7 @@ class Runs:
             r.events += result.events
             r.decisions += result.decisions
             if isinstance(result, _Cut):
-                r.bound = self._estimate(r, result)
+                r.bound = max(self._estimate(r, result), floor)
                 continue
             for record in result.records:  # (record ids are the replay's arrival order)
                 r.total[record.id] += record.jct
@@ -255,6 +275,12 @@ class Runs:
         if lead in self._keep or first is None or lead == first:
             return None
         reference = self._exact(first)
+        mine = self._replay(lead)
+        n = len(mine.total)
+        if self._behind:  # (the followed one's score, without margin, strictly above it)
+            if reference is None or not math.isfinite(reference):
+                return None
+            return (1 + _BEHIND) * reference * n * self._seeds - float(mine.total.sum())
         others = [
             v
             for c in self._asked - {first, lead}
@@ -265,9 +291,15 @@ class Runs:
         reference = max(reference, min(others))
         if not math.isfinite(reference):
             return None
-        mine = self._replay(lead)
-        n = len(mine.total)
         return (1 + CUT) * reference * n * self._seeds - float(mine.total.sum())
+
+    def _floor(self, lead: str, limit: float | None) -> float:
+        """The least score of `lead` cut behind the followed one (`cut_behind`): the
+        limit's, strictly above the followed one's score (0: no such floor)."""
+        if not self._behind or limit is None:
+            return 0.0
+        mine = self._replay(lead)
+        return (limit + float(mine.total.sum())) / (len(mine.total) * self._seeds)
 
     def _running_test(self) -> RunningTest | None:
         """The sequential test against the followed candidate's replay (`cut_error`), once
@@ -342,16 +374,14 @@ class _Shared:
                 once = onces.setdefault(key, _Once(base, self))
                 self._bases.append((member, base))
                 member.base = once  # type: ignore[attr-defined]
-        self._evaluations = _share_evaluations([m for m, _ in self._bases], self)
+        for once in onces.values():
+            once.share_evaluations([m for m, _ in self._bases if m.base is once])
 
     def close(self) -> None:
         """The wrapping members' own bases back (the replay ended)."""
         for member, base in self._bases:
             member.base = base
         self._bases.clear()
-        for member in self._evaluations:
-            del member.evaluate
-        self._evaluations.clear()
 
     def _ask(self, member: Scheduler, view: ClusterView) -> Action:
         ask = self._asks.get(id(member))
@@ -383,13 +413,42 @@ class _Shared:
 
 class _Once:
     """A pure `rule` that a shared replay's members ask: it answers each of `shared`'s
-    questions once, and repeats that answer (an exception too) to the others."""
+    questions once, and repeats that answer (an exception too) to the others.
+
+    As the base of wrapping rules alike but for their threshold (the idle rule at each
+    `min_gain`: the same `evaluation_key`), it also works out their evaluation of its
+    answer once (`shared_evaluation`, which such a rule asks its base for when it has
+    one): on teams' largest rounds the replay the candidate followed leads asked it
+    twice a question."""
 
     def __init__(self, rule: Scheduler, shared: _Shared) -> None:
         self.name = getattr(rule, "name", type(rule).__name__)
         self._rule, self._shared = rule, shared
         self._asked = -1
         self._answer: Action | Exception = WAIT
+        self._evaluations: dict[int, _OnceEvaluation] = {}
+        """Per wrapping member (by id) whose evaluation another shares, the one they share."""
+
+    def share_evaluations(self, wrapping: Sequence[Any]) -> None:
+        """Of `wrapping` (rules over this base), those with the same `evaluation_key`
+        share one evaluation of each question and decision (`shared_evaluation`)."""
+        groups: dict[str, list[Any]] = {}
+        for member in wrapping:
+            key = getattr(member, "evaluation_key", None)
+            if isinstance(key, str) and callable(getattr(member, "evaluate", None)):
+                groups.setdefault(key, []).append(member)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            once = _OnceEvaluation(members[0].evaluate, self._shared)
+            for member in members:
+                self._evaluations[id(member)] = once
+
+    def shared_evaluation(self, member: Any, view: ClusterView, decision: Decision) -> Any:
+        """`member.evaluate(view, decision)`, worked out once for the members that share
+        it (`share_evaluations`), each then applying its own threshold."""
+        once = self._evaluations.get(id(member))
+        return member.evaluate(view, decision) if once is None else once.evaluate(view, decision)
 
     def reset(self, rng: Any) -> None:
         self._rule.reset(rng)
@@ -407,10 +466,8 @@ class _Once:
 
 
 class _OnceEvaluation:
-    """The evaluation of wrapping rules alike but for their threshold (the idle rule at
-    each `min_gain`, over one `_Once` base): worked out once per question and decision,
-    each rule's `explain` then applying its own threshold. On teams' largest rounds the
-    replay the candidate followed leads asked it twice a question."""
+    """One evaluation that rules alike but for their threshold share (`_Once`): worked out
+    once per question and decision."""
 
     def __init__(self, evaluate: Callable[[ClusterView, Decision], Any], shared: _Shared) -> None:
         self._evaluate, self._shared = evaluate, shared
@@ -429,26 +486,6 @@ class _OnceEvaluation:
         if isinstance(self._answer, Exception):
             raise self._answer
         return self._answer
-
-
-def _share_evaluations(wrapping: Sequence[Any], shared: _Shared) -> list[Any]:
-    """Of `wrapping` (rules whose base is a `_Once` now), those with the same
-    `evaluation_key` over the same base: each asked through one `_OnceEvaluation` (set
-    on the instance, which `_Shared.close` deletes). The members so set."""
-    groups: dict[tuple[str, int], list[Any]] = {}
-    for member in wrapping:
-        key = getattr(member, "evaluation_key", None)
-        if isinstance(key, str) and callable(getattr(member, "evaluate", None)):
-            groups.setdefault((key, id(member.base)), []).append(member)
-    set_on: list[Any] = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        once = _OnceEvaluation(members[0].evaluate, shared)
-        for member in members:
-            member.evaluate = once.evaluate
-            set_on.append(member)
-    return set_on
 
 
 def _pure_key(rule: Any) -> str | None:
@@ -495,6 +532,9 @@ class _Cut:
 
 _SLACK: Final = 1e-9
 """Relative slack on the limit (the area's float sums; the cut's own margin is `CUT`)."""
+_BEHIND: Final = 4 * _SLACK
+"""With `cut_behind`, the margin past the followed one's score of the limit: past the
+slack, so that a candidate that ties the followed one is never cut."""
 
 
 def _simulate(

@@ -691,6 +691,7 @@ class PortfolioScheduler:
                 queues=request.queues,
                 check=check,
                 cut_error=self.config.cut_error,
+                cut_behind=self.config.cut_behind,
             ),
             first=first,
             shared=shared,
