@@ -50,7 +50,9 @@ seconds of the clock in a JCT); the default, 2, keeps a policy's run near 3 minu
 With `--visibility SECONDS` the operator's visibility API (``/visibility/pendingworkflows``
 on its metrics port) is asked every SECONDS wall seconds from the first submission to the
 last end, and how long its answers took is printed under each run. With `--burn N`, N
-CPU-bound processes run beside it all; with `--against DIR/src` the same
+CPU-bound processes run beside it all; with `--burn-nice 0,3` they run at each of those
+nicenesses above the operator's in turn, started afresh for each run (a lower CFS weight:
+the operator's pod requesting more CPU than each of theirs); with `--against DIR/src` the same
 scenario runs with that checkout's operator too (its sources on the operator's path; the
 API server, kubelets and scheduler stay this checkout's), the two in turn, `--runs` times;
 with `--variant FLAGS` this checkout's operator runs it once more given FLAGS besides (e.g.
@@ -58,7 +60,8 @@ with `--variant FLAGS` this checkout's operator runs it once more given FLAGS be
 write requests in the flood's first `BURST` seconds, by what they wrote.
 
     python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
-        [--speed 2] [--burn 2] [--runs 1] [--against /tmp/before68/src] [--visibility 4]
+        [--speed 2] [--burn 2] [--burn-nice 0,3] [--runs 1] [--against /tmp/before68/src]
+        [--visibility 4]
         [--variant=--gated-workflows-ahead=0]
         [--json out.json]
 
@@ -70,6 +73,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import shlex
@@ -180,9 +184,14 @@ def pool(policy: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def burning(count: int) -> Iterator[list[int]]:
-    """`count` CPU-bound processes, from enter to exit: their pids."""
+def burning(count: int, nice: int = 0) -> Iterator[list[int]]:
+    """`count` CPU-bound processes, from enter to exit, `nice` steps nicer than this one
+    (a lower CFS weight: on a node, pods requesting less CPU than the operator's): their
+    pids. The niceness is set from here before they are yielded, so none burns at another."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    for burner in burners:
+        os.setpriority(os.PRIO_PROCESS, burner.pid, base + nice)
     try:
         yield [b.pid for b in burners]
     finally:
@@ -412,6 +421,15 @@ def parser() -> argparse.ArgumentParser:
         "--burn", type=int, default=0, help="CPU-bound processes beside it (default 0)"
     )
     parser.add_argument(
+        "--burn-nice",
+        default="0",
+        help="the burners' niceness above the operator's, comma-separated values each run in "
+        "turn with burners started afresh (default 0: one weight for all). It emulates the "
+        "operator's pod requesting more CPU than each burning pod, a node dividing a busy "
+        "CPU by the pods' requests: nice 3 is about half the operator's weight, nice 5 a "
+        "third, nice 10 a tenth",
+    )
+    parser.add_argument(
         "--runs", type=int, default=1, help="runs of each policy and code (default 1)"
     )
     parser.add_argument(
@@ -451,6 +469,15 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the scenario as `args` say and print its rows (the options are checked before
     anything starts)."""
     check_live_options(args.speed, args.policies.split(","), args.runs)
+    try:
+        nices = [int(n) for n in args.burn_nice.split(",")]
+    except ValueError:
+        nices = [-1]
+    if min(nices) < 0 or max(nices) > 19:
+        sys.exit(
+            f"Error: --burn-nice {args.burn_nice} is not a list of nicenesses: give whole "
+            "numbers from 0 to 19, comma-separated (e.g. 0,3)"
+        )
     sources = [ROOT / "src", *(p.resolve() for p in args.against)]
     for src in sources:
         if not (src / "idlegate" / "__init__.py").exists():
@@ -462,6 +489,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         f"--flood-seconds {args.flood_seconds:g}",
         f"--speed {args.speed:g}",
         f"--burn {args.burn}",
+        *([f"--burn-nice {args.burn_nice}"] if args.burn_nice != "0" else []),
         f"--runs {args.runs}",
         *([f"--visibility {args.visibility:g}"] if args.visibility else []),
         *(f"--variant={shlex.quote(v)}" for v in args.variant),
@@ -481,10 +509,10 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     ]
     results = []
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
-    with log, burning(args.burn) as burners:
+    with log:
         for policy in args.policies.split(","):
-            for _ in range(args.runs):
-                for src, code, extra in codes:
+            for _, nice, (src, code, extra) in itertools.product(range(args.runs), nices, codes):
+                with burning(args.burn, nice) as burners:
                     try:
                         result = run(
                             policy,
@@ -500,23 +528,31 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                         )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
-                    print(row(code, result), flush=True)
-                    spent = ", ".join(
-                        f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05
-                    )
-                    print(f"{'':24}operator CPU s: {spent}", flush=True)
-                    print(f"{'':24}{after_burst(result)}", flush=True)
-                    print(f"{'':24}{burst_line(result)}", flush=True)
-                    print(f"{'':24}{loop_line(result)}", flush=True)
-                    if args.visibility:
-                        print(f"{'':24}{visibility_line(result)}", flush=True)
-                    for line in [slow_line(result), *result["profile"]]:
-                        print(f"{'':24}{line}", flush=True)
-                    results.append({**result, "code": str(src), "flags": list(extra)})
+                label = f"{code} nice {nice}" if len(nices) > 1 or nice else code
+                print_run(label, result, bool(args.visibility))
+                results.append(
+                    {**result, "code": str(src), "flags": list(extra), "burn_nice": nice}
+                )
     if args.json:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
     return results
+
+
+def print_run(label: str, result: dict[str, Any], visibility: bool) -> None:
+    """A run's row and the lines under it."""
+    print(row(label, result), flush=True)
+    spent = ", ".join(f"{k} {v:.1f}" for k, v in result["cpu_by_thread"].items() if v >= 0.05)
+    print(f"{'':24}operator CPU s: {spent}", flush=True)
+    for line in [
+        after_burst(result),
+        burst_line(result),
+        loop_line(result),
+        *([visibility_line(result)] if visibility else []),
+        slow_line(result),
+        *result["profile"],
+    ]:
+        print(f"{'':24}{line}", flush=True)
 
 
 LOOP = {

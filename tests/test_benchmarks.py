@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -629,3 +630,12 @@ def test_live_profile_names_the_heaviest_processes_outside_a_run_and_the_waits()
     assert "waited for a core 40%" in line and "(40.00 ms waited each)" in line
     assert line.endswith("seconds others waited for a core: api server, kubelets 2.5")
     assert "others 7.0" in line  # (the waits are not CPU: not taken from the machine's)
+
+
+def test_live_pool_runs_its_burners_at_the_niceness_asked() -> None:
+    live = load_benchmark("live_pool")
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with live.burning(2, 5) as pids:
+        assert [os.getpriority(os.PRIO_PROCESS, p) for p in pids] == [own + 5] * 2
+    with live.burning(1) as pids:
+        assert os.getpriority(os.PRIO_PROCESS, pids[0]) == own
