@@ -159,10 +159,11 @@ class Cuts:
     """Each replay the sequential test cut, replayed again to the sure bound and to its
     end, while `on` (the rounds' answers are those of the test's cuts): `wrong`, the cuts
     whose whole replay ended within the limit, and `beyond`, how far past the cut's
-    reference each of those ended (the limit is `CUT` past it); `saved` of `would`, the
+    reference each of those ended (the limit is `margin` past it: `CUT`, or with
+    `cut_behind` a hair over the followed candidate's score); `saved` of `would`, the
     events the test saved of those the sure bound would have run."""
 
-    def __init__(self) -> None:
+    def __init__(self, margin: float = runs_module.CUT) -> None:
         self.cuts = self.wrong = self.saved = self.would = 0
         self.beyond: list[float] = []
         own = self.own = runs_module._simulate
@@ -177,7 +178,7 @@ class Cuts:
             self.cuts += 1
             if whole.jobs_time_integral < limit:
                 self.wrong += 1
-                self.beyond.append(whole.jobs_time_integral / limit * (1 + runs_module.CUT) - 1)
+                self.beyond.append(whole.jobs_time_integral / limit * (1 + margin) - 1)
             self.would += sure.events
             self.saved += sure.events - out.events
             return out
@@ -199,6 +200,12 @@ class Cuts:
             f"{self.would - self.saved:,} of the {self.would:,} events the sure bound would "
             f"have ({100 * self.saved / max(1, self.would):.0f} % saved)"
         )
+
+
+def cut_margin(spec: str) -> float:
+    """How far past its reference a replay of `spec`'s rounds is cut (`Cuts`)."""
+    config = getattr(make_scheduler(spec), "config", None)
+    return runs_module._BEHIND if getattr(config, "cut_behind", False) else runs_module.CUT
 
 
 def run(
@@ -286,7 +293,7 @@ def report(args: argparse.Namespace) -> None:
     runs = []
     for spec in specs:
         replays = Replays() if args.replays else None
-        cuts = Cuts() if args.cuts else None
+        cuts = Cuts(cut_margin(spec)) if args.cuts else None
         runs.append(run(workload, spec, args.seed, args.profile, sampler))
         if cuts is not None:
             cuts.close()
