@@ -103,6 +103,7 @@ from benchmarks.live_profile import profiling
 from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
+from idlegate.errors import IdlegateError
 from idlegate.flags import description, run_script
 
 try:  # (the test API server: tests/ and the dev and operator extras)
@@ -478,6 +479,19 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"Error: --burn-nice {args.burn_nice} is not a list of nicenesses: give whole "
             "numbers from 0 to 19, comma-separated (e.g. 0,3)"
         )
+    if args.burn < 0:
+        raise IdlegateError(
+            f"--burn {args.burn} is negative: give how many CPU-bound processes run beside it (0: none)"
+        )
+    if args.burn == 0 and nices != [0]:
+        raise IdlegateError(
+            f"--burn-nice {args.burn_nice} sets the burners' niceness, but --burn is 0: give --burn N too"
+        )
+    for name in ("flood", "flood_seconds", "visibility"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            raise IdlegateError(
+                f"--{name.replace('_', '-')} {getattr(args, name)} is not above 0: give a positive number"
+            )
     sources = [ROOT / "src", *(p.resolve() for p in args.against)]
     for src in sources:
         if not (src / "idlegate" / "__init__.py").exists():

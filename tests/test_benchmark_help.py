@@ -114,6 +114,10 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (live_pool, ["--speed", "0"], "--speed"),
         (live_pool, ["--policies", "default,nosuch"], "unknown scheduler 'nosuch'"),
         (live_pool, ["--runs", "0"], "--runs"),
+        (live_pool, ["--burn", "-1"], "--burn -1 is negative"),
+        (live_pool, ["--burn-nice", "0,3"], "give --burn N too"),
+        (live_pool, ["--flood", "0"], "--flood 0 is not above 0"),
+        (live_pool, ["--visibility", "0"], "--visibility 0.0 is not above 0"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
