@@ -155,6 +155,10 @@ def test_simulate_builds_its_scheduler_once(monkeypatch: pytest.MonkeyPatch):
         (("simulate", *SMALL, "--interarrival", "inf"), "--interarrival: Input should be a finite"),
         (("simulate", "-w", "lublin", "-o", "interarrival_scale=nan"), "a finite number"),
         (
+            ("simulate", *SMALL, "-s", "default?cut_behind=maybe"),
+            "(given 'maybe'): give true or false",
+        ),
+        (
             ("simulate", *SMALL, "--jobs-count", "1000000000000"),
             "--jobs-count (1000000000000) must be at most 1000000",
         ),

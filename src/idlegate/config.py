@@ -110,6 +110,8 @@ def describe(
             msg = f"is not a known setting{takes}"
         elif loc and isinstance(err.get("input"), _SCALARS):  # (not a mapping: a section)
             msg = f"{msg} (given {_given(err['input'])})"
+            if err["type"] in ("bool_parsing", "bool_type"):  # (which words pass varies)
+                msg += ": give true or false"
         parts.append(f"{loc}: {msg}" if loc else msg)
     more = len(errors) - 5
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
