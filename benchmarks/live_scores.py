@@ -359,6 +359,9 @@ def report(args: argparse.Namespace) -> None:
     rows = load_rows(args.json)
     code = args.code or rows[0]["code"]
     found = {r["run"]: r["outcomes"] for r in rows if r["code"] == code}
+    if not found:
+        held = ", ".join(dict.fromkeys(r["code"] for r in rows))
+        raise IdlegateError(f"{args.json} has no runs of the code {code}; it holds: {held}")
     if args.cold:
         if args.row not in found:
             raise SystemExit(f"Error: {args.json} has no row {args.row!r} of {code}")

@@ -264,7 +264,11 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--sample", action="store_true", help="sample where the rounds' time goes")
     ap.add_argument("--replays", action="store_true", help="list the rounds' replays")
-    ap.add_argument("--cuts", action="store_true", help="check the sequential test's cuts")
+    ap.add_argument(
+        "--cuts",
+        action="store_true",
+        help="check the sequential test's cuts (each replayed again to its end: the CPU columns count those replays too)",
+    )
     return ap
 
 

@@ -260,3 +260,15 @@ def test_a_script_that_imports_its_siblings_runs_as_the_docs_give_it(name: str) 
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_live_scores_names_the_codes_a_file_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run.json"
+    run.write_text('[{"code": "/a/src", "run": "node pool, cold", "outcomes": []}]')
+    with pytest.raises(SystemExit) as stopped:
+        live_scores.main([str(run), "--code", "/nonexistent"])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    assert "no runs of the code /nonexistent; it holds: /a/src" in err, err
