@@ -475,8 +475,8 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     except ValueError:
         nices = [-1]
     if min(nices) < 0 or max(nices) > 19:
-        sys.exit(
-            f"Error: --burn-nice {args.burn_nice} is not a list of nicenesses: give whole "
+        raise IdlegateError(
+            f"--burn-nice {args.burn_nice!r} is not a list of nicenesses: give whole "
             "numbers from 0 to 19, comma-separated (e.g. 0,3)"
         )
     if args.burn < 0:

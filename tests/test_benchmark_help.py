@@ -116,6 +116,8 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (live_pool, ["--runs", "0"], "--runs"),
         (live_pool, ["--burn", "-1"], "--burn -1 is negative"),
         (live_pool, ["--burn-nice", "0,3"], "give --burn N too"),
+        (live_pool, ["--burn", "2", "--burn-nice", "0,20"], "give whole numbers from 0 to 19"),
+        (live_pool, ["--burn", "2", "--burn-nice", "3,x"], "'3,x' is not a list of nicenesses"),
         (live_pool, ["--flood", "0"], "--flood 0 is not above 0"),
         (live_pool, ["--visibility", "0"], "--visibility 0.0 is not above 0"),
     ],
