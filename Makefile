@@ -13,7 +13,23 @@ DATA_TESTS := $(OUT)/data-tests.txt
 AIRFLOW_VENV ?= .venv-airflow
 AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
 
-.PHONY: demo test test-without-data e2e postgresql chromium lint format bench docs-check docs-images clean
+# `make cluster` builds a real control plane from the Go modules pinned in deploy/local/go.mod
+# (docs/local-cluster.md): etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+# of k8s.io/kubernetes at one release, its staging modules at their published versions, and
+# KWOK. Nothing but the Go module proxy is reached. `make cluster-up` / `cluster-down` start
+# and stop it on loopback with three KWOK nodes.
+CLUSTER_DIR ?= $(OUT)/cluster
+CLUSTER_BIN := $(CLUSTER_DIR)/bin
+K8S_VERSION := v1.36.3
+GO_VERSION_PKG := k8s.io/component-base/version
+GO_LDFLAGS := -s -w -X $(GO_VERSION_PKG).gitVersion=$(K8S_VERSION) \
+	-X $(GO_VERSION_PKG).gitMajor=1 -X $(GO_VERSION_PKG).gitMinor=36 \
+	-X $(GO_VERSION_PKG).gitTreeState=clean
+CLUSTER_PACKAGES := ./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver \
+	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+	sigs.k8s.io/kwok/cmd/kwok
+
+.PHONY: demo test test-without-data cluster cluster-up cluster-down e2e postgresql chromium lint format bench docs-check docs-images clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +44,16 @@ $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
 
 demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload
 	$(BIN)/idlegate demo --out $(OUT)/demo
+
+cluster:  ## build the local control plane's binaries into out/cluster/bin
+	cd deploy/local && go build -trimpath -ldflags '$(GO_LDFLAGS)' \
+		-o $(abspath $(CLUSTER_BIN))/ $(CLUSTER_PACKAGES)
+
+cluster-up: cluster $(VENV)/.base  ## start it on loopback with 3 KWOK nodes
+	$(BIN)/python -m idlegate.controlplane up --dir $(CLUSTER_DIR)
+
+cluster-down: $(VENV)/.base  ## stop it
+	$(BIN)/python -m idlegate.controlplane down --dir $(CLUSTER_DIR)
 
 test: $(VENV)/.dev chromium  ## lint, check types, then the whole test suite
 	$(BIN)/ruff check .
