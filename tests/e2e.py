@@ -93,7 +93,7 @@ class PodMonitor:
         self.gated_now: set[str] = set()
         """Pods carrying the gate now (work ready to run, waiting for an executor)."""
         self._lock = threading.Lock()
-        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+        self._unsubscribe = api.subscribe(self._on_event)
 
     def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
         if res != PODS:
@@ -138,7 +138,7 @@ class PodMonitor:
                 self.max_per_workflow[wf] = max(self.max_per_workflow[wf], n)
 
     def close(self) -> None:
-        self.api.call(self._unsubscribe)
+        self._unsubscribe()
 
     @property
     def duplicates(self) -> list[Any]:
@@ -172,7 +172,7 @@ class Journal:
         self.api, self.namespace = api, namespace
         self.entries: list[tuple[str, str, str, str, str]] = []
         self._lock = threading.Lock()
-        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+        self._unsubscribe = api.subscribe(self._on_event, ("pods", "dagworkflows"))
 
     def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -184,7 +184,7 @@ class Journal:
             self.entries.append((res.plural, etype, meta["name"], phase, owner))
 
     def close(self) -> None:
-        self.api.call(self._unsubscribe)
+        self._unsubscribe()
 
     def __enter__(self) -> Self:
         return self

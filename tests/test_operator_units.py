@@ -190,6 +190,8 @@ def test_clocks():
         ({"pool_size": True}, "pool_size: Input should be a valid integer"),
         ({"pool_size": 2, "metrics_port": 70000}, "metrics_port: .* less than or equal to 65535"),
         ({"pool_size": 2, "watch_server_timeout": 100, "watch_client_timeout": 50}, "exceed"),
+        # kube-apiserver parses a watch's timeoutSeconds as an integer (400 on "60.5")
+        ({"pool_size": 2, "watch_server_timeout": 60.5}, "watch_server_timeout: .* integer"),
         ({"pool_size": 2, "namespaces": ("a", "a")}, "twice"),
         ({"pool_size": 2, "namespaces": ("Bad_NS",)}, "'Bad_NS' is not a namespace's name"),
         ({"pool_size": 2, "namespaces": ("a" * 64,)}, "at most 63 characters"),

@@ -318,6 +318,11 @@ class Emulator(kmock.KubernetesEmulator):
             selector = _selectors.matcher(params.get("labelSelector"))
         except _selectors.SelectorError as exc:
             raise api_error(400, "BadRequest", str(exc)) from None
+        timeout = params.get("timeoutSeconds") or str(int(WATCH_SECONDS))
+        if not timeout.isdigit():  # as kube-apiserver parses it (strconv.ParseInt)
+            raise api_error(
+                400, "BadRequest", f'strconv.ParseInt: parsing "{timeout}": invalid syntax'
+            )
         since = int(params.get("resourceVersion") or 0)
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         # the backlog and the registration in one synchronous step: nothing lost or repeated
@@ -346,8 +351,7 @@ class Emulator(kmock.KubernetesEmulator):
         response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
         try:
             await response.prepare(raw)
-            timeout = float(params.get("timeoutSeconds") or WATCH_SECONDS)
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(int(timeout)):
                 while (chunk := await queue.get()) is not None:
                     await response.write(chunk)
         except (TimeoutError, ConnectionResetError):

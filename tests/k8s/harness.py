@@ -148,6 +148,15 @@ class ApiServer(LoopThread):
     def delete(self, res: kmock.resource | str, namespace: str | None, name: str) -> dict:
         return self.call(self.emulator.delete, self.resource(res), namespace, name)
 
+    def subscribe(
+        self, callback: Callable[[kmock.resource, str, dict[str, Any]], None], plurals: Any = None
+    ) -> Callable[[], None]:
+        """`callback(resource, event type, object)` for every write from now on (to any
+        resource: `plurals` is for the real plane's watches, tests/k8s/real.py), until the
+        returned function is called."""
+        unsubscribe = self.call(lambda: self.emulator.subscribe(callback))
+        return lambda: self.call(unsubscribe)
+
     def assert_no_internal_errors(self) -> None:
         """Fail if the emulator itself crashed on a request (a 500 that is a bug of the tests)."""
         assert not self.emulator.internal_errors, "\n".join(self.emulator.internal_errors)

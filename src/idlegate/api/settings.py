@@ -186,9 +186,11 @@ class Settings(Config):
     """A kubeconfig file; default: the in-cluster service account, else $KUBECONFIG or
     ~/.kube/config."""
 
-    watch_server_timeout: float = Field(300.0, gt=0)
+    watch_server_timeout: int = Field(300, gt=0)
     """Seconds the API server keeps one watch request open (kopf's
-    settings.watching.server_timeout); kopf then re-lists and re-watches."""
+    settings.watching.server_timeout); kopf then re-lists and re-watches. Whole seconds:
+    kube-apiserver refuses a watch whose ``timeoutSeconds`` is not an integer (400), as
+    every watch of the operator was, at 300.0, until it met a real one."""
 
     watch_client_timeout: float = 330.0
     """Seconds after which the operator gives up a watch request that went silent (kopf's
