@@ -52,7 +52,7 @@ from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy
 from tests.k8s.harness import ApiServer
-from tests.k8s.kubelet import duration_of
+from tests.k8s.kubelet import SimKubelet, duration_of
 
 # Why an accelerated wall clock here, not fake loop time (looptime, as the operator's
 # in-memory tests use: tests/test_operator_bridge.py and the like): looptime fakes the
@@ -383,10 +383,23 @@ _namespaces = itertools.count()
 
 
 def new_namespace(api: ApiServer, prefix: str) -> str:
-    """A fresh namespace on `api`, unique across tests and xdist workers."""
+    """A fresh namespace on `api`, unique across tests and xdist workers, once pods may be
+    created in it."""
     name = f"{prefix}-{os.getpid() % 10000}-{next(_namespaces)}"
     api.create("namespaces", {"metadata": {"name": name}})
+    api.namespace_ready(name)
     return name
+
+
+def kubelet_for(
+    api: ApiServer, namespace: str, **options: Any
+) -> contextlib.AbstractContextManager:
+    """What runs the namespace's pods, from enter to exit, at the e2e clock's SPEED: the
+    simulated kubelet on the test API server (`options` are its own); nothing on the real
+    control plane, where KWOK runs every pod (tests/k8s/real.py)."""
+    if getattr(api, "real", False):
+        return contextlib.nullcontext()
+    return SimKubelet(api, namespace, time_factor=1 / SPEED, **options)
 
 
 def wait(predicate: Any, timeout: float, what: str) -> Any:

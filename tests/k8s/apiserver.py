@@ -30,7 +30,8 @@ Its ``KubernetesEmulator`` cannot serve the operator as it is (read in kmock 0.8
 :class:`Emulator` keeps kmock's store, catalogue and server and replaces its request
 handling with those semantics and no more: no paging, no strategic merge, graceful
 deletion only for a running pod given a grace period (an eviction's: its kubelet stops
-it), no schema pruning or validation (test_deploy checks the CRD's schema),
+it), no schema validation (test_deploy checks the CRD's schema; tests/real runs on a
+real API server) but its pruning and defaulting (tests/k8s/_schema.py),
 and a watch with a field selector is refused (400) rather than served wrongly. A watch with
 a label selector is served as the real server does (Airflow's KubernetesExecutor watches
 its pods so): an object that comes to match is ADDED, one that stops matching DELETED.
@@ -60,6 +61,7 @@ import kmock
 
 from tests.k8s import _disruption, _selectors, _tables
 from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
+from tests.k8s._schema import structural
 
 NAMESPACES = kmock.resource("", "v1", "namespaces")
 PODS = kmock.resource("", "v1", "pods")
@@ -69,6 +71,7 @@ CRDS = kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 LEASES = kmock.resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = kmock.resource("scheduling.k8s.io", "v1", "priorityclasses")
 BUDGETS = kmock.resource("policy", "v1", "poddisruptionbudgets")
+SERVICE_ACCOUNTS = kmock.resource("", "v1", "serviceaccounts")
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 BUILTIN = {
     NAMESPACES: kmock.ResourceInfo(kind="Namespace", singular="namespace", namespaced=False),
@@ -82,6 +85,9 @@ BUILTIN = {
     PRIORITY_CLASSES: kmock.ResourceInfo(kind="PriorityClass", namespaced=False),
     BUDGETS: kmock.ResourceInfo(
         kind="PodDisruptionBudget", singular="poddisruptionbudget", namespaced=True
+    ),
+    SERVICE_ACCOUNTS: kmock.ResourceInfo(
+        kind="ServiceAccount", singular="serviceaccount", namespaced=True
     ),
 }
 PATCH_TYPES = {
@@ -192,6 +198,8 @@ class Emulator(kmock.KubernetesEmulator):
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
     _auditors: list[Auditor] = attrs.field(factory=list, init=False)
     _columns: dict[kmock.resource, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    _schemas: dict[kmock.resource, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    """Each custom resource's structural schema (tests/k8s/_schema.py)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -424,6 +432,10 @@ class Emulator(kmock.KubernetesEmulator):
         if namespace is not None:
             meta["namespace"] = namespace
         obj.update(apiVersion=self._gv(res), kind=info.kind)
+        if res in self._schemas:
+            if "status" in info.subresources:
+                obj.pop("status", None)  # a create sets no status where it has its subresource
+            obj = structural(self._schemas[res], obj)
         if res == CRDS:
             self._register(obj)
         if res == PODS:
@@ -567,7 +579,8 @@ class Emulator(kmock.KubernetesEmulator):
         return self.objects[key].raw
 
     def _register(self, crd: Mapping[str, Any]) -> None:
-        """Serve the CRD's resource (every version) from now on; no schema is applied."""
+        """Serve the CRD's resource (every version) from now on, pruned and defaulted by
+        its schema."""
         spec, names = crd["spec"], crd["spec"]["names"]
         for version in spec["versions"]:
             res = kmock.resource(spec["group"], version["name"], names["plural"])
@@ -581,6 +594,8 @@ class Emulator(kmock.KubernetesEmulator):
                 subresources=set(version.get("subresources") or {}),
             )
             self._columns[res] = list(version.get("additionalPrinterColumns") or [])
+            if schema := (version.get("schema") or {}).get("openAPIV3Schema"):
+                self._schemas[res] = schema
 
     def _update(
         self, key: Key, compute: Callable[[dict[str, Any]], Any], subresource: str | None
@@ -616,6 +631,8 @@ class Emulator(kmock.KubernetesEmulator):
             **new.get("metadata", {}),
             **{k: current["metadata"][k] for k in kept if k in current["metadata"]},
         }
+        if key[0] in self._schemas:
+            new = structural(self._schemas[key[0]], new)
         if new == current:
             return copy.deepcopy(current)  # a no-op: no resourceVersion, no event
         if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {

@@ -148,6 +148,13 @@ class ApiServer(LoopThread):
     def delete(self, res: kmock.resource | str, namespace: str | None, name: str) -> dict:
         return self.call(self.emulator.delete, self.resource(res), namespace, name)
 
+    real = False
+    """Not a real control plane (tests/k8s/real.py's is)."""
+
+    def namespace_ready(self, namespace: str) -> None:
+        """Pods may be created in a new namespace at once here: the emulator needs no
+        ServiceAccount (a real API server does: tests/k8s/real.py waits for it)."""
+
     def subscribe(
         self, callback: Callable[[kmock.resource, str, dict[str, Any]], None], plurals: Any = None
     ) -> Callable[[], None]:

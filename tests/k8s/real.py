@@ -28,7 +28,7 @@ from typing import Any, Self
 import kmock
 
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.controlplane.client import PATCH_TYPES, ApiError, Client
+from idlegate.controlplane.client import PATCH_TYPES, ApiError
 from idlegate.controlplane.launcher import NodeSpec, Plane, start, stop
 from tests.k8s.harness import says_nothing
 
@@ -224,7 +224,9 @@ class RealApiServer:
             time.sleep(0.05)
         raise TimeoutError(f"the CRD {name} was not established in 30 s")
 
-    def wait_for_service_account(self, namespace: str) -> None:
+    real = True
+
+    def namespace_ready(self, namespace: str) -> None:
         """Until the namespace's ``default`` ServiceAccount exists: kube-controller-manager
         makes it, and the API server refuses a pod of a namespace without it."""
         for _ in range(6000):

@@ -37,7 +37,6 @@ def ns(request: pytest.FixtureRequest, api: RealApiServer) -> Iterator[str]:
     the operator posted there must say why."""
     module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
     name = new_namespace(api, "real-" + module.replace("_", "-"))
-    api.wait_for_service_account(name)
     yield name
     api.assert_events_say_why(name)
 
