@@ -72,7 +72,7 @@ class Deletions:
         self.stops: set[str] = set()
         self.marked: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._unsubscribe = api.call(lambda: api.emulator.subscribe(self._on_event))
+        self._unsubscribe = api.subscribe(self._on_event)
 
     def _on_event(self, res: kmock.resource, etype: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -85,7 +85,7 @@ class Deletions:
                 self.marked[meta["name"]] = obj
 
     def close(self) -> None:
-        self.api.call(self._unsubscribe)
+        self._unsubscribe()
 
 
 @pytest.fixture()

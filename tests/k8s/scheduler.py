@@ -60,7 +60,8 @@ def node(
     ready: bool = True,
 ) -> dict[str, Any]:
     """A Node's body as a kubelet registers it: capacity and allocatable (the same here),
-    the ``kubernetes.io/hostname`` label and a ``Ready`` condition."""
+    the ``kubernetes.io/hostname`` label and a ``Ready`` condition; annotated for KWOK, which
+    plays its kubelet on the real control plane (tests/k8s/real.py)."""
     allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
@@ -70,7 +71,11 @@ def node(
         "reason": "KubeletReady" if ready else "KubeletNotReady",
     }
     return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
         "status": {
             "capacity": dict(allocatable),
             "allocatable": allocatable,

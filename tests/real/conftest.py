@@ -8,6 +8,7 @@ by the e2e clock's SPEED, as the simulated kubelet does. Each test gets its own 
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,8 +44,10 @@ def ns(request: pytest.FixtureRequest, api: RealApiServer) -> Iterator[str]:
 
 @pytest.fixture()
 def kubelet() -> Iterator[Any]:
-    """KWOK plays every kubelet (its stages: idlegate.controlplane.kwok)."""
-    yield None
+    """KWOK plays every kubelet (its stages: idlegate.controlplane.kwok): a pod runs what it
+    declares and a deleted one stops in KWOK's STOP_SECONDS, so what a scenario sets of the
+    simulated kubelet (``durations``, ``stop_seconds``) is kept here and not used."""
+    yield types.SimpleNamespace()
 
 
 @pytest.fixture()
