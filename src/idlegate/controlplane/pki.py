@@ -99,6 +99,16 @@ def ensure_pki(directory: Path) -> Pki:
     return pki
 
 
+def serving(pki: Pki, name: str, names: tuple[str, ...]) -> tuple[Path, Path]:
+    """A serving certificate and key for `names` (``DNS:…``, ``IP:…``), signed by the CA:
+    what an admission webhook on loopback shows the API server (its caBundle: the CA)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise IdlegateError("openssl is not installed: install it and run again.")
+    _signed(openssl, pki, name, f"/CN={name}", names, "serverAuth")
+    return pki.cert(name), pki.key(name)
+
+
 def _signed(
     openssl: str, pki: Pki, name: str, subject: str, names: tuple[str, ...], usage: str
 ) -> None:
