@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import GATE
 from idlegate.controlplane.client import ApiError
 from idlegate.controlplane.pki import serving
@@ -71,8 +72,13 @@ def test_podsecurity_refuses_a_namespace_label_that_is_no_level(api: RealApiServ
 
 
 def argo_pod(name: str) -> dict[str, Any]:
+    """A pod as Argo's controller creates one for a node of workflow ``wf``."""
     return {
-        "metadata": {"name": name, "labels": {"workflows.argoproj.io/workflow": "wf"}},
+        "metadata": {
+            "name": name,
+            "labels": {WORKFLOW_LABEL: "wf"},
+            "annotations": {NODE_NAME: f"wf.{name}"},
+        },
         "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "argo"}]},
     }
 
@@ -94,7 +100,8 @@ def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
         "url": f"https://127.0.0.1:{port}/argo-gate",
         "caBundle": base64.b64encode(api.plane.pki.ca.read_bytes()).decode(),
     }
-    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    # the namespace opts in as a user's does (the configuration's own namespaceSelector)
+    api.patch("namespaces", None, ns, {"metadata": {"labels": {"idlegate.io/argo": "enabled"}}})
     api.create("mutatingwebhookconfigurations", config)
     try:
         # no operator answers yet: failurePolicy Fail keeps Argo's pod out, ungated or not
