@@ -19,9 +19,8 @@ import pytest
 from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from tests.clocks import ScaledClock
-from tests.e2e import events_of, running_operator, stage, wait
+from tests.e2e import events_of, kubelet_for, running_operator, stage, wait
 from tests.k8s.harness import ApiServer
-from tests.k8s.kubelet import SimKubelet
 
 # On an accelerated wall clock, not fake loop time: the real operator, the API emulator
 # and the simulated kubelet run in threads (or processes) of their own; why: tests/e2e.py,
@@ -60,7 +59,7 @@ def runs(api: ApiServer, ns: str, name: str) -> list[float]:
 def test_a_day_of_hourly_runs_with_a_restart_in_the_middle(api: ApiServer, ns: str):
     clock = ScaledClock(SPEED)  # one clock across both operator runs, as the wall is
     body = cron("hourly", startingDeadlineSeconds=int(2 * HOUR), successfulJobsHistoryLimit=100)
-    with SimKubelet(api, ns, time_factor=1 / SPEED):
+    with kubelet_for(api, ns):
         with running_operator(api, ns, pool=2, clock=clock):
             api.create(DCWF, body, namespace=ns)
             wait(lambda: len(runs(api, ns, "hourly")) >= 10, 60, "ten hourly runs")

@@ -39,12 +39,20 @@ from tests.airflow_data import PASSWORD
 from tests.argo_data import WORKFLOW_CRD
 from tests.argo_workflows import diamond, phase
 from tests.clocks import ScaledClock
-from tests.e2e import DWF, SPEED, new_namespace, running_operator, stage, wait, workflow
+from tests.e2e import (
+    DWF,
+    SPEED,
+    kubelet_for,
+    new_namespace,
+    running_operator,
+    stage,
+    wait,
+    workflow,
+)
 from tests.k8s.airflow_executor import AirflowExecutor, layered
 from tests.k8s.apiserver import NODES
 from tests.k8s.argo_controller import DONE, WORKFLOWS, ArgoController
 from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
 from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS, POOLS
 from tests.operator_fakes import as_declared
@@ -252,7 +260,7 @@ def test_every_waiting_workflow_is_forecast_scored_and_a_what_if_answers(
             phases = [(api.get(DWF, ns, n) or {}).get("status", {}).get("phase") for n in names]
             return all(p == "Succeeded" for p in phases)
 
-        with SimKubelet(api, ns, time_factor=1 / SPEED):
+        with kubelet_for(api, ns):
             wait(done, 120, "every workflow to finish")
             if ARGO:
                 wait(lambda: phase(api, ns, "argo") in DONE, 120, "the Argo Workflow")
@@ -288,7 +296,7 @@ class Raising(FifoScheduler):
 def test_a_policy_that_raises_gives_forecast_unavailable_with_why(api: ApiServer) -> None:
     ns = new_namespace(api, "fcu")
     with (
-        SimKubelet(api, ns, time_factor=1 / SPEED),
+        kubelet_for(api, ns),
         running_operator(
             api, ns, pool=1, clock=ScaledClock(SPEED), policy=None, scheduler=Raising(),
             forecast_interval=30.0,

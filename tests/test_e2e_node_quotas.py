@@ -21,10 +21,18 @@ from idlegate.api.queueing import QueueFile
 from idlegate.sim.queues import queues_from
 from idlegate.sim.resources import parse_quantity
 from tests.clocks import ScaledClock
-from tests.e2e import DWF, SPEED, new_namespace, running_operator, stage, wait, workflow
+from tests.e2e import (
+    DWF,
+    SPEED,
+    kubelet_for,
+    new_namespace,
+    running_operator,
+    stage,
+    wait,
+    workflow,
+)
 from tests.k8s.apiserver import NODES, PODS
 from tests.k8s.harness import ApiServer, serving_crd
-from tests.k8s.kubelet import SimKubelet
 from tests.k8s.scheduler import node
 from tests.nodes_e2e import NODE_COUNT, NODE_CPU, NODE_MEMORY, POOL_PODS, POOLS
 
@@ -54,7 +62,7 @@ class Peak:
         self.held: dict[str, tuple[int, int]] = {}
         self.cpu = self.memory = 0
         self._lock = threading.Lock()
-        self.close = api.call(lambda: api.emulator.subscribe(self._on_event))
+        self.close = api.subscribe(self._on_event)
 
     def _on_event(self, res: Any, etype: str, obj: dict[str, Any]) -> None:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
@@ -97,7 +105,7 @@ def test_a_queue_borrows_the_idle_cpu_and_memory_of_the_others_on_either_pool(
     }
     template = {"spec": {"containers": [container]}}
     with (
-        SimKubelet(api, flood, time_factor=1 / SPEED),
+        kubelet_for(api, flood),
         running_operator(
             api,
             flood,

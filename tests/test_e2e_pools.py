@@ -29,6 +29,7 @@ from tests.e2e import (
     PodMonitor,
     events_of,
     holding_first_runs,
+    kubelet_for,
     new_namespace,
     running_operator,
     stage,
@@ -122,8 +123,8 @@ def test_two_pools_with_their_policies_and_a_resize_mid_run(api: ApiServer) -> N
     names = [f"w{i}" for i in range(WORKFLOWS)]
     try:
         with (
-            SimKubelet(api, ns_a, time_factor=1 / SPEED),
-            SimKubelet(api, ns_b, time_factor=1 / SPEED),
+            kubelet_for(api, ns_a),
+            kubelet_for(api, ns_b),
             running_operator(api, ns_a, pool=8, namespaces=(ns_a, ns_b)) as operator,
         ):
             clock = operator.settings.clock
