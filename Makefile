@@ -46,6 +46,7 @@ demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload
 	$(BIN)/idlegate demo --out $(OUT)/demo
 
 cluster:  ## build the local control plane's binaries into out/cluster/bin
+	@command -v go >/dev/null || { echo "make cluster builds from Go modules: install Go 1.26 or newer (Debian: golang-go; or go.dev/dl) and run it again"; exit 1; }
 	cd deploy/local && go build -trimpath -ldflags '$(GO_LDFLAGS)' \
 		-o $(abspath $(CLUSTER_BIN))/ $(CLUSTER_PACKAGES)
 
@@ -55,7 +56,7 @@ cluster-up: cluster $(VENV)/.base  ## start it on loopback with 3 KWOK nodes
 cluster-down: $(VENV)/.base  ## stop it
 	$(BIN)/python -m idlegate.controlplane down --dir $(CLUSTER_DIR)
 
-test: $(VENV)/.dev chromium  ## lint, check types, then the whole test suite
+test: $(VENV)/.dev chromium cluster  ## lint, check types, then the whole test suite (tests/real: on the local control plane)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
