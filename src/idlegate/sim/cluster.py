@@ -330,14 +330,16 @@ class Cluster(Queued, PoolResources, Beyond, Stopping):
         cap: int = 0,
         first_start: float | None = None,
         idle_inserted: float = 0.0,
+        started: Sequence[float | None] = (),
     ) -> list[int]:
         """Rebuild a job's progress after a restart (the operator), right after `add_job`.
 
         `finished[i]`: tasks of stage i that finished; `running`: (stage index, executor or
         None for any free one) per task still running; `delayed`: stages that had their idle
         slot; `idle_until`: stages still inside one, with its end (new timers are reported
-        in `new_timers`, past ends are simply over). Returns the executors the running
-        tasks occupy, in the order of `running`.
+        in `new_timers`, past ends are simply over); `started`: when each of `running`
+        started, where known (a stop of it loses the work since then, `started_at`).
+        Returns the executors the running tasks occupy, in the order of `running`.
         """
         now = self.now
         if job.first_start is not None or job.held or any(s.launched for s in job.stages):
@@ -357,6 +359,9 @@ class Cluster(Queued, PoolResources, Beyond, Stopping):
                 raise IllegalDecisionError(f"{job.name}/{stage.name}: more tasks than it has")
             stage.launched += 1
             claimed.append(self._start([self._claim(executor, job)], stage)[0].executor)
+        for executor, start in zip(claimed, started, strict=False):
+            if start is not None:
+                self.started_at(executor, min(start, now))
         for index in delayed:
             job.stages[index].delayed = True
         for index, until in (idle_until or {}).items():
