@@ -220,5 +220,5 @@ def test_the_admission_says_a_stage_lacks_node_room_in_cpu_and_memory_not_pods()
     entry = None if result is None else result.of(wide)
     assert entry is not None and (entry.reason, entry.message) == (
         Reason.FREE_RESOURCES,
-        "its task of cpu=5 needs more than its nodes have free in all (cpu=4,memory=96Gi)",
+        "its task of cpu=5 needs more than its nodes have free in all (cpu=4 free)",
     )

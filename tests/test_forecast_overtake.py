@@ -61,7 +61,7 @@ def test_past_its_exact_range_the_count_quantile_is_near_the_sums():
     assert count_quantile(shape, s) == pytest.approx(k, rel=0.02)
 
 
-def dags(*works: float) -> list[tuple[float, float]]:
+def dags(*works: float) -> list[tuple[float, float, int]]:
     return [size_of(chain(w)) for w in works]
 
 
@@ -72,11 +72,11 @@ def test_a_pool_without_a_gap_between_two_events_has_no_rate():
     assert Overtake.of([*burst, (60.0, 10.0)], 90.0, [], 4) is None  # (nothing to copy)
     found = Overtake.of([*burst, (60.0, 10.0)], 90.0, dags(100, 50), 4)
     # n = 1 event after the first, T = 90 s from the first to now
-    assert found == Overtake(1, 90.0, ((100.0, 100.0), (50.0, 50.0)), 4.0)
+    assert found == Overtake(1, 90.0, ((100.0, 100.0, 0), (50.0, 50.0, 0)), 4.0)
 
 
 def test_the_delay_is_the_count_ahead_times_the_smaller_arrivals_work():
-    sizes = ((10.0, 5.0), (20.0, 30.0), (30.0, 1.0), (40.0, 2.0))
+    sizes = ((10.0, 5.0, 0), (20.0, 30.0, 0), (30.0, 1.0, 0), (40.0, 2.0, 0))
     o = Overtake(events=1, exposure=100.0, sizes=sizes, executors=10.0)
     # key 35: three of four smaller (p = ¾); over a 100 s wait s = 100 / (100 + 75) = 4/7,
     # and 1 − (3/7)^(k + 1) ≥ 0.9 first at k = 2: two arrivals of their mean 20 s of work
@@ -90,6 +90,39 @@ def test_the_delay_is_the_count_ahead_times_the_smaller_arrivals_work():
     assert o.delay("remaining_work", 35.0, 0.0) == 0.0  # (no wait)
     # a longer wait, a higher count: s = 100 / 850, 1 − (1 − s)^(k + 1) ≥ 0.9 at k = 18
     assert o.delay("remaining_work", 35.0, 1000.0) == pytest.approx(18 * 2.0)
+
+
+def test_a_later_arrival_of_higher_priority_goes_ahead_under_any_rule():
+    # issue 93: the order the admission starts workflows in, priority first, then the key
+    sizes = ((10.0, 5.0, 0), (20.0, 30.0, 0), (30.0, 1.0, 5), (40.0, 2.0, 0))
+    o = Overtake(events=1, exposure=100.0, sizes=sizes, executors=10.0)
+    # key 15 at priority 0: the 30 of priority 5 and the 10 go ahead (p = ½), s = 2/3,
+    # 1 − (1/3)^(k + 1) ≥ 0.9 first at k = 2: two of their mean 20 s on 10 executors
+    assert o.delay("remaining_work", 15.0, 100.0) == pytest.approx(2 * 20.0 / 10.0)
+    # no order key: the one of priority 5 alone (p = ¼, s = 0.8, k = 1)
+    assert o.delay(None, 15.0, 100.0) == pytest.approx(30.0 / 10.0)
+    assert o.delay("remaining_work", 15.0, 100.0, priority=5) == 0.0  # (30 > 15: behind)
+    assert o.delay("remaining_work", 35.0, 100.0, priority=5) == pytest.approx(3.0)
+    assert o.delay(None, 15.0, 100.0, priority=9) == 0.0
+
+
+def test_a_waiting_workflow_is_raised_by_higher_priority_arrivals_under_fifo():
+    cluster = Cluster(1)
+    cluster.add_job(chain(100.0), 0.0, "running")
+    waiting = cluster.add_job(chain(100.0), 0.0, "waiting")
+    cluster.decide_once(SrptScheduler(), 0.0)
+    result = PoolForecast(
+        0.0,
+        1,
+        (WorkflowForecast(1, "waiting", 0, 1, Span(90, 100, 110), Span(190, 200, 210)),),
+    )
+    o = Overtake(1, 100.0, ((50.0, 50.0, 0), (100.0, 100.0, 1000)), 1.0)
+    (entry,) = widen(result, cluster, o, None).workflows
+    assert isinstance(entry, WorkflowForecast)
+    assert entry.start.high == 110 + o.delay(None, 0.0, 100.0) > 110
+    waiting.priority = 1000  # (of the same priority: none goes ahead under fifo)
+    (entry,) = widen(result, cluster, o, None).workflows
+    assert entry == result.workflows[0]
 
 
 def test_only_waiting_workflows_tops_are_raised():
@@ -107,7 +140,7 @@ def test_only_waiting_workflows_tops_are_raised():
             WorkflowForecast(1, "waiting", 0, 1, Span(90, 100, 110), Span(190, 200, 210)),
         ),
     )
-    o = Overtake(1, 100.0, ((50.0, 50.0), (100.0, 100.0)), 1.0)
+    o = Overtake(1, 100.0, ((50.0, 50.0, 0), (100.0, 100.0, 0)), 1.0)
     late = o.delay("remaining_work", 100.0, 100.0)
     assert late > 0
     raised = widen(result, cluster, o, "remaining_work")
@@ -145,7 +178,9 @@ def test_a_live_pool_asks_its_replays_to_count_being_overtaken():
     refresh, _ = refresh_of(cluster, SrptScheduler(), times=live_times())
     request = refresh.request()
     # two events (T0; the burst at T0 + 10), 10 s from the first to now
-    assert request.overtake == Overtake(1, 10.0, ((100.0, 100.0), (100.0, 100.0), (50.0, 50.0)), 1)
+    assert request.overtake == Overtake(
+        1, 10.0, ((100.0, 100.0, 0), (100.0, 100.0, 0), (50.0, 50.0, 0)), 1
+    )
     plain = ForecastRequest(request.fork, request.scheduler, request.seed)
     with_it = compute(request, 4, 10_000)[0].of(1)
     without = compute(plain, 4, 10_000)[0].of(1)

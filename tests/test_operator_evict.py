@@ -348,3 +348,50 @@ def test_a_gangs_task_is_not_stopped_on_kubernetes() -> None:
     evictions = core.stop_tasks((0, 1), 1, "reclaim", "owners")
     assert not of(core.intents.take(), EvictPod) and evictions.done
     assert set(evictions.refused.values()) == {GANG_NOT_STOPPED}
+
+
+def started_at(body: dict[str, Any], t: float) -> dict[str, Any]:
+    """`body` whose container has run since `t`, as the kubelet reports it."""
+    from idlegate.sim.timestamps import to_datetime
+
+    running = {"running": {"startedAt": to_datetime(t)}}
+    body["status"]["containerStatuses"] = [{"name": "task", "state": running}]
+    return body
+
+
+def test_a_task_restored_by_a_new_leader_loses_the_work_since_its_pod_started() -> None:
+    # issue 93: stopped 1 s after a restart, a task that had run 9 s before it was said to
+    # lose 1 s (its start was the restart's); it loses the 10 s its pod ran
+    spec = stage("a", tasks=2)
+    running = started_at(pod("w", spec, 0, "Running", executor=0), T0 - 9)
+    core = core_of(pool=2)
+    admitted(core, "w", spec, [running])
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 1)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Confirmed(evict, marked(running, evict)), T0 + 1)
+    (preempted,) = [i for i in of(taken(core), PostEvent) if i.reason == "Preempted"]
+    assert "10.0 executor-seconds of work lost" in preempted.message
+    assert core.metrics.value("idlegate_preempted_work_seconds_total") == 10.0
+    assert core.cluster.preempted_seconds == 10.0
+
+
+def test_a_new_leader_says_and_counts_a_stop_whose_answer_the_old_one_lost() -> None:
+    # issue 93: the operator died 8 ms after its eviction was taken; the pod, being deleted
+    # with its mark, was rerun as attempt 1, but no Preempted Event nor metric said so
+    from idlegate.sim.timestamps import to_datetime
+
+    spec = stage("a", backoffLimit=0)
+    gone = started_at(pod("w", spec, 0, "Running", executor=0), T0 - 10)
+    gone["metadata"]["annotations"][ANNOTATION_STOP] = stop_mark("owners", "reclaim")
+    gone["metadata"]["deletionTimestamp"] = to_datetime(T0 - 2)
+    core = core_of(pool=1)
+    admitted(core, "w", spec, [gone])
+    intents = taken(core)
+    (created,) = of(intents, CreatePod)
+    assert (created.name, created.preempted) == ("w-a-0-r1", 1)
+    (preempted,) = [i for i in of(intents, PostEvent) if i.reason == "Preempted"]
+    assert "queue 'owners' (reclaim): 8.0 executor-seconds of work lost" in preempted.message
+    labels = {"queue": "owners", "reason": "reclaim"}
+    assert core.metrics.value("idlegate_preempted_tasks_total", **labels) == 1
+    assert core.metrics.value("idlegate_preempted_work_seconds_total") == 8.0

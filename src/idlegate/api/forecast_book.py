@@ -489,7 +489,7 @@ class ForecastBook:
         self.note_arrivals()
         dags = [t.dag for t in self.recent]
         log = self.rate_log(fork) or fork.arrival_log
-        sizes = [size_of(d) for d in dags]
+        sizes = [size_of(t.dag, t.priority) for t in self.recent]
         return Overtake.of(log, fork.now, sizes, effective_executors(fork, dags))
 
     def for_what_if(

@@ -203,8 +203,10 @@ class Settings(Config):
     about this long of the API server's return."""
 
     api_probe_interval: float = Field(1.0, gt=0)
-    """Seconds between two probes of the API server (GET /version) while it does not
-    answer; the first answer ends the outage (readiness, a Warning Event, a resync)."""
+    """Seconds between two probes of the API server (GET /version), for the whole run: a
+    probe is how an outage is seen while the operator writes nothing (kopf's watches do
+    not report to it). During an outage the first answer ends it (readiness, a Warning
+    Event, a resync)."""
 
     crd_retry_interval: float = Field(5.0, gt=0)
     """Seconds between two looks for the DagWorkflow CRD while it is not installed (the

@@ -257,6 +257,12 @@ class TaskPod:
     """How many of its task's attempts before it were stopped, not failed."""
     stop: str | None = None
     """Its stop asked (`idlegate.api.eviction`: queue and why), if one was."""
+    started: float | None = None
+    """A pod not ended: when it started to run, in wall epoch seconds (its first running
+    container's start, else the pod's ``startTime``; None: not said), so that a restart
+    counts the work a later stop of it loses from then, not from the restart (issue 93)."""
+    deleted: float | None = None
+    """Its ``deletionTimestamp`` in wall epoch seconds (None: not being deleted)."""
 
     @property
     def terminal(self) -> bool:
@@ -306,6 +312,30 @@ def ran(pod: Mapping[str, Any]) -> tuple[float, float] | None:
     return min(starts), max(ends)
 
 
+def running_since(pod: Mapping[str, Any]) -> float | None:
+    """When a pod not ended started to run, in wall epoch seconds: its containers' earliest
+    running start, else its ``startTime``; None when its status says neither."""
+    status = pod.get("status") or {}
+    starts = [
+        ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+        for cs in status.get("containerStatuses") or []
+    ]
+    try:
+        found = [from_datetime(t) for t in starts if t]
+        if not found and status.get("startTime"):
+            found = [from_datetime(status["startTime"])]
+    except (TypeError, ValueError):
+        return None
+    return min(found) if found else None
+
+
+def _stamp(value: Any) -> float | None:
+    try:
+        return from_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
 def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
     """The task identity and state of `pod`, or None if it is not a well-formed task pod."""
     meta = pod.get("metadata") or {}
@@ -335,6 +365,8 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         ran=ran(pod) if phase == "Succeeded" else None,
         preempted=_int(annotations.get(ANNOTATION_PREEMPTED)) or 0,
         stop=annotations.get(ANNOTATION_STOP),
+        started=None if phase in TERMINAL_PHASES else running_since(pod),
+        deleted=_stamp(meta.get("deletionTimestamp")),
     )
 
 

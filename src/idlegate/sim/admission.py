@@ -106,7 +106,8 @@ The API a driver reads (the operator's status, conditions, Events, metrics, lint
   amounts, share and oldest wait; `AdmissionResult.of(job)` is one workflow's entry and
   `hold_of(stage)` one stage's. Nothing works a reason or a position out again.
 * A pool without queues is read through the same code: `Admission.alone` is its one
-  queue with no quota (its entries only; the cluster decides without it).
+  queue with no quota (its entries; its decisions too while a workflow of a priority
+  other than 0 is in it: `idlegate.sim.queued`).
 * What it is told: `touch` (a job changed: the cluster's `touch` calls it), `use` and
   `started` (tasks started or ended), `set_capacity` (the cluster's `capacity_changed`, on
   every capacity a driver tells it: nodes read, added, removed). A driver that changes a
@@ -164,7 +165,6 @@ class Admission(Usage, Entries, Views):
         capacity: ResourceVector,
         resource_names: Sequence[str],
         mode: str = "queues",
-        ranked: bool = True,
         victims: str = "least",
         calm: Calm | None = None,
     ) -> None:
@@ -174,9 +174,6 @@ class Admission(Usage, Entries, Views):
             raise IdlegateError("an admission needs at least one queue")
         self.queues = tuple(queues)
         self.mode = mode
-        self.ranked = ranked
-        """Whether phase 6 holds a queue's lower priorities back (False: the one queue of
-        a pool without queues, read for its entries: `Admission.alone`)."""
         self.ours = mode in ("queues", "pooled")
         """idlegate's queues (``pooled``: with the policy asked of the whole pool)."""
         if victims not in VICTIMS:
@@ -266,9 +263,12 @@ class Admission(Usage, Entries, Views):
 
     @classmethod
     def alone(cls, capacity: ResourceVector, resource_names: Sequence[str]) -> Admission:
-        """The one queue of a pool without queues (no quota, no bound, no priority held
-        back, as the cluster decides without an admission), read for its entries alone."""
-        return cls((QueueSpec("default"),), capacity, resource_names, ranked=False)
+        """The one queue of a pool without queues (no quota, no bound): its entries, and
+        its decisions while a workflow of a priority other than 0 waits in the pool
+        (`idlegate.sim.queued`)."""
+        alone = cls((QueueSpec("default"),), capacity, resource_names)
+        alone.counts = False  # (its ledger is nobody's: a pool without queues has no figures)
+        return alone
 
     def set_capacity(self, capacity: ResourceVector) -> None:
         """The pool's capacity is now `capacity` (pods included): the cluster tells it on
@@ -490,7 +490,7 @@ class Admission(Usage, Entries, Views):
         for q in served:
             allowed[q] = frozenset(rooms[q])
             top = tops[q] = max(key.priority for key in rooms[q])
-            if not self.ranked or all(k.priority == top for k in rooms[q]):
+            if all(k.priority == top for k in rooms[q]):
                 continue
             name = self.queues[q].name
             ranked_out[q] = {

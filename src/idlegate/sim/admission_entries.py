@@ -36,6 +36,7 @@ from idlegate.sim.admission_result import (
 )
 from idlegate.sim.admission_snapshot import Group, QueueSnapshot, group_of, need_of
 from idlegate.sim.protocol import Job, Stage, launchable
+from idlegate.sim.resources import binary_units, format_quantities
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_plan import AdmissionPlan
@@ -64,6 +65,7 @@ class Entries:
     queues: tuple[QueueSpec, ...]
     dims: tuple[str, ...]
     used: list[list[float]]
+    nominal: list[list[float]]
     waits_since: list[dict[Stage, float]]
     snapshot: QueueSnapshot
     cluster_asked: PoolState | None
@@ -79,6 +81,9 @@ class Entries:
         raise NotImplementedError
 
     def lent(self) -> list[list[float]]:
+        raise NotImplementedError
+
+    def demand(self, stage: Stage) -> list[float]:
         raise NotImplementedError
 
     def share(self, q: int) -> float:
@@ -155,10 +160,49 @@ class Entries:
             and all(f >= a * tasks for f, a in zip(need.free, need.amounts, strict=True))
         ):
             return Verdict(Reason.NO_NODE_FITS, unfit or "no node has the room for its task")
+        lent = self._lent(cluster, stage)
         if unfit:
-            return Verdict(Reason.FREE_RESOURCES, unfit)
-        text = "the pool has {} free, too little for its task"
-        return Verdict(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(),))
+            return Verdict(Reason.FREE_RESOURCES, unfit + lent)
+        text = "the pool has {} free, too little for its task{}"
+        return Verdict(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(), lent))
+
+    def _lent(self, cluster: PoolState, stage: Stage) -> str:
+        """The clause a wait for room adds when the room short is its queue's own quota,
+        lent to queues that borrow beyond theirs (issue 93: a queue within its quota was
+        told only that the nodes were full, in a resource they had plenty of): whose
+        borrowed tasks hold it, and how it comes back under the queue's preemption; ""
+        where the queue is beyond its quota on a resource short, or none is lent."""
+        q = stage.job.queue
+        free, a, used, nominal = self._free(cluster), self.demand(stage), self.used, self.nominal
+        over, _idle = self.over_idle()
+        short = []
+        for i in range(len(self.dims)):
+            if free[i] >= a[i] or a[i] <= 0:
+                continue
+            if used[q][i] + a[i] > nominal[q][i] or nominal[q][i] == inf:
+                return ""  # (the queue itself is at its quota there: not lent room)
+            short.append(i)
+        borrowers = [
+            p for p in range(len(self.queues)) if p != q and any(over[p][i] for i in short)
+        ]
+        if not short or not borrowers:
+            return ""
+        spec = self.queues[q]
+        parts = []
+        for i in short:
+            binary = binary_units(self.dims[i])
+            have, own = format_quantities((int(used[q][i]), int(nominal[q][i])), binary=binary)
+            parts.append(f"{self.dims[i]} {have}/{own}")
+        names = ", ".join(self.queues[p].name for p in borrowers)
+        comes = "it comes back as their borrowed tasks end"
+        if spec.preemption.reclaim == "Never":
+            comes += " (its preemption's reclaim is Never)"
+        else:
+            comes += f" or are stopped (reclaim: {spec.preemption.reclaim}; none is stopping now)"
+        return (
+            f"; queue {spec.name} is within its nominal quota ({', '.join(parts)} used) and "
+            f"lends the rest to queue(s) {names}, which borrow beyond theirs: {comes}"
+        )
 
     def entry_of(self, job: Job, position: int | None) -> Entry:
         """`job`'s entry at the open question: each runnable stage's room or hold."""

@@ -52,7 +52,8 @@ Semantics (Decima and the idle-slot papers):
   stage only to an available task, so no executor waits for a task that does not exist.
   A task that failed, to be retried by the driver (`task_failed`), frees its executor
   and is not launched any more.
-* Queues (`idlegate.sim.admission`, `admission`; None: one queue): a question shows the
+* Queues (`idlegate.sim.admission`, `admission`; None: one queue, `idlegate.sim.queued`,
+  whose priorities order it as a queue's do): a question shows the
   scheduler only the stages the queues let start now, cut to what they let start; a wait
   bound may decide without it; an executor goes on with its stage only where they allow.
 * Stopping a running task (`stop`, `idlegate.sim.reclaim_stop`, whose semantics hold: a
@@ -87,27 +88,25 @@ from idlegate.sim.protocol import (
     Stage,
     launchable,
 )
+from idlegate.sim.queued import Queued, Ranked
 from idlegate.sim.reclaim_stop import Stopping
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.shapes import Shapes
 from idlegate.sim.shares import Shares
 
 if TYPE_CHECKING:
-    from idlegate.sim.admission_result import AdmissionResult
     from idlegate.sim.runs import SimResult
 
 TraceSink = Callable[[float, str, int, int, Any], None]
 
 
-class Cluster(PoolResources, Beyond, Stopping):
+class Cluster(Queued, PoolResources, Beyond, Stopping):
     """K executors (and the pool's other resources) and the jobs in the system. Every
     method takes the current time `now`."""
 
     _orders: dict[str, Order] | None = None
     """The jobs by each key a rule asked for (`order`); None: none asked yet (a class
     default, so a fork, made without `__init__`, starts with none and builds its own)."""
-    _alone: Admission | None = None
-    """Without queues: its one, read for its entries alone (`admission_result`)."""
     order_key: str | None = None
     """The order the policy last asked says it starts workflows in (its ``order_key``)."""
 
@@ -160,6 +159,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         """The runnable stages by shape of need (`can_schedule`'s index)."""
         self.shares = Shares()
         """The jobs by dominant share (fair's index on a resource pool)."""
+        self.ranked = Ranked()
+        """The jobs of a priority other than 0 (`Queued.admission_deciding`'s index)."""
         self._marks: tuple[dict[Job, None], ...] | None = None
         """Each index's ``stale`` set, where `touch` marks a job (None: gathered again)."""
         self.changed: dict[Job, None] | None = None
@@ -329,14 +330,16 @@ class Cluster(PoolResources, Beyond, Stopping):
         cap: int = 0,
         first_start: float | None = None,
         idle_inserted: float = 0.0,
+        started: Sequence[float | None] = (),
     ) -> list[int]:
         """Rebuild a job's progress after a restart (the operator), right after `add_job`.
 
         `finished[i]`: tasks of stage i that finished; `running`: (stage index, executor or
         None for any free one) per task still running; `delayed`: stages that had their idle
         slot; `idle_until`: stages still inside one, with its end (new timers are reported
-        in `new_timers`, past ends are simply over). Returns the executors the running
-        tasks occupy, in the order of `running`.
+        in `new_timers`, past ends are simply over); `started`: when each of `running`
+        started, where known (a stop of it loses the work since then, `started_at`).
+        Returns the executors the running tasks occupy, in the order of `running`.
         """
         now = self.now
         if job.first_start is not None or job.held or any(s.launched for s in job.stages):
@@ -356,6 +359,9 @@ class Cluster(PoolResources, Beyond, Stopping):
                 raise IllegalDecisionError(f"{job.name}/{stage.name}: more tasks than it has")
             stage.launched += 1
             claimed.append(self._start([self._claim(executor, job)], stage)[0].executor)
+        for executor, start in zip(claimed, started, strict=False):
+            if start is not None:
+                self.started_at(executor, min(start, now))
         for index in delayed:
             job.stages[index].delayed = True
         for index, until in (idle_until or {}).items():
@@ -442,37 +448,8 @@ class Cluster(PoolResources, Beyond, Stopping):
         """Free executors whose last task belonged to `job` (None: never used or job gone)."""
         return len(self._free.get(job, ()))
 
-    def capacity_changed(self) -> None:
-        """`PoolResources.capacity_changed`: the pool's queues are told the new capacity,
-        so the cohort they borrow from is the pool's as it is now (nodes added, removed)."""
-        if (admission := self.admission or self._alone) is not None:
-            admission.set_capacity(self.capacity)
-
-    def admission_result(self) -> AdmissionResult:
-        """The pool's queues at the present question (`Admission.result`): their entries
-        (a pool without queues: its one, `Admission.alone`)."""
-        admission = self._entries()
-        self._end_idle_over(admission)
-        return admission.result(self)
-
-    def ahead(self, n: int) -> list[Job]:
-        """Per queue, the `n` workflows the admission will start next (`Entries.ahead`)."""
-        return self._entries().ahead(self, n) if n > 0 else []
-
-    def _entries(self) -> Admission:
-        """The admission that numbers the waiting (a pool without queues: `Admission.alone`)."""
-        admission = self.admission or self._alone
-        if admission is None:
-            admission = self._alone = Admission.alone(self.capacity, self.resource_names)
-        return admission
-
-    def _end_idle_over(self, admission: Admission) -> None:
-        """End the idle slots the admission says passed their wait bound (`idle_over`)."""
-        for stage in admission.idle_over(self):
-            self.idle_expired(stage, self.now)
-
     def can_schedule(self) -> bool:
-        if (admission := self.admission) is not None:
+        if (admission := self.admission_deciding()) is not None:
             if admission.bounded:
                 self._end_idle_over(admission)
             return admission.open(self)
@@ -502,19 +479,21 @@ class Cluster(PoolResources, Beyond, Stopping):
     def touch(self, job: Job) -> None:
         """`job` changed (its runnable stages or their nodes, its tasks launched or
         running, its own free executors, its remaining work or critical path), or came or
-        left: for the indexes (`shapes`, `shares`, the `order`s) and the driver's
+        left: for the indexes (`shapes`, `shares`, `ranked`, the `order`s) and the driver's
         `changed`."""
         if job.finish is None:
             # (several times an event: each index's `touch` of a job in the system, inlined)
             marks = self._marks
             if marks is None:
                 orders = [o.stale for o in self._orders.values()] if self._orders else []
-                marks = self._marks = (self.shapes.stale, self.shares.stale, *orders)
+                marks = (self.shapes.stale, self.shares.stale, self.ranked.stale, *orders)
+                self._marks = marks
             for stale in marks:
                 stale[job] = None
         else:  # (a job that left: each index's own rule, which may forget it at once)
             self.shapes.touch(job)
             self.shares.touch(job)
+            self.ranked.left(job)
             if self._orders:
                 for order in self._orders.values():
                     order.touch(job)
@@ -542,7 +521,7 @@ class Cluster(PoolResources, Beyond, Stopping):
             self.advance(now)
         if not self.can_schedule():
             return None
-        admission = self.admission
+        admission = self.admission_deciding()
         if admission is not None and admission.plan.reclaim and not self.stopped_first(now):
             return None
         self.order_key = getattr(scheduler, "order_key", None)

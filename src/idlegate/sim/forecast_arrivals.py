@@ -78,23 +78,27 @@ class Template(Protocol):
     def dag(self) -> Dag: ...
     @property
     def payload(self) -> Any: ...
+    @property
+    def priority(self) -> int: ...
 
 
 @dataclass(frozen=True)
 class Recent:
     """A recent workflow kept to be copied: its arrival, queue (the admission's index) and
-    DAG, and `payload` its duration model frozen when taken (a worker thread may copy it
-    while the pool's own model goes on recording)."""
+    DAG, `payload` its duration model frozen when taken (a worker thread may copy it
+    while the pool's own model goes on recording), and its priority (0 when read back
+    from the history, which keeps the PriorityClass's name, not its value)."""
 
     arrival: float
     queue: int
     dag: Dag
     payload: Any
+    priority: int = 0
 
     @classmethod
     def of(cls, job: Template) -> Recent:
         """`job` as a template, its duration model frozen now (`duration_model`)."""
-        return cls(job.arrival, job.queue, job.dag, duration_model(job.payload))
+        return cls(job.arrival, job.queue, job.dag, duration_model(job.payload), job.priority)
 
 
 def templates(jobs: Iterable[Template]) -> tuple[Recent, ...]:

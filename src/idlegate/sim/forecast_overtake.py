@@ -17,19 +17,24 @@ proper from the first gap on: a pool that has seen one event only has no rate ye
 nothing is added). Each event is one workflow like the pool's recent ones (`Overtake.
 sizes`: a burst counts as one arrival of one workflow, never as a repeat of itself). Over
 the L seconds a workflow waits, one goes ahead of it with the share p of recent arrivals
+that the admission would start first: those of a higher priority, and of its own those
 whose key under the pool's rule (its ``order_key``) is smaller than its own (ties go to
-the one that came first); with λ Gamma-distributed the count ahead is negative binomial,
+the one that came first), the order its position is numbered in (issue 93:
+`idlegate.sim.admission_entries.Entries.in_order`); with λ Gamma-distributed the count
+ahead is negative binomial,
 
     N ~ NB(n, T / (T + pL)),   P(N = k) = C(k + n − 1, k) · s^n · (1 − s)^k,  s = T/(T + pL),
 
 and the workflow starts later by the `LEVEL` quantile of N (`count_quantile`) times the
 mean work of those smaller arrivals over the pool's executors (`Overtake.delay`). Its
 start's and its finish's interval tops are raised by that (`widen`); the point forecast
-and the bottom stay the replays'. A rule with no order key (`fifo`, `fair`...) lets no
-later arrival ahead here, and a started workflow is not delayed.
+and the bottom stay the replays'. A rule with no order key (`fifo`, `fair`...) lets only
+a later arrival of higher priority ahead here, and a started workflow is not delayed.
 
 What it does not know: when a stream will send a burst again (each event is one
-workflow), priorities, and how long the arrivals' tasks really run (their declared work).
+workflow), which queue a later arrival joins (any goes ahead by its priority and key),
+the priority of an arrival read back from the history after a restart (0), and how long
+the arrivals' tasks really run (their declared work).
 Pure: no clock, no I/O; the same inputs give the same interval.
 """
 
@@ -43,6 +48,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
 from statistics import NormalDist
+from typing import TypeAlias
 
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -59,9 +65,13 @@ LEVEL = HIGH
 EXACT = 200.0
 """Mean counts up to this sum the negative binomial's terms; above it (a long wait on a
 busy stream) its normal approximation gives the quantile (`count_quantile`)."""
-KEYS = {"remaining_work": "work", "total_work": "work", "remaining_cp": "path"}
-"""A rule's order key → what a new arrival's key is (a new workflow's remaining work is
-its DAG's total work, its remaining critical path its DAG's critical path)."""
+KEYS = {"remaining_work": 0, "total_work": 0, "remaining_cp": 1}
+"""A rule's order key → the item of a recent arrival's `Size` that is a new arrival's key
+(a new workflow's remaining work is its DAG's total work, its remaining critical path its
+DAG's critical path)."""
+
+Size: TypeAlias = tuple[float, float, int]
+"""A recent arrival as `Overtake.sizes` keeps it: (total work, critical path, priority)."""
 
 
 def arrival_events(times: Iterable[float], gap: float = BURST_GAP) -> list[float]:
@@ -101,12 +111,11 @@ def count_quantile(shape: float, success: float, level: float = LEVEL) -> int:
 class Overtake:
     """What the pool's own past says of arrivals to come (module docstring): `events`
     (n) arrival events after the first over `exposure` (T) seconds until the forecast,
-    the recent arrivals' (total work, critical path) `sizes`, and the pool's size in
-    tasks, `executors`."""
+    the recent arrivals' `sizes`, and the pool's size in tasks, `executors`."""
 
     events: int
     exposure: float
-    sizes: tuple[tuple[float, float], ...]
+    sizes: tuple[Size, ...]
     executors: float
 
     @classmethod
@@ -114,29 +123,30 @@ class Overtake:
         cls,
         log: Sequence[tuple[float, float]],
         now: float,
-        sizes: Iterable[tuple[float, float]],
+        sizes: Iterable[Size],
         executors: float,
     ) -> Overtake | None:
         """From the pool's (time, work) arrival `log` until `now`, its recent arrivals'
-        (total work, critical path) `sizes` (`size_of`) and its size in tasks; None while
-        it has seen no gap between two events (no rate), nor any arrival to copy."""
+        `sizes` (`size_of`) and its size in tasks; None while it has seen no gap between
+        two events (no rate), nor any arrival to copy."""
         events = arrival_events(t for t, _ in log if t <= now)[-EVENTS:]
         sizes = tuple(sizes)
         if len(events) < 2 or not sizes or executors <= 0 or now <= events[0]:
             return None
         return cls(len(events) - 1, now - events[0], sizes, float(executors))
 
-    def delay(self, key: str | None, own: float, lead: float) -> float:
-        """Seconds a workflow whose key under the rule's order `key` is `own` starts later
-        than the replays say, at the `LEVEL` quantile, after waiting `lead` seconds: the
-        count ahead (`count_quantile`) times the mean work of the recent arrivals whose
-        key is below `own`, over `executors`. 0 for a rule without an order key, a
-        workflow no recent arrival is smaller than, or no wait."""
-        field = KEYS.get(key or "")
-        if field is None or lead <= 0.0:
+    def delay(self, key: str | None, own: float, lead: float, priority: int = 0) -> float:
+        """Seconds a workflow of `priority` whose key under the rule's order `key` is `own`
+        starts later than the replays say, at the `LEVEL` quantile, after waiting `lead`
+        seconds: the count ahead (`count_quantile`) times the mean work of the recent
+        arrivals that go ahead of it (of a higher priority, or of its own with a smaller
+        key; a rule without an order key: of a higher priority), over `executors`. 0 when
+        no recent arrival goes ahead, or with no wait."""
+        if lead <= 0.0:
             return 0.0
-        keys, works = self._by_work if field == "work" else self._by_path
-        below = bisect.bisect_left(keys, own)
+        index = KEYS.get(key or "")
+        keys, works = self._ordered(index)
+        below = bisect.bisect_left(keys, (-priority, 0.0 if index is None else own))
         if below == 0:
             return 0.0
         share = below / len(keys)
@@ -144,24 +154,30 @@ class Overtake:
         return ahead * (works[below - 1] / below) / self.executors
 
     @cached_property
-    def _by_work(self) -> tuple[list[float], list[float]]:
-        return _ordered(self.sizes, 0)
+    def ranked(self) -> bool:
+        """Whether a recent arrival is of a priority other than 0 (it may go ahead under
+        any rule)."""
+        return any(s[2] for s in self.sizes)
+
+    def _ordered(self, index: int | None) -> tuple[list[tuple[int, float]], list[float]]:
+        """The arrivals' (−priority, key: item `index` of their size, None: none) in the
+        order they would start, and the running sums of their work in that order (once a
+        forecast per key: `delay` is asked per workflow)."""
+        kept = self._orders.get(index)
+        if kept is None:
+            ranks = sorted((-s[2], 0.0 if index is None else s[index], s[0]) for s in self.sizes)
+            kept = [(p, k) for p, k, _ in ranks], list(accumulate(w for _, _, w in ranks))
+            self._orders[index] = kept
+        return kept
 
     @cached_property
-    def _by_path(self) -> tuple[list[float], list[float]]:
-        return _ordered(self.sizes, 1)
+    def _orders(self) -> dict[int | None, tuple[list[tuple[int, float]], list[float]]]:
+        return {}
 
 
-def size_of(dag: Dag) -> tuple[float, float]:
-    """A recent arrival's size as `Overtake.sizes` keeps it: (total work, critical path)."""
-    return dag.total_work, dag.critical_path
-
-
-def _ordered(sizes: Sequence[tuple[float, float]], index: int) -> tuple[list[float], list[float]]:
-    """The keys (item `index` of each of `sizes`) in order, and the running sums of the
-    work in that order (once per forecast: `Overtake.delay` is asked per workflow)."""
-    pairs = sorted(sizes, key=lambda s: s[index])
-    return [s[index] for s in pairs], list(accumulate(s[0] for s in pairs))
+def size_of(dag: Dag, priority: int = 0) -> Size:
+    """A recent arrival's size as `Overtake.sizes` keeps it, of its DAG and priority."""
+    return dag.total_work, dag.critical_path, priority
 
 
 def widen(
@@ -169,8 +185,9 @@ def widen(
 ) -> PoolForecast:
     """`result` (a forecast of `cluster`, whose replays invented no arrivals) with each
     waiting workflow's start and finish interval tops raised by `Overtake.delay` over
-    its wait (from the forecast to its start), under the rule's order `key`."""
-    if key is None or key not in KEYS:
+    its wait (from the forecast to its start), by its priority and the rule's order `key`."""
+    keyed = key is not None and key in KEYS
+    if not keyed and not overtake.ranked:
         return result
     waiting = {j.id: j for j in cluster.jobs if j.first_start is None}
     out = []
@@ -179,7 +196,8 @@ def widen(
         if job is None or not isinstance(entry, WorkflowForecast):
             out.append(entry)
             continue
-        late = overtake.delay(key, getattr(job, key), entry.start.median - result.now)
+        own = getattr(job, key) if keyed and key is not None else 0.0
+        late = overtake.delay(key, own, entry.start.median - result.now, job.priority)
         out.append(raised(entry, late))
     return PoolForecast(result.now, result.replays, tuple(out), result.events)
 

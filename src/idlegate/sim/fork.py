@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from idlegate.sim.protocol import Job, Need, Stage
+from idlegate.sim.queued import Ranked
 from idlegate.sim.shapes import Shapes
 from idlegate.sim.shares import Shares
 
@@ -111,6 +112,7 @@ def fork_cluster(cluster: Any, twin: Any, only: Iterable[Job] | None = None) -> 
     twin.order_key = cluster.order_key
     twin.shapes = Shapes(twin.jobs)
     twin.shares = Shares(twin.jobs)
+    twin.ranked = Ranked(twin.jobs)
     twin._marks = None
     twin.changed = None
     return twin

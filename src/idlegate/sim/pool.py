@@ -47,7 +47,13 @@ from idlegate.errors import DemandTooLargeError, IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.nodeset import NodeSet
 from idlegate.sim.protocol import ClusterView, Job, Need, Stage
-from idlegate.sim.resources import MILLI, ResourceVector, free_after
+from idlegate.sim.resources import (
+    MILLI,
+    ResourceVector,
+    binary_units,
+    format_quantity,
+    free_after,
+)
 from idlegate.sim.shares import NONE_FITS
 
 SCORED = ("cpu", "memory")
@@ -338,9 +344,14 @@ class PoolResources:
         what = f"its task of {said(need.amounts)}"
         if stage.gang:
             what = f"its gang of {tasks} tasks of {said(need.amounts)}"
-        if any(f < a * tasks for f, a in zip(need.free, need.amounts, strict=True)):
+        short = [
+            f"{n}={format_quantity(max(0, f), binary=binary_units(n))}"
+            for n, f, a in zip(names, need.free, need.amounts, strict=False)
+            if f < a * tasks
+        ]
+        if short:  # (the resources short, named even at 0 free: issue 93's "memory=72Gi")
             where = "its nodes have" if self._told is not None else "the pool has"
-            return f"{what} needs more than {where} free in all ({said(need.free)})"
+            return f"{what} needs more than {where} free in all ({', '.join(short)} free)"
         most = self._nodes.most_free()
         nodes = "no node it may use" if need.allowed is not None else "no node"
         if not most:

@@ -169,6 +169,15 @@ class Stopping:
         """When the task `executor` runs was stopped, if it is a stopped one run again."""
         return None if self._rerun is None else self._rerun.get(executor)
 
+    def started_at(self, executor: int, start: float) -> None:
+        """The task `executor` runs started at `start`, before the machine knew of it (one
+        restored after the operator's restart): a stop of it loses the work since then."""
+        self._task_start[executor] = start
+        if self._busy is not None:  # (kept in the order of the starts: read again)
+            rerun = self._rerun
+            self._track()
+            self._rerun = rerun
+
     def _track(self) -> None:
         """Start keeping `_busy`, `_kept` and `_rerun` (read from the executors once)."""
         stages, starts = self._exec_stage, self._task_start

@@ -423,6 +423,13 @@ class Restore:
     stopping: list[tuple[Task, str]] = field(default_factory=list)
     """Running tasks whose stop was asked (its mark on the pod), with the mark: the stop
     is finished (`idlegate.api.eviction`)."""
+    started: dict[int, float] = field(default_factory=dict)
+    """Of the running tasks (by `id` of their Task), when their pod started to run: a stop
+    of one after the restart loses the work since then (issue 93)."""
+    stopped: list[tuple[StageTrack, TaskPod]] = field(default_factory=list)
+    """Pods whose stop the operator before the restart asked and whose eviction was taken
+    (being deleted with the mark) without its answer being taken in: their stop is
+    counted and said now, as the answer would have (issue 93)."""
 
 
 def classify(
@@ -494,6 +501,8 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     latest = max(infos, key=lambda p: p.attempt)
     stopped = was_stopped(latest)  # (its next attempt is made, as after its stop answered)
     task.attempt, task.preempted = latest.attempt + stopped, latest.preempted + stopped
+    if stopped and latest.deleting and not latest.terminal:
+        found.stopped.append((track, latest))  # (evicted; its answer lost with the leader)
     failed = sum(p.phase == "Failed" and not was_stopped(p) for p in infos)
     failing = latest.phase == "Failed" and not stopped
     track.attempt_failed(task, max(failed, latest.attempt - latest.preempted + failing))
@@ -510,6 +519,8 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     task.executor = latest.executor
     if not latest.terminal:
         found.running.append((track, task))
+        if latest.started is not None:
+            found.started[id(task)] = latest.started
         if latest.stop is not None:
             found.stopping.append((task, latest.stop))
     elif task.failures > track.spec.backoff_limit:

@@ -45,7 +45,7 @@ from idlegate.api.status import (
     invalid_status,
     judged,
 )
-from idlegate.api.task_pods import Owner, read_task_pod
+from idlegate.api.task_pods import Owner, TaskPod, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import (
     DagWorkflow,
@@ -94,6 +94,7 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.tracking import (
+    StageTrack,
     Workflow,
     WorkflowKey,
     timer_key,
@@ -364,6 +365,8 @@ class Core(Lifecycle):
         if wf.phase is Phase.PENDING and wf.job not in self.cluster.ahead(self.ahead):
             wf.deferred, self.deferred[wf] = True, None  # (beyond reach: no pods ahead yet)
         self._resume(wf, restore)
+        for track, stopped in restore.stopped:  # (a stop taken before a restart: said)
+            self._preempted_before(wf, track, stopped)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
             if task.executor is not None:  # (not beyond the pool)
                 queue, reason = eviction.read_mark(mark)
@@ -411,6 +414,7 @@ class Core(Lifecycle):
                 job,
                 finished=found.finished,
                 running=[(track.index, task.executor) for track, task in holders],
+                started=[found.started.get(id(task)) for _, task in holders],
                 delayed=found.over,
                 idle_until={i: s.release for i, s in found.slots.items() if i not in found.over},
                 cap=found.cap,
@@ -553,6 +557,18 @@ class Core(Lifecycle):
             return wf.evict(self, stage.index, executor, evictions)
 
         evictions.ask(evict)
+
+    def _preempted_before(self, wf: DagWorkflow, track: StageTrack, pod: TaskPod) -> None:
+        """`pod`'s stop, taken by the API before a restart that lost its answer, counted and
+        said as its answer would have been (`_evicted`): the work lost from its start to
+        its deletion (none for a checkpointed stage or where its pod did not say)."""
+        queue, reason = eviction.read_mark(pod.stop or "")
+        lost = 0.0
+        if pod.started is not None and not track.spec.checkpointed:
+            lost = max(0.0, (pod.deleted or self.now()) - pod.started)
+        self.metrics.preempted_tasks.labels(queue, reason).inc()
+        self.metrics.preempted_work.inc(lost)
+        self.intents.event(wf.owner, *notices.preempted(track.spec.name, queue, reason, lost, None))
 
     def _evicted(self, intent: EvictPod, outcome: Outcome) -> None:
         """An eviction's answer: its task stopped (counted, said on its workflow), refused,
