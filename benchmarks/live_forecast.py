@@ -3,7 +3,7 @@
 On the test API server of tests/k8s, whose simulated kubelets run each pod for its declared
 duration stretched by a lognormal draw (σ `--stretch`, 0.3: median 1) and start it after a
 latency (uniform in [L/2, 3L/2], L = `--latency` seconds; tests/k8s/kubelet.py), the real
-operator runs with its forecasts on (``--forecast-interval 30``), in a process of its own
+operator runs with its forecasts on (``--forecast-interval 30``, `--interval`), in a process of its own
 on a clock `--speed` times the wall's (benchmarks/live_operator.py). A burst of `BURST`
 workflows is submitted at once, and `LATER` more `--later` seconds after (`SHAPES`, in
 turn: four DAGs of 1-CPU tasks declaring 10-40 s). The pools (`--pools`):
@@ -36,7 +36,7 @@ doubling from `FLOOR`, as the calibration bands its scores), with the misses' di
 refresh and share one error; the later refreshes' are made with more of the pool seen.
 
     python -m benchmarks.live_forecast [--pools node,fixed] [--speed 5] [--latency 3]
-        [--stretch 0.3] [--later 60] [--policy default] [--seed 0] [--runs 3]
+        [--stretch 0.3] [--interval 30] [--later 60] [--policy default] [--seed 0] [--runs 3]
         [--against /tmp/before/src] [--json out.json] [--log operators.log]
 
 `--runs` N runs each pool N times, the kubelets' seeds `--seed` on, and scores them
@@ -117,7 +117,8 @@ FIXED_PODS = 16
 NAMESPACES = {"node": ("forecast-n",), "fixed": ("forecast-a", "forecast-b")}
 """Each pool's namespaces; a fixed pool's queues are its namespaces, in order."""
 INTERVAL = 30.0
-"""The operator's ``--forecast-interval`` (the issue's)."""
+"""The operator's ``--forecast-interval`` by default (issue 80's; issue 97's was 10:
+`--interval`)."""
 
 
 def body(name: str, stages: Stages) -> dict[str, Any]:
@@ -437,7 +438,7 @@ def run(
                         seed=seed,
                     )
                     stack.enter_context(kubelet)
-                flags = [f"--forecast-interval={INTERVAL:g}", f"--pool-size={FIXED_PODS}"]
+                flags = [f"--forecast-interval={args.interval:g}", f"--pool-size={FIXED_PODS}"]
                 proc, _ = stack.enter_context(
                     operator_process(api, src, args.speed, time.time(), log, namespaces, flags)
                 )
@@ -490,6 +491,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--latency", type=float, default=3.0, help="pods' mean start latency, s (default 3)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=INTERVAL,
+        help=f"the operator's --forecast-interval, s (default {INTERVAL:g})",
     )
     parser.add_argument(
         "--later",
@@ -550,7 +557,8 @@ def measure(args: argparse.Namespace) -> list[tuple[str, Row]]:
         [
             "python -m benchmarks.live_forecast",
             f"--pools {args.pools} --speed {args.speed:g} --stretch {args.stretch:g}",
-            f"--latency {args.latency:g} --later {args.later:g} --policy {args.policy}",
+            f"--latency {args.latency:g} --interval {args.interval:g} --later {args.later:g}",
+            f"--policy {args.policy}",
             f"--seed {args.seed} --runs {args.runs}",
             *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         ]

@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> list[Paired]:
         print(
             f"python -m benchmarks.live_forecast_paired --code {args.code} --pools {args.pools} "
             f"--speed {args.speed:g} --stretch {args.stretch:g} --latency {args.latency:g} "
-            f"--later {args.later:g} --policy {args.policy} --seed {args.seed} "
+            f"--interval {args.interval:g} --later {args.later:g} --policy {args.policy} "
+            f"--seed {args.seed} "
             f"--runs {args.runs} --key {args.key}" + (" --cold" if args.cold else ""),
             flush=True,
         )
