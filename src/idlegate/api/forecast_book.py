@@ -323,6 +323,8 @@ class ForecastBook:
         """The standard error of the log of the pool's average stretch its last refresh's
         replays drew from (`live`; 0: none drawn), whose unspread part widens its starts
         (`take`, `forecast_calibration.shared_margin`); that average, scores' (`score`)."""
+        self.typical_known = False
+        """Its tasks' median was once known (`unknown`): a pool forecasts from then on."""
         self.latency = 0.0
         """The median start latency (release to Running) of the pool's tasks its last
         refresh drew from (`live`; 0: none): a replay starts a workflow at its release, its
@@ -429,14 +431,35 @@ class ForecastBook:
         self.resumed_log = [(r.arrival, r.dag.total_work) for r in found[-RATE_WINDOW:]]
 
     def unknown(self) -> str | None:
-        """Why the pool cannot forecast yet (its own task times not `ready`), or None."""
-        if self.times is None or self.times.ready or not self.cluster.jobs:
+        """Why the pool cannot forecast yet, or None: its own task times not `ready`, or
+        their median not known (`TaskTimes.median_known`: once it is, it stays known)."""
+        if self.times is None or self.typical_known or not self.cluster.jobs:
             return None
-        return (
-            f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
-            "tasks take against what their stages declare (their start latency, their "
-            "stretch) is not known yet; its forecast follows once they have"
-        )
+        if not self.times.ready:
+            return (
+                f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
+                "tasks take against what their stages declare (their start latency, their "
+                "stretch) is not known yet; its forecast follows once they have"
+            )
+        if not self.times.median_known(self.running_tasks(self.now())):
+            return (
+                "of the tasks its pool has run, only the quick ones have ended, so how long "
+                "its tasks typically take against what their stages declare is not known "
+                "yet; its forecast follows once half of them, by that measure, have ended"
+            )
+        self.typical_known = True
+        return None
+
+    def running_tasks(self, now: float) -> list[tuple[float, float]]:
+        """Event loop: each task running now whose pod was seen Running: (seconds it has
+        run at `now`, the seconds its stage declares), as `TaskTimes.frozen` takes them."""
+        out = []
+        for executor, stage, _ in self.cluster.running_tasks():
+            since = getattr(stage.job.payload, "running_since", None)
+            seen = since(stage.index, executor) if since is not None else None
+            if seen is not None:
+                out.append((now - seen, stage.duration))
+        return out
 
     def request(self) -> ForecastRequest:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy (its
@@ -474,13 +497,7 @@ class ForecastBook:
         self.spread, self.typical, self.latency = 0.0, 1.0, 0.0
         if self.times is None or not self.times.ready:
             return
-        running = []
-        for executor, stage, _ in self.cluster.running_tasks():
-            since = getattr(stage.job.payload, "running_since", None)
-            seen = since(stage.index, executor) if since is not None else None
-            if seen is not None:
-                running.append((fork.now - seen, stage.duration))
-        times = self.times.frozen(running)
+        times = self.times.frozen(self.running_tasks(fork.now))
         self.spread, self.typical = times.spread[1], times.typical
         self.latency = median(times.latencies) if times.latencies else 0.0
         for job in fork.jobs:
