@@ -16,7 +16,6 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import PoolForecast, Span, WorkflowForecast
 from idlegate.sim.forecast_overtake import (
-    COLD_SHAPE,
     EXACT,
     Overtake,
     arrival_events,
@@ -66,16 +65,10 @@ def dags(*works: float) -> list[tuple[float, float]]:
     return [size_of(chain(w)) for w in works]
 
 
-def test_a_pool_that_has_seen_one_event_takes_jeffreys_prior():
-    # issue 97: a cold burst's first forecasts said no later arrival could come, and the
-    # 8 that came a minute later overtook its tail past its intervals' tops; one event in
-    # T seconds now gives Gamma(1/2, T): a later one may come
+def test_a_pool_without_a_gap_between_two_events_has_no_rate():
     burst = [(0.0, 100.0), (1.0, 100.0), (2.5, 50.0)]
-    found = Overtake.of(burst, 30.0, dags(100, 50), 4)
-    assert found == Overtake(COLD_SHAPE, 30.0, ((100.0, 100.0), (50.0, 50.0)), 4.0)
-    assert found.delay("remaining_work", 100.0, 120.0) > 0  # (the 50 may come, go first)
-    assert Overtake.of(burst, 0.0, dags(100, 50), 4) is None  # (before it: nothing seen)
-    assert Overtake.of([*burst, (60.0, 10.0)], 30.0, dags(100), 4).events == COLD_SHAPE
+    assert Overtake.of(burst, 30.0, dags(100, 50), 4) is None
+    assert Overtake.of([*burst, (60.0, 10.0)], 30.0, dags(100), 4) is None  # (later: unseen)
     assert Overtake.of([*burst, (60.0, 10.0)], 90.0, [], 4) is None  # (nothing to copy)
     found = Overtake.of([*burst, (60.0, 10.0)], 90.0, dags(100, 50), 4)
     # n = 1 event after the first, T = 90 s from the first to now

@@ -13,9 +13,8 @@ So the arrivals are counted here, honestly and only from the pool's own past: it
 event (a burst counts once), make a Poisson process of unknown rate λ. From its last
 `EVENTS` events, n after the first over the T seconds from the first to now, λ's
 posterior under the scale-free prior 1/λ is Gamma(n, T) (mean n/T, the plain estimate;
-proper from the first gap on; a pool that has seen one event only, a cold pool's first
-burst, takes Jeffreys' prior's Gamma(1/2, T), `COLD_SHAPE`: its first forecasts are not
-sure no later arrival comes). Each event is one workflow like the pool's recent ones (`Overtake.
+proper from the first gap on: a pool that has seen one event only has no rate yet, and
+nothing is added). Each event is one workflow like the pool's recent ones (`Overtake.
 sizes`: a burst counts as one arrival of one workflow, never as a repeat of itself). Over
 the L seconds a workflow waits, one goes ahead of it with the share p of recent arrivals
 whose key under the pool's rule (its ``order_key``) is smaller than its own (ties go to
@@ -60,12 +59,6 @@ LEVEL = HIGH
 EXACT = 200.0
 """Mean counts up to this sum the negative binomial's terms; above it (a long wait on a
 busy stream) its normal approximation gives the quantile (`count_quantile`)."""
-COLD_SHAPE = 0.5
-"""The rate's posterior shape of a pool that has seen one arrival event only (a cold
-pool's first burst): Gamma(1/2, T), what Jeffreys' prior λ^(−1/2) gives with no event
-after the first, so that a cold pool's first forecasts say a later arrival may come too
-(issue 97: a cold burst's tail, overtaken by 8 workflows a minute later, started past its
-interval's top). Gamma(n, T) of the scale-free prior from the first gap on."""
 KEYS = {"remaining_work": "work", "total_work": "work", "remaining_cp": "path"}
 """A rule's order key → what a new arrival's key is (a new workflow's remaining work is
 its DAG's total work, its remaining critical path its DAG's critical path)."""
@@ -107,12 +100,11 @@ def count_quantile(shape: float, success: float, level: float = LEVEL) -> int:
 @dataclass(frozen=True)
 class Overtake:
     """What the pool's own past says of arrivals to come (module docstring): `events`
-    (n) arrival events after the first (`COLD_SHAPE` where none) over `exposure` (T)
-    seconds until the forecast,
+    (n) arrival events after the first over `exposure` (T) seconds until the forecast,
     the recent arrivals' (total work, critical path) `sizes`, and the pool's size in
     tasks, `executors`."""
 
-    events: float
+    events: int
     exposure: float
     sizes: tuple[tuple[float, float], ...]
     executors: float
@@ -130,10 +122,9 @@ class Overtake:
         it has seen no gap between two events (no rate), nor any arrival to copy."""
         events = arrival_events(t for t, _ in log if t <= now)[-EVENTS:]
         sizes = tuple(sizes)
-        if not events or not sizes or executors <= 0 or now <= events[0]:
+        if len(events) < 2 or not sizes or executors <= 0 or now <= events[0]:
             return None
-        # (one event seen: no gap yet, Jeffreys' prior's posterior, `COLD_SHAPE`)
-        return cls(len(events) - 1 or COLD_SHAPE, now - events[0], sizes, float(executors))
+        return cls(len(events) - 1, now - events[0], sizes, float(executors))
 
     def delay(self, key: str | None, own: float, lead: float) -> float:
         """Seconds a workflow whose key under the rule's order `key` is `own` starts later
