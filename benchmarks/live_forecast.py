@@ -3,7 +3,7 @@
 On the test API server of tests/k8s, whose simulated kubelets run each pod for its declared
 duration stretched by a lognormal draw (σ `--stretch`, 0.3: median 1) and start it after a
 latency (uniform in [L/2, 3L/2], L = `--latency` seconds; tests/k8s/kubelet.py), the real
-operator runs with its forecasts on (``--forecast-interval 30``), in a process of its own
+operator runs with its forecasts on (``--forecast-interval 30``, `--interval`), in a process of its own
 on a clock `--speed` times the wall's (benchmarks/live_operator.py). A burst of `BURST`
 workflows is submitted at once, and `LATER` more `--later` seconds after (`SHAPES`, in
 turn: four DAGs of 1-CPU tasks declaring 10-40 s). The pools (`--pools`):
@@ -36,7 +36,7 @@ doubling from `FLOOR`, as the calibration bands its scores), with the misses' di
 refresh and share one error; the later refreshes' are made with more of the pool seen.
 
     python -m benchmarks.live_forecast [--pools node,fixed] [--speed 5] [--latency 3]
-        [--stretch 0.3] [--later 60] [--policy default] [--seed 0] [--runs 3]
+        [--stretch 0.3] [--interval 30] [--later 60] [--policy default] [--seed 0] [--runs 3]
         [--against /tmp/before/src] [--json out.json] [--log operators.log]
 
 `--runs` N runs each pool N times, the kubelets' seeds `--seed` on, and scores them
@@ -56,6 +56,7 @@ import dataclasses
 import json
 import os
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -117,7 +118,8 @@ FIXED_PODS = 16
 NAMESPACES = {"node": ("forecast-n",), "fixed": ("forecast-a", "forecast-b")}
 """Each pool's namespaces; a fixed pool's queues are its namespaces, in order."""
 INTERVAL = 30.0
-"""The operator's ``--forecast-interval`` (the issue's)."""
+"""The operator's ``--forecast-interval`` by default (issue 80's; issue 97's was 10:
+`--interval`)."""
 
 
 def body(name: str, stages: Stages) -> dict[str, Any]:
@@ -292,6 +294,22 @@ def seed_run(outcomes: Sequence[Outcome]) -> SeedRun:
     return run
 
 
+def scored(outcomes: Sequence[Outcome], waited: float = 0.0) -> list[tuple[Outcome, Span, Span]]:
+    """The workflows with a first forecast, each with its shown start and finish: those
+    whose interval `figures` scores (all), or whose start error (`waited`: `WAITED`)."""
+    return [
+        (o, *o.shown)
+        for o in outcomes
+        if o.shown is not None and o.made is not None and o.start - o.arrival >= waited
+    ]
+
+
+def width(outcomes: Sequence[Outcome]) -> float:
+    """The median of the shown start interval's width ÷ the wait (of at least `WAITED`)."""
+    out = [(s.high - s.low) / (o.start - o.arrival) for o, s, _ in scored(outcomes, WAITED)]
+    return statistics.median(out) if out else float("nan")
+
+
 @dataclasses.dataclass(frozen=True)
 class Row:
     """One row of the table: a run's figures."""
@@ -329,6 +347,28 @@ def row_of(run: str, outcomes: Sequence[Sequence[Outcome]]) -> Row:
         sum(o.made is not None for o in every),
         tuple(every),
     )
+
+
+BAND = (0.70, 0.90)
+"""The share of starts and finishes a first forecast's 80 % interval must hold (issue 97)."""
+
+
+def firsts_line(label: str, runs: Sequence[Sequence[Outcome]]) -> str:
+    """Row `label`'s first forecasts run by run (the share of each run's starts and finishes their intervals held,
+    start / finish, and their start interval's median width ÷ the wait), and how many runs
+    held both within `BAND`: a burst's first forecasts share one refresh's errors, so a
+    run is one draw of them (issue 97: judged on several seeds)."""
+    cells, inside = [], 0
+    for i, outcomes in enumerate(runs):
+        f = row_of(label, [outcomes]).ours
+        held = (f.start_inside, f.finish_inside)
+        inside += all(BAND[0] <= x <= BAND[1] for x in held)
+        cells.append(
+            f"run {i}: {_share(held[0])} / {_share(held[1])} (n {f.start_n}, width ÷ wait "
+            f"{width(outcomes):.2f})"
+        )
+    band = f"{100 * BAND[0]:.0f}-{100 * BAND[1]:.0f} %"
+    return f"  {label}: " + "; ".join(cells) + f"; {inside} of {len(runs)} runs in {band}"
 
 
 def _pct(x: float) -> str:
@@ -437,7 +477,7 @@ def run(
                         seed=seed,
                     )
                     stack.enter_context(kubelet)
-                flags = [f"--forecast-interval={INTERVAL:g}", f"--pool-size={FIXED_PODS}"]
+                flags = [f"--forecast-interval={args.interval:g}", f"--pool-size={FIXED_PODS}"]
                 proc, _ = stack.enter_context(
                     operator_process(api, src, args.speed, time.time(), log, namespaces, flags)
                 )
@@ -490,6 +530,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--latency", type=float, default=3.0, help="pods' mean start latency, s (default 3)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=INTERVAL,
+        help=f"the operator's --forecast-interval, s (default {INTERVAL:g})",
     )
     parser.add_argument(
         "--later",
@@ -550,7 +596,8 @@ def measure(args: argparse.Namespace) -> list[tuple[str, Row]]:
         [
             "python -m benchmarks.live_forecast",
             f"--pools {args.pools} --speed {args.speed:g} --stretch {args.stretch:g}",
-            f"--latency {args.latency:g} --later {args.later:g} --policy {args.policy}",
+            f"--latency {args.latency:g} --interval {args.interval:g} --later {args.later:g}",
+            f"--policy {args.policy}",
             f"--seed {args.seed} --runs {args.runs}",
             *(f"--against {shlex.quote(str(p))}" for p in sources[1:]),
         ]
@@ -559,6 +606,7 @@ def measure(args: argparse.Namespace) -> list[tuple[str, Row]]:
     print(HEADER, flush=True)
     found: list[tuple[str, Row]] = []
     notes: list[str] = []
+    firsts: list[str] = []
     every = [EVERY_HEADER]
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
     with log:
@@ -577,12 +625,16 @@ def measure(args: argparse.Namespace) -> list[tuple[str, Row]]:
                             notes.append(f"  run {i}: " + line(row_of(label, [outcomes]), code))
                             every.append(every_line(f"{label}, run {i}", outcomes, code))
                 for label, outcomes_per_run in runs.items():
+                    firsts.append(firsts_line(label + (f" ({code})" if code else ""),
+                                              outcomes_per_run))  # fmt: skip
                     r = row_of(label, outcomes_per_run)
                     print(line(r, code), flush=True)
                     every.append(every_line(label, r.outcomes, code))
                     notes.append(note(r) + (f" ({code})" if code else ""))
                     found.append((str(src), r))
     print("\n".join(notes))
+    print("\nFirst forecasts run by run, in the 80 % interval: start / finish (issue 97):")
+    print("\n".join(firsts))
     print("\nEvery forecast shown while its workflow waited (each refresh's):")
     print("\n".join(every))
     if args.json:

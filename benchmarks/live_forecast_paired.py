@@ -67,7 +67,9 @@ from benchmarks.live_forecast import (
     WAITED,
     Outcome,
     add_run_options,
+    scored,
     seed_run,
+    width,
 )
 from benchmarks.live_operator import check_live_options
 from idlegate.api.forecast_book import as_shown
@@ -161,22 +163,6 @@ def told_prior(o: Outcome) -> float:
     assert o.shown is not None and o.replayed is not None and o.made is not None
     start, replays = o.shown[0], o.replayed[0]
     return (start.high - replays.high) / max(replays.median - o.made, FLOOR)
-
-
-def scored(outcomes: Sequence[Outcome], waited: float = 0.0) -> list[tuple[Outcome, Span, Span]]:
-    """The workflows with a first forecast, each with its shown start and finish: those
-    whose interval `figures` scores (all), or whose start error (`waited`: `WAITED`)."""
-    return [
-        (o, *o.shown)
-        for o in outcomes
-        if o.shown is not None and o.made is not None and o.start - o.arrival >= waited
-    ]
-
-
-def width(outcomes: Sequence[Outcome]) -> float:
-    """The median of the shown start interval's width ÷ the wait (of at least `WAITED`)."""
-    out = [(s.high - s.low) / (o.start - o.arrival) for o, s, _ in scored(outcomes, WAITED)]
-    return statistics.median(out) if out else float("nan")
 
 
 def moved(before: Sequence[Outcome], after: Sequence[Outcome]) -> tuple[int, int, int, int]:
@@ -346,7 +332,8 @@ def main(argv: list[str] | None = None) -> list[Paired]:
         print(
             f"python -m benchmarks.live_forecast_paired --code {args.code} --pools {args.pools} "
             f"--speed {args.speed:g} --stretch {args.stretch:g} --latency {args.latency:g} "
-            f"--later {args.later:g} --policy {args.policy} --seed {args.seed} "
+            f"--interval {args.interval:g} --later {args.later:g} --policy {args.policy} "
+            f"--seed {args.seed} "
             f"--runs {args.runs} --key {args.key}" + (" --cold" if args.cold else ""),
             flush=True,
         )

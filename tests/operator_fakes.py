@@ -33,7 +33,7 @@ from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.protocol import Action, ClusterView, Decision
 from idlegate.sim.task_times import EVIDENCE, TaskTimes
-from tests.k8s._patching import PatchFailed, apply_json_patch
+from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
 
 
 class FakeClock(Clock):
@@ -155,7 +155,7 @@ class FakeKube:
         body = self.pools.get(name)
         if body is None:
             raise ApiError(404, "NotFound", f'executorpools "{name}" not found')
-        body.setdefault("status", {}).update(copy.deepcopy(status))
+        body["status"] = merge_patch(body.get("status"), status)  # (as the API server: RFC 7386)
         return copy.deepcopy(body)
 
     async def list_pools(self) -> list[dict[str, Any]]:
@@ -219,7 +219,7 @@ class FakeKube:
         body = self.cron_workflows.get((namespace, name))
         if body is None:
             raise ApiError(404, "NotFound", f'dagcronworkflows "{name}" not found')
-        body.setdefault("status", {}).update(copy.deepcopy(status))
+        body["status"] = merge_patch(body.get("status"), status)  # (as the API server: RFC 7386)
         self._took_effect("patch_cron_status", name)
         return copy.deepcopy(body)
 
@@ -284,7 +284,7 @@ class FakeKube:
         body = self.workflows.get((namespace, name))
         if body is None:
             raise ApiError(404, "NotFound", f'dagworkflows "{name}" not found')
-        body.setdefault("status", {}).update(copy.deepcopy(status))
+        body["status"] = merge_patch(body.get("status"), status)  # (as the API server: RFC 7386)
         self._took_effect("patch_workflow_status", name)
         return copy.deepcopy(body)
 
@@ -553,6 +553,15 @@ class Harness:
         self.admit(body)
         await self.settle()
         return body
+
+    async def run(self, name: str, after: float = 0.0) -> None:
+        """The kubelet starts pod `name` (Running: its workflow's start, as a user sees it)
+        after `after` seconds."""
+        self.clock.advance(after)
+        pod = self.kube.pods[("default", name)]
+        pod["status"]["phase"] = "Running"
+        self.pools.handle(PodSeen(copy.deepcopy(pod)))
+        await self.settle()
 
     async def finish(self, name: str, phase: str = "Succeeded", after: float = 0.0) -> None:
         """The kubelet finishes pod `name` after `after` seconds."""

@@ -64,6 +64,7 @@ async def w0_ends(h: Harness) -> None:
     """w0 ends `LATE`, w1 starts; a refresh follows (the start's score)."""
     await h.finish("w0-a-0", after=T0 + RUN - h.clock.now())
     assert h.released() == ["w1-a-0"]
+    await h.run("w1-a-0")  # (its pod runs: the start its user sees)
     await refreshed(h)
 
 

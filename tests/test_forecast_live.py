@@ -9,6 +9,7 @@ calibration has no prior fitted on the simulator. On fake time: the refresh alon
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 
@@ -65,6 +66,32 @@ def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them
         refresh.close()
 
     run_in_loop_time(scenario())
+
+
+def test_a_pool_whose_quick_tasks_alone_have_ended_says_so_until_their_median_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 97: its first forecasts came at the 10th end of a burst, the quick ones, and
+    # held 6 % of its starts; a pool now waits until its tasks' median is known, once
+    cluster = busy_pool()
+    times = TaskTimes()
+    refresh, _ = refresh_of(cluster, times=times)
+    for _ in range(EVIDENCE):
+        times.record(100.0, 80.0, 80.0)
+    running = [(90.0, 100.0)] * 14  # (as their pods were seen Running)
+    monkeypatch.setattr(refresh, "running_tasks", lambda now: running)
+    said = refresh.unknown()
+    assert said is not None and said.startswith("of the tasks its pool has run, only the quick")
+    refresh.poke()
+    assert all(isinstance(j.payload.forecast, Unavailable) for j in cluster.jobs)
+    del running[8:]  # (six of them ended past the rest: half are known)
+    assert refresh.unknown() is None
+    running.extend([(1.0, 100.0)] * 30)  # (a new wave: what was known stays known)
+    assert refresh.unknown() is None
+    refresh.not_before = -math.inf  # (the duty cap paces refreshes: its own test)
+    refresh.poke()
+    assert all(isinstance(j.payload.forecast, Forecast) for j in cluster.jobs)
+    refresh.close()
 
 
 def test_a_what_if_on_a_live_pool_draws_from_its_task_times() -> None:

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from benchmarks.live_forecast import Outcome
+from benchmarks.live_forecast import Outcome, firsts_line
 from benchmarks.live_forecast_paired import delay, lines, note, paired, shown, told_prior
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import LIVE_COLD
@@ -121,3 +121,14 @@ def test_without_cold_a_cold_forecast_is_replayed_as_the_pool_widened_it():
     # stated [125, 245] held them both ways)
     assert (f["without"].start_inside, f["with"].start_inside) == (0.0, 1.0)
     assert row.moved == (1, 0, 1, 0)
+
+
+def test_the_live_benchmark_says_each_runs_first_forecasts_coverage() -> None:
+    # issue 97: judged run by run (a burst's first forecasts share one refresh's errors):
+    # the second's start (255) inside its shown interval [125, 245]? no; 235: yes
+    late, held = outcomes(start=255.0, finish=350.0), outcomes(start=235.0, finish=300.0)
+    said = firsts_line("node pool, cold", [late, held])
+    assert said == (
+        "  node pool, cold: run 0: 0 % / 0 % (n 1, width ÷ wait 0.59); "
+        "run 1: 100 % / 100 % (n 1, width ÷ wait 0.65); 0 of 2 runs in 70-90 %"
+    )

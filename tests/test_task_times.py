@@ -277,3 +277,15 @@ def test_a_waiting_workflow_starts_a_dispatch_delay_later_per_run_of_tasks_ahead
     running = queue(delayed)
     running.decide_once(fifo, 0.0)  # (the first runs since 0: it, too, ends 3 s late)
     assert forecast(running, fifo, seed=0, replays=5).of(9).start.median == pytest.approx(135.0)  # type: ignore[union-attr]
+
+
+def test_the_median_is_known_once_half_of_the_tasks_run_have_ended_by_their_stretch() -> None:
+    # issue 97: a cold burst's first forecasts were made at its 10th end, the quick ones
+    # of a wave whose rest still ran: their middle was an extrapolation
+    times = TaskTimes()
+    for _ in range(EVIDENCE):
+        times.record(10.0, 8.0, 8.0)  # (ten quick ones, 0.8 of what they declare)
+    running = [(9.0, 10.0)] * 14  # (fourteen running, past 0.9 of it already)
+    assert times.ready and not times.median_known(running)  # (10 of 24: 14/24 left)
+    assert times.median_known(running[:8])  # (10 of 18 ended below the rest: 8/18 left)
+    assert times.median_known()

@@ -59,7 +59,15 @@ def test_a_forecast_goes_to_the_status_and_back():
         ({"computedAt": "yesterday"}, "status.forecast.computedAt is 'yesterday'"),
         (
             {"computedAt": "2027-01-15T08:00:00Z", "start": "2027-01-15T08:00:00Z"},
-            "status.forecast.startInterval is None, not [lo, hi]",
+            "status.forecast.finish is None, not an RFC 3339 time",
+        ),
+        (
+            {
+                "computedAt": "2027-01-15T08:00:00Z",
+                "start": "2027-01-15T08:00:00Z",
+                "startInterval": "soon",
+            },
+            "status.forecast.startInterval is 'soon', not [lo, hi]",
         ),
         ({"computedAt": "2027-01-15T08:00:00Z", "unavailable": ""}, "not a sentence"),
     ],

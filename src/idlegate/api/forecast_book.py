@@ -95,6 +95,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from idlegate.api.forecast_request import ForecastRequest, replayed_spec, scheduler_copy
@@ -201,9 +202,12 @@ def _finite(*values: float) -> bool:
     return all(math.isfinite(v) for v in values)
 
 
-def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Shown:
+def as_shown(
+    entry: Any, made: float, calibration: dict[str, Calibration], started: float | None = None
+) -> Shown:
     """A `sim.forecast` entry made at `made` as a status's forecast, its intervals widened
-    by `calibration` (start, finish)."""
+    by `calibration` (start, finish). `started`: when its workflow started, if it has: its
+    start is then that, with no interval (nothing of it is forecast: docs/forecast.md)."""
     if isinstance(entry, sim_forecast.WorkflowUnavailable):
         return Unavailable(made, entry.reason)
     start = calibration["start"].widen(entry.start, made, earliest=made)
@@ -213,6 +217,9 @@ def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Sh
     if not _finite(*start, *finish):
         return Unavailable(made, "it finishes beyond the forecast's horizon in some replays")
     # (a replay's finish is never before its start, so neither are the quantiles)
+    if started is not None:
+        return Forecast(made, min(started, finish.median), None, finish.median,
+                        (finish.low, finish.high), entry.position)  # fmt: skip
     return Forecast(
         computed_at=made,
         start=start.median,
@@ -221,6 +228,25 @@ def as_shown(entry: Any, made: float, calibration: dict[str, Calibration]) -> Sh
         finish_interval=(finish.low, finish.high),
         position=entry.position,
     )
+
+
+def started_at(job: Job) -> float | None:
+    """When `job`'s workflow started as its user sees it: its first pod Running (a
+    DagWorkflow's `started_at`), else the state machine's release (`first_start`; other
+    kinds, the simulator's); None: not yet. A workflow released whose pod does not run yet
+    has not started: once it ends, it did at its release at the latest."""
+    if job.first_start is None:
+        return None
+    payload = job.payload
+    if not hasattr(payload, "started_at"):
+        return job.first_start
+    seen: float | None = payload.started_at
+    return seen if seen is not None or job.finish is None else job.first_start
+
+
+def shifted(span: sim_forecast.Span, by: float) -> sim_forecast.Span:
+    """`span` `by` seconds later."""
+    return sim_forecast.Span(span.low + by, span.median + by, span.high + by)
 
 
 def queue_name(cluster: Cluster, job: Job) -> str:
@@ -297,6 +323,12 @@ class ForecastBook:
         """The standard error of the log of the pool's average stretch its last refresh's
         replays drew from (`live`; 0: none drawn), whose unspread part widens its starts
         (`take`, `forecast_calibration.shared_margin`); that average, scores' (`score`)."""
+        self.typical_known = False
+        """Its tasks' median was once known (`unknown`): a pool forecasts from then on."""
+        self.latency = 0.0
+        """The median start latency (release to Running) of the pool's tasks its last
+        refresh drew from (`live`; 0: none): a replay starts a workflow at its release, its
+        user sees it start once its first pod runs (`started_at`), which is forecast."""
 
     def note_arrivals(self) -> None:
         """Event loop: the workflows that arrived since the last call join `recent` (the
@@ -399,14 +431,35 @@ class ForecastBook:
         self.resumed_log = [(r.arrival, r.dag.total_work) for r in found[-RATE_WINDOW:]]
 
     def unknown(self) -> str | None:
-        """Why the pool cannot forecast yet (its own task times not `ready`), or None."""
-        if self.times is None or self.times.ready or not self.cluster.jobs:
+        """Why the pool cannot forecast yet, or None: its own task times not `ready`, or
+        their median not known (`TaskTimes.median_known`: once it is, it stays known)."""
+        if self.times is None or self.typical_known or not self.cluster.jobs:
             return None
-        return (
-            f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
-            "tasks take against what their stages declare (their start latency, their "
-            "stretch) is not known yet; its forecast follows once they have"
-        )
+        if not self.times.ready:
+            return (
+                f"fewer than {EVIDENCE} tasks of its pool have ended, so how long the pool's "
+                "tasks take against what their stages declare (their start latency, their "
+                "stretch) is not known yet; its forecast follows once they have"
+            )
+        if not self.times.median_known(self.running_tasks(self.now())):
+            return (
+                "of the tasks its pool has run, only the quick ones have ended, so how long "
+                "its tasks typically take against what their stages declare is not known "
+                "yet; its forecast follows once half of them, by that measure, have ended"
+            )
+        self.typical_known = True
+        return None
+
+    def running_tasks(self, now: float) -> list[tuple[float, float]]:
+        """Event loop: each task running now whose pod was seen Running: (seconds it has
+        run at `now`, the seconds its stage declares), as `TaskTimes.frozen` takes them."""
+        out = []
+        for executor, stage, _ in self.cluster.running_tasks():
+            since = getattr(stage.job.payload, "running_since", None)
+            seen = since(stage.index, executor) if since is not None else None
+            if seen is not None:
+                out.append((now - seen, stage.duration))
+        return out
 
     def request(self) -> ForecastRequest:
         """Event loop: a fork of the pool at the loop's time, and a scheduler copy (its
@@ -441,17 +494,12 @@ class ForecastBook:
         (`sim.task_times`): one copy for all, so that a replay draws its error of their
         average once; the tasks running now, their pods seen Running, are the censored
         stretches it corrects the quick ones that ended first by."""
-        self.spread, self.typical = 0.0, 1.0
+        self.spread, self.typical, self.latency = 0.0, 1.0, 0.0
         if self.times is None or not self.times.ready:
             return
-        running = []
-        for executor, stage, _ in self.cluster.running_tasks():
-            since = getattr(stage.job.payload, "running_since", None)
-            seen = since(stage.index, executor) if since is not None else None
-            if seen is not None:
-                running.append((fork.now - seen, stage.duration))
-        times = self.times.frozen(running)
+        times = self.times.frozen(self.running_tasks(fork.now))
         self.spread, self.typical = times.spread[1], times.typical
+        self.latency = median(times.latencies) if times.latencies else 0.0
         for job in fork.jobs:
             if isinstance(job.payload, MeasuredDurations):
                 job.payload = job.payload.frozen(times)
@@ -524,7 +572,12 @@ class ForecastBook:
             owner = getattr(payload, "owner", None)
             if job is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
-            shown = as_shown(entry, made, self.calibration)
+            started = started_at(job)
+            if job.first_start is None and isinstance(entry, sim_forecast.WorkflowForecast):
+                entry = dataclasses.replace(entry, start=shifted(entry.start, self.latency))
+            elif started is None and job.first_start is not None:  # (its pod starts soon)
+                started = job.first_start + self.latency
+            shown = as_shown(entry, made, self.calibration, started)
             first = False
             if isinstance(shown, Forecast) and job.first_start is None and job.id not in self.kept:
                 assert isinstance(entry, sim_forecast.WorkflowForecast)
@@ -556,12 +609,14 @@ class ForecastBook:
             if job.finish is None and job_id not in live:  # (deleted, or moved to another pool)
                 del self.kept[job_id]
                 continue
-            if not kept.started and job.first_start is not None:
+            started = started_at(job)
+            if not kept.started and started is not None:
                 kept.started = True
                 if not kept.start_told:
-                    out.append((kept.queue, "start", abs(job.first_start - f.start)))
-                self.calibration["start"].record(kept.start, f.computed_at, job.first_start, scale)
-                self._held("start", f.start_interval, job.first_start)
+                    out.append((kept.queue, "start", abs(started - f.start)))
+                self.calibration["start"].record(kept.start, f.computed_at, started, scale)
+                assert f.start_interval is not None  # (made while it waited)
+                self._held("start", f.start_interval, started)
             if job.finish is not None:
                 out.append((kept.queue, "finish", abs(job.finish - f.finish)))
                 self.calibration["finish"].record(kept.finish, f.computed_at, job.finish, scale)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from idlegate.api.forecast_status import Forecast
+from idlegate.api.forecast_status import FORECAST_MARK, Forecast
 from idlegate.api.status import FirstForecastState
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.forecast import Span
@@ -48,6 +48,7 @@ def first_status(
     `parse_first` reads back; times to the microsecond, on the operator's clock as every
     time of its status, so that the restored score is the one the status's maker gives)."""
     start, finish = replayed
+    assert made.start_interval is not None  # (made while it waited: `ForecastBook.take`)
     state = FirstForecastState(
         computed_at=to_datetime(made.computed_at),
         start=to_datetime(made.start),
@@ -126,6 +127,28 @@ def restore_first(payload: Any, status: Mapping[str, Any]) -> None:
                 name,
             )
             return
-        job.first_start = first.started
+        job.first_start = payload.started_at = first.started
     payload.forecast_made, payload.forecast_replayed = first.made, first.replayed
     payload.forecast_restored = True
+
+
+def restore_started(payload: Any, status: Mapping[str, Any]) -> None:
+    """A rebuilt DagWorkflow's (`payload`'s) start as its user saw it (`started_at`: its
+    first pod Running), if its job was restored as started: its first forecast's
+    ``startedAt``, else its START column's time, else the restore's start."""
+    job = payload.job
+    if job.first_start is None or payload.started_at is not None:
+        return
+    said = []
+    first = status.get("firstForecast")
+    if isinstance(first, Mapping):
+        said.append(first.get("startedAt"))
+    said.append(status.get("startSummary"))  # (a time, or a forecast's, marked ~)
+    for value in said:
+        if isinstance(value, str) and not value.startswith(FORECAST_MARK):
+            try:
+                payload.started_at = from_datetime(value)
+                return
+            except ValueError:
+                continue
+    payload.started_at = job.first_start

@@ -23,9 +23,11 @@ raised), why, and never a made-up number::
         unavailable: "stage 'load' has no duration estimate and no history"
 
 Absent: no forecast yet (readers say so). A workflow that has started has no ``start``
-interval left to forecast, but keeps ``start``; one that finished has none (the operator
-clears it as it ends: what happened is in ``startSummary``, ``finishSummary`` and
-``completionTime``). `columns` gives ``kubectl get``'s START and FINISH.
+interval left to forecast, nor a position, but keeps ``start``: when it started; one that
+finished has none (the operator clears it as it ends: what happened is in ``startSummary``,
+``finishSummary`` and ``completionTime``). `columns` gives ``kubectl get``'s START and
+FINISH. The operator writes it by JSON merge patch, which keeps every key it omits: each key
+a forecast lacks is written as null (`patch`), or the last one's stays beside it.
 
 Pure: no clock, no I/O. Internally times are seconds since the epoch (floats).
 """
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from idlegate.api.status import ForecastState, json_names, with_nulls
 from idlegate.errors import IdlegateError
 
 UNAVAILABLE_REASON = "ForecastUnavailable"
@@ -53,17 +56,21 @@ class Forecast:
 
     computed_at: float
     start: float
-    start_interval: tuple[float, float]
+    start_interval: tuple[float, float] | None
+    """None: it had started when it was made (`start` is when), nothing of it is forecast."""
     finish: float
     finish_interval: tuple[float, float]
     position: int | None = None
     """1-based position in its queue when it was made; None: not queued (running)."""
 
     def __post_init__(self) -> None:
-        for what, t, (lo, hi) in (
+        for what, t, interval in (
             ("start", self.start, self.start_interval),
             ("finish", self.finish, self.finish_interval),
         ):
+            if interval is None:
+                continue
+            lo, hi = interval
             if not lo <= t <= hi:
                 raise ForecastFormatError(
                     f"the forecast {what} is outside its interval [{lo}, {hi}]; a forecast "
@@ -116,7 +123,7 @@ def parse_forecast(status: Mapping[str, Any] | None) -> Forecast | Unavailable |
     if not isinstance(found, Mapping):
         raise ForecastFormatError(f"status.forecast is {found!r}, not a mapping")
     computed = _time(found.get("computedAt"), "computedAt")
-    if "unavailable" in found:
+    if found.get("unavailable") is not None:  # (a null: removed, as a merge patch reads it)
         reason = found["unavailable"]
         if not isinstance(reason, str) or not reason:
             raise ForecastFormatError("status.forecast.unavailable is not a sentence")
@@ -124,10 +131,11 @@ def parse_forecast(status: Mapping[str, Any] | None) -> Forecast | Unavailable |
     position = found.get("position")
     if position is not None and (not isinstance(position, int) or isinstance(position, bool)):
         raise ForecastFormatError(f"status.forecast.position is {position!r}, not a number")
+    interval = found.get("startInterval")
     return Forecast(
         computed_at=computed,
         start=_time(found.get("start"), "start"),
-        start_interval=_interval(found.get("startInterval"), "startInterval"),
+        start_interval=None if interval is None else _interval(interval, "startInterval"),
         finish=_time(found.get("finish"), "finish"),
         finish_interval=_interval(found.get("finishInterval"), "finishInterval"),
         position=position,
@@ -143,10 +151,22 @@ def dump_forecast(forecast: Forecast | Unavailable) -> dict[str, Any]:
     if forecast.position is not None:
         out["position"] = forecast.position
     out["start"] = rfc3339(forecast.start)
-    out["startInterval"] = [rfc3339(t) for t in forecast.start_interval]
+    if forecast.start_interval is not None:
+        out["startInterval"] = [rfc3339(t) for t in forecast.start_interval]
     out["finish"] = rfc3339(forecast.finish)
     out["finishInterval"] = [rfc3339(t) for t in forecast.finish_interval]
     return out
+
+
+FORECAST_KEYS = json_names(ForecastState)
+"""Every key of a ``status.forecast``."""
+
+
+def patch(forecast: Forecast | Unavailable) -> dict[str, Any]:
+    """The ``status.forecast`` of `forecast` as a merge patch writes it over the last one:
+    every key it lacks is null, so that none of the last one's stays (an ``unavailable``
+    beside times, a position or a start interval once it started)."""
+    return with_nulls(dump_forecast(forecast), FORECAST_KEYS)
 
 
 FORECAST_MARK = "~"
@@ -182,12 +202,13 @@ def forecast_fields(
     """A DagWorkflow's status fields of its forecast (`started`, `finished`: when its first
     task started and it finished, or None): ``forecast`` while it has not finished, null
     once it has (a merge patch's null clears it as it ends, so what is left is what
-    happened), and the printer columns ``startSummary`` and ``finishSummary`` (`columns`)."""
+    happened), and the printer columns ``startSummary`` and ``finishSummary`` (`columns`).
+    A merge patch: the keys of the last forecast that this one lacks are null (`patch`)."""
     out: dict[str, Any] = {}
     if finished is not None:
         out["forecast"] = None
     elif forecast is not None:
-        out["forecast"] = dump_forecast(forecast)
+        out["forecast"] = patch(forecast)
     start, finish = columns(forecast, started, finished)
     if start is not None:
         out["startSummary"] = start
@@ -242,7 +263,10 @@ def describe(
             lo = now
         return f"{relative(t, now)} ({relative(lo, now)} – {relative(hi, now)})"
 
-    start = span(forecast.start, *forecast.start_interval, pending=started is False)
+    if forecast.start_interval is None:  # (made once it had started: when it did)
+        start = f"started {relative(forecast.start, now)}"
+    else:
+        start = "start " + span(forecast.start, *forecast.start_interval, pending=started is False)
     finish = span(forecast.finish, *forecast.finish_interval, pending=started is not None)
-    said = f"start {start}, finish {finish}"
+    said = f"{start}, finish {finish}"
     return f"{said}; forecast made {relative(forecast.computed_at, now)}" if stale else said

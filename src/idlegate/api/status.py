@@ -9,7 +9,7 @@ Regenerate the CRD after changing a model (``python -m idlegate.api.crd``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -444,23 +444,41 @@ def dump(status: WorkflowStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def json_names(model: type[BaseModel]) -> tuple[str, ...]:
+    """The JSON names (aliases) of `model`'s fields, in order."""
+    return tuple(f.alias or name for name, f in model.model_fields.items())
+
+
+def with_nulls(body: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """`body` as a JSON merge patch (RFC 7386) that also removes each of `keys` it lacks.
+    An API server keeps every key a merge patch omits, so a field its writer no longer has
+    (an optional one it may stop writing) must be written as null, or its old value stays
+    beside the new ones (issue 97: a forecast kept its ``unavailable`` beside its times)."""
+    return {**dict.fromkeys(keys), **body}
+
+
+UNFORECAST = {"forecast": None, "startSummary": None, "finishSummary": None}
+"""The status fields of a forecast, removed (a merge patch's nulls): what a workflow that is
+no longer forecast (invalid, or in no pool) writes, so no old forecast stays on it."""
+
+
 def invalid_status(
     conditions: Conditions, generation: int, stages_total: int | None
 ) -> dict[str, Any]:
-    """The status of a workflow the operator rejected."""
-    return dump(
-        WorkflowStatus(
-            observed_generation=generation,
-            phase=Phase.INVALID,
-            conditions=conditions.models(),
-            stages_total=stages_total,
-            stages_done=0 if stages_total is not None else None,
-            stages_summary=f"0/{stages_total}" if stages_total is not None else None,
-            # an empty list replaces the task counts of an earlier judgement (a merge patch
-            # replaces lists): an invalid workflow has no pending tasks
-            stages=[],
-        )
+    """The status of a workflow the operator rejected (a merge patch: what it no longer has,
+    a forecast and a cap, is removed)."""
+    status = WorkflowStatus(
+        observed_generation=generation,
+        phase=Phase.INVALID,
+        conditions=conditions.models(),
+        stages_total=stages_total,
+        stages_done=0 if stages_total is not None else None,
+        stages_summary=f"0/{stages_total}" if stages_total is not None else None,
+        # an empty list replaces the task counts of an earlier judgement (a merge patch
+        # replaces lists): an invalid workflow has no pending tasks
+        stages=[],
     )
+    return dump(status) | UNFORECAST | {"parallelismCap": None}
 
 
 def object_bytes(

@@ -148,6 +148,16 @@ class TaskTimes:
         their average is known."""
         return len(self.seen) >= EVIDENCE
 
+    def median_known(self, running: Iterable[tuple[float, float]] = ()) -> bool:
+        """Whether the pool's ended tasks, with those `running` (as `frozen` takes them),
+        tell the median of its tasks' stretch: Kaplan-Meier's estimate of it reaches one
+        half at an ended task. Before, the tasks that ended are a burst's quick ones, and
+        its middle is a lognormal's extrapolation from them (issue 97: a cold burst's first
+        forecasts, made at its 10th end, held 6 % of its starts)."""
+        observed = [(p[1], True) for p in self.seen]
+        observed += [(ran / declared, False) for ran, declared in running if declared > 0]
+        return _product_limit(observed)[4] <= 0.5
+
     def frozen(self, running: Iterable[tuple[float, float]] = ()) -> LiveTimes:
         """What a refresh's replays draw from, as it is now; `running`: (seconds it has run
         since its pod was seen ``Running``, declared seconds) of each task running now.
@@ -182,6 +192,24 @@ def kaplan_meier(
     shares, to the censored values beyond the last ended one, each moved to where a
     lognormal fitted to all the values by maximum likelihood (`censored_lognormal`) puts
     the same rank among values past the last ended one, and never below what it has run."""
+    ordered, last, values, weights, left = _product_limit(observed)
+    tail = [v for v, _ in ordered[last + 1 :]]
+    if tail and last >= 0:  # (none ended: nothing known of what they take)
+        values += _beyond(ordered, values[-1], tail)
+        weights += [left / len(tail)] * len(tail)
+    total, cumulative = 0.0, []
+    for w in weights:
+        total += w
+        cumulative.append(total)
+    return tuple(values), tuple(c / total for c in cumulative) if total else ()
+
+
+def _product_limit(
+    observed: Sequence[tuple[float, bool]],
+) -> tuple[list[tuple[float, bool]], int, list[float], list[float], float]:
+    """Kaplan-Meier's product-limit over `observed` (value, ended): the values in order,
+    the index of the last ended one (-1: none), the ended values with their weights, and
+    the weight it leaves beyond the last ended value (what it does not know where lies)."""
     ordered = sorted(observed, key=lambda o: (o[0], not o[1]))  # (ties: the ended first)
     last = max((i for i, (_, ended) in enumerate(ordered) if ended), default=-1)
     at_risk, left = len(ordered), 1.0
@@ -194,15 +222,7 @@ def kaplan_meier(
             weights.append(share)
             left -= share
         at_risk -= 1
-    tail = [v for v, _ in ordered[last + 1 :]]
-    if tail and last >= 0:  # (none ended: nothing known of what they take)
-        values += _beyond(ordered, values[-1], tail)
-        weights += [left / len(tail)] * len(tail)
-    total, cumulative = 0.0, []
-    for w in weights:
-        total += w
-        cumulative.append(total)
-    return tuple(values), tuple(c / total for c in cumulative) if total else ()
+    return ordered, last, values, weights, left
 
 
 def _beyond(observed: Sequence[tuple[float, bool]], end: float, tail: list[float]) -> list[float]:

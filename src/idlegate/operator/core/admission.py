@@ -88,7 +88,14 @@ class DagWorkflow(Workflow):
         if not pod.terminal:
             if pod.phase == "Running" and task.running_at is None:  # (its latency ends)
                 task.running_at = pool.now()
+                self.seen_running(task.running_at)
             return
+        if task.running_at is None and pod.phase == "Succeeded":  # (its start: its status's)
+            ran, released = pod.ran, task.released_at
+            if ran is not None:
+                self.seen_running(pool.settings.clock.from_wall(ran[0]))
+            else:  # (nothing says when it ran: it did after its release)
+                self.seen_running(pool.now() if released is None else released)
         if pod.phase != "Succeeded":
             self.task_failed(pool, track, task, f"pod {pod.name} failed: {pod.reason}")
         elif task.executor is None:  # beyond the pool: counted once it has an executor

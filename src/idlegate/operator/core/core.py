@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from idlegate.api import eviction, notices
 from idlegate.api.eviction import Evictions
-from idlegate.api.forecast_first import restore_first
+from idlegate.api.forecast_first import restore_first, restore_started
 from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
@@ -36,6 +36,7 @@ from idlegate.api.reclaim_judging import Carry, Judged, JudgeStops, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
+    UNFORECAST,
     Conditions,
     Phase,
     SlotState,
@@ -345,6 +346,7 @@ class Core(Lifecycle):
         self.workflows[wf.key] = wf
         self._restore(wf, restore)
         restore_first(wf, status)  # (its first forecast, for its pool's refresh to score)
+        restore_started(wf, status)
         self._say_unfit((wf.job,))
         if pods:  # (a new workflow has none to collect)
             self.intents.add(WorkflowAdmitted(wf, pods))
@@ -400,7 +402,7 @@ class Core(Lifecycle):
         unpooled = WorkflowStatus(
             observed_generation=generation, phase=phase, conditions=conditions.models()
         )
-        self.intents.patch_status(owner_of(body), dump(unpooled))
+        self.intents.patch_status(owner_of(body), dump(unpooled) | UNFORECAST)
         self.intents.event(owner_of(body), "Warning", reason, message)
 
     def _restore(self, wf: DagWorkflow, found: Restore) -> None:

@@ -231,6 +231,11 @@ class Workflow:
         widened their intervals (its history record's: a restart's calibration)."""
         self.forecast_restored = False
         """Its first forecast came from its status (`api.forecast_first.restore_first`)."""
+        self.started_at: float | None = None
+        """When its first pod was seen Running (or, one seen only as it ended, its start):
+        its start as its user sees it, which its first forecast is scored on and START
+        shows. The state machine's (`job.first_start`) is the release, the pod's start
+        latency earlier (issue 97)."""
 
     def running(self, track: StageTrack | None = None) -> int:
         """Task pods running now (of one stage), beyond the pool too; none once failed or
@@ -301,11 +306,20 @@ class Workflow:
                 history_recorded=self.history_recorded or None,
             )
         )
-        out.update(forecast_fields(self.forecast, job.first_start, completion))
+        # (a merge patch: a cap the policy no longer sets is removed, not left as it was)
+        out.setdefault("parallelismCap", None)
+        # (released, its first pod not seen Running yet: its release, until it is)
+        started = self.started_at if self.started_at is not None else job.first_start
+        out.update(forecast_fields(self.forecast, started, completion))
         if self.forecast_made is not None and self.forecast_replayed is not None:
             made, replayed = self.forecast_made, self.forecast_replayed
-            out["firstForecast"] = first_status(made, replayed, job.first_start)
+            out["firstForecast"] = first_status(made, replayed, started)
         return out
+
+    def seen_running(self, at: float) -> None:
+        """A pod of it was seen running at `at` (the first: its start, `started_at`)."""
+        if self.started_at is None or at < self.started_at:
+            self.started_at = at
 
     def measured(
         self,

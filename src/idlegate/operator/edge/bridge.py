@@ -27,7 +27,7 @@ from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
 from idlegate.api.reclaim_judging import Judged, JudgeStops, judge_stops, judged
 from idlegate.api.settings import Settings
-from idlegate.api.status import Phase
+from idlegate.api.status import Phase, with_nulls
 from idlegate.api.task_pods import Owner, owner_of
 from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.core import Core, Output
@@ -237,16 +237,22 @@ class Bridge:
         learns = core.decider.learns
         admission = core.cluster.admission
         queues = queue_status(admission, core.cluster.jobs, core.at) if admission else None
-        return {
-            **({"queues": queues, "queuesSummary": queues_summary(queues)} if queues else {}),
-            "size": core.settings.pool_size,
-            "busy": core.busy,
-            "pending": sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values()),
-            "policy": core.scheduler.name,
-            "following": learns.choice.text if learns is not None else core.decider.following,
-            "replayed": learns.choice.replayed if learns is not None else None,
-            **resource_status(core.cluster.capacity, core.cluster.used_resources),
-        }
+        # (a merge patch: what the pool no longer has, queues or resources beyond pods, is
+        # written as null, else the API server keeps the last of it)
+        dropped = ("queues", "queuesSummary", "capacity", "used", "usage")
+        return with_nulls(
+            {
+                **({"queues": queues, "queuesSummary": queues_summary(queues)} if queues else {}),
+                "size": core.settings.pool_size,
+                "busy": core.busy,
+                "pending": sum(wf.phase is not Phase.SUCCEEDED for wf in core.workflows.values()),
+                "policy": core.scheduler.name,
+                "following": learns.choice.text if learns is not None else core.decider.following,
+                "replayed": learns.choice.replayed if learns is not None else None,
+                **resource_status(core.cluster.capacity, core.cluster.used_resources),
+            },
+            dropped,
+        )
 
     async def list_objects(
         self, api_version: str, plural: str, namespace: str | None
