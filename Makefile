@@ -47,7 +47,7 @@ demo: $(VENV)/.base  ## compare the baseline schedulers on the built-in workload
 
 cluster:  ## build the local control plane's binaries into out/cluster/bin
 	@command -v go >/dev/null || { echo "make cluster builds from Go modules: install Go 1.26 or newer (Debian: golang-go; or go.dev/dl) and run it again"; exit 1; }
-	cd deploy/local && go build -trimpath -ldflags '$(GO_LDFLAGS)' \
+	cd deploy/local && go build -trimpath -buildvcs=false -ldflags '$(GO_LDFLAGS)' \
 		-o $(abspath $(CLUSTER_BIN))/ $(CLUSTER_PACKAGES)
 
 cluster-up: cluster $(VENV)/.base  ## start it on loopback with 3 KWOK nodes
