@@ -29,7 +29,7 @@ CLUSTER_PACKAGES := ./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
 	sigs.k8s.io/kwok/cmd/kwok
 
-.PHONY: demo test test-without-data cluster cluster-up cluster-down e2e postgresql chromium lint format bench docs-check docs-images clean
+.PHONY: demo test test-without-data cluster cluster-up cluster-down argo-controller e2e-argo e2e postgresql chromium lint format bench docs-check docs-images clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,19 @@ cluster:  ## build the local control plane's binaries into out/cluster/bin
 	@command -v go >/dev/null || { echo "make cluster builds from Go modules: install Go 1.26 or newer (Debian: golang-go; or go.dev/dl) and run it again"; exit 1; }
 	cd deploy/local && go build -trimpath -buildvcs=false -ldflags '$(GO_LDFLAGS)' \
 		-o $(abspath $(CLUSTER_BIN))/ $(CLUSTER_PACKAGES)
+
+# Argo's workflow controller from its Go module (github.com/argoproj/argo-workflows/v4, pinned in
+# deploy/local/argo/go.mod: a module of its own, its Kubernetes libraries older than the plane's),
+# and Argo's CRDs from the same module, for `make e2e-argo`
+argo-controller:
+	cd deploy/local/argo && go build -trimpath -buildvcs=false -ldflags '-s -w' \
+		-o $(abspath $(CLUSTER_BIN))/ github.com/argoproj/argo-workflows/v4/cmd/workflow-controller
+	mkdir -p $(CLUSTER_DIR)/argo-crds
+	cd deploy/local/argo && cp "$$(go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v4)"/manifests/base/crds/minimal/argoproj.io_*.yaml $(abspath $(CLUSTER_DIR))/argo-crds/
+	chmod u+w $(CLUSTER_DIR)/argo-crds/*.yaml
+
+e2e-argo: $(VENV)/.dev cluster argo-controller  ## Argo's own controller beside the operator on the local control plane
+	$(BIN)/pytest -n 0 -q -m argo_real tests/real/test_argo.py
 
 cluster-up: cluster $(VENV)/.base  ## start it on loopback with 3 KWOK nodes
 	$(BIN)/python -m idlegate.controlplane up --dir $(CLUSTER_DIR)

@@ -17,6 +17,7 @@ in one order across resources as the emulator's do.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("IDLEGATE_CLUSTER_BIN", ROOT / "out" / "cluster" / "bin"))
 """Where ``make cluster`` puts the binaries (``IDLEGATE_CLUSTER_BIN`` moves it)."""
 
+PANIC = re.compile(r"Observed a panic|^panic: ")
+"""A panic the API server recovered from (it answers 500), or one it died of."""
 Callback = Callable[[kmock.resource, str, dict[str, Any]], None]
 
 CORE = {
@@ -198,7 +201,7 @@ class RealApiServer:
     def assert_no_internal_errors(self) -> None:
         """Fail if the API server logged a panic (a 500 of its own)."""
         log = (self.directory / "logs" / "kube-apiserver.log").read_text(errors="replace")
-        panics = [line for line in log.splitlines() if "panic" in line.lower()]
+        panics = [line for line in log.splitlines() if PANIC.search(line)]
         assert not panics, "\n".join(panics[:5])
 
     def assert_events_say_why(self, namespace: str | None = None) -> None:
