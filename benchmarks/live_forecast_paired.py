@@ -101,7 +101,7 @@ def delay(every: Sequence[Outcome], o: Outcome, executors: float, key: str) -> f
     made = o.made
     seen = sorted((w for w in every if w.arrival <= made), key=lambda w: (w.arrival, w.name))
     log = [(w.arrival, w.work) for w in seen]
-    sizes = [(w.work, w.critical_path) for w in seen[-TEMPLATES:]]
+    sizes = [(w.work, w.critical_path, 0) for w in seen[-TEMPLATES:]]  # (no priorities here)
     overtake = Overtake.of(log, made, sizes, executors)
     if overtake is None:
         return 0.0

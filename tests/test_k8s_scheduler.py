@@ -216,7 +216,7 @@ def test_nodes_are_listed_and_watched_over_http_and_by_kubectl(api: ApiServer) -
         "pods": "110",
         "nvidia.com/gpu": "2",
     }
-    url = f"{api.url}/api/v1/nodes?watch=true&timeoutSeconds=0.3"
+    url = f"{api.url}/api/v1/nodes?watch=true&timeoutSeconds=1"
     with urllib.request.urlopen(url, timeout=10) as response:
         events = [json.loads(line) for line in response.read().splitlines()]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "n1")]

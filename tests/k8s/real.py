@@ -29,7 +29,7 @@ from typing import Any, Self
 import kmock
 
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.controlplane.client import PATCH_TYPES, ApiError
+from idlegate.controlplane.client import PATCH_TYPES, ApiRefusal
 from idlegate.controlplane.launcher import NodeSpec, Plane, start, stop
 from tests.k8s.harness import says_nothing
 
@@ -116,7 +116,7 @@ class RealApiServer:
     def get(self, res: kmock.resource | str, namespace: str | None, name: str) -> dict | None:
         try:
             return self.client.request("GET", self.path(res, namespace, name))
-        except ApiError as exc:
+        except ApiRefusal as exc:
             if exc.status == 404:
                 return None
             raise
@@ -192,7 +192,7 @@ class RealApiServer:
                         break
                     version = obj["metadata"]["resourceVersion"]
                     callback(res, event["type"], obj)
-            except (ApiError, OSError):
+            except (ApiRefusal, OSError):
                 if stopped.wait(0.2):
                     return
 

@@ -25,7 +25,7 @@ import yaml
 
 from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import GATE
-from idlegate.controlplane.client import ApiError
+from idlegate.controlplane.client import ApiRefusal
 from idlegate.controlplane.pki import serving
 from tests.e2e import DWF, OperatorProcess, _free_port, stage, wait, workflow
 from tests.k8s.real import ROOT, RealApiServer
@@ -65,7 +65,7 @@ def test_the_api_server_refuses_a_privileged_template_by_the_policy(api: RealApi
 
 def test_podsecurity_refuses_a_namespace_label_that_is_no_level(api: RealApiServer, ns: str):
     label = {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "Privileged"}}}
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(ApiRefusal) as refused:
         api.patch("namespaces", None, ns, label)
     assert refused.value.status == 422
     assert "must be one of privileged, baseline, restricted" in str(refused.value)
@@ -108,7 +108,7 @@ def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
         def refused() -> bool:
             try:
                 api.create("pods", argo_pod("early"), namespace=ns)
-            except ApiError as exc:
+            except ApiRefusal as exc:
                 return exc.status == 500 and "argo-gate.idlegate.io" in str(exc)
             api.delete("pods", ns, "early")
             return False
@@ -131,7 +131,7 @@ def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
 def _create_once_served(api: RealApiServer, ns: str) -> dict[str, Any] | None:
     try:
         return api.create("pods", argo_pod("gated"), namespace=ns)
-    except ApiError as exc:
+    except ApiRefusal as exc:
         if exc.status == 500:  # (the webhook not serving yet)
             return None
         raise

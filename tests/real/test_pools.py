@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.kinds import API_VERSION, POOL_KIND
-from idlegate.controlplane.client import ApiError
+from idlegate.controlplane.client import ApiRefusal
 from tests.e2e import (
     DWF,
     events_of,
@@ -65,7 +65,7 @@ def executor_pool(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def test_the_api_server_refuses_a_pool_its_schema_refuses(
     api: RealApiServer, spec: dict[str, Any], said: str
 ) -> None:
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(ApiRefusal) as refused:
         api.create(POOLS, executor_pool("refused", spec))
     assert refused.value.status == 422 and said in str(refused.value), refused.value
 

@@ -26,7 +26,7 @@ PATCH_TYPES = {
 }
 
 
-class ApiError(Exception):
+class ApiRefusal(Exception):
     """An answer of the API server other than 2xx: its status code and its Status body."""
 
     def __init__(self, status: int, body: Mapping[str, Any], what: str) -> None:
@@ -55,7 +55,7 @@ class Client:
         query: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Any:
-        """The decoded JSON answer to one request; :class:`ApiError` on a non-2xx status."""
+        """The decoded JSON answer to one request; :class:`ApiRefusal` on a non-2xx status."""
         with self._open(method, path, body, content_type, query, timeout) as response:
             raw = response.read()
         return json.loads(raw) if raw.strip() else None
@@ -99,4 +99,4 @@ class Client:
                 status = json.loads(raw)
             except ValueError:
                 status = {"message": raw.decode(errors="replace")[:500]}
-            raise ApiError(exc.code, status, f"{method} {path}") from None
+            raise ApiRefusal(exc.code, status, f"{method} {path}") from None

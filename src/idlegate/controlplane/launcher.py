@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from idlegate.controlplane import kwok
-from idlegate.controlplane.client import ApiError, Client
+from idlegate.controlplane.client import ApiRefusal, Client
 from idlegate.controlplane.pki import Pki, ensure_pki
 from idlegate.errors import IdlegateError
 
@@ -147,7 +147,7 @@ def start(
             plane.save()
             _wait_ready(plane, name, ports)
         _create_nodes(plane.client(), nodes)
-    except ApiError as exc:
+    except ApiRefusal as exc:
         stop(plane)
         raise IdlegateError(f"The new control plane refused its nodes: {exc}") from None
     except BaseException:
@@ -307,7 +307,7 @@ def _answers(plane: Plane, name: str, ports: list[int]) -> bool:
             client.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
             return True
         return True  # the scheduler and KWOK have no sign before there is work
-    except (ApiError, OSError):
+    except (ApiRefusal, OSError):
         return False
 
 
