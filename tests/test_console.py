@@ -348,16 +348,16 @@ def _demo_printing_the_readmes_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     full demo's, widest included); and those cells."""
     from rich.console import Console
 
-    from idlegate import cli
+    from idlegate import cli_run
     from idlegate.evaluation import console
 
     lines = README_DEMO.search((ROOT / "README.md").read_text(encoding="utf-8"))[1].splitlines()
     readme = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in lines[2:]]
     monkeypatch.setattr(console, "table_rows", lambda cmp: readme)
-    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
-    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
-    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
-    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
+    monkeypatch.setattr(cli_run, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli_run, "DEMO_STREAMED_JOBS", 4)
+    monkeypatch.setattr(cli_run, "DEMO_EXECUTORS", 10)
+    monkeypatch.setattr(cli_run, "stdout_console", lambda: Console(width=width))
     r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
     assert r.exit_code == 0, r.output
     return r.stdout.splitlines(), readme

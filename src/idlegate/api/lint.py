@@ -96,8 +96,8 @@ from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
+from idlegate.sim.arrival_kinds import ARRIVALS, Arrivals
 from idlegate.sim.dag import Dag
-from idlegate.sim.forecast_arrivals import ARRIVALS, Arrivals
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import DuplicateKey, UniqueKeys, describe, parse_workflow

@@ -40,7 +40,7 @@ from pydantic import (
 from idlegate.api.labels import label_problem
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.forecast_arrivals import Arrivals
+from idlegate.sim.arrival_kinds import Arrivals
 from idlegate.sim.queues import (
     QueueSpec,
     preemption_problem,
