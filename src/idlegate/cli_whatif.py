@@ -73,9 +73,9 @@ def register(group: typer.Typer) -> None:
             try:  # (what the operator would refuse, said before asking it)
                 read_what_if(text)
             except IdlegateError as exc:
-                from idlegate.sim.spec import DuplicateKey  # (read_what_if's: loaded)
+                from idlegate.documents import YamlRefusal  # (read_what_if's: loaded)
 
-                if isinstance(exc, DuplicateKey):  # (its place: FILE line 13, column 7: ...)
+                if isinstance(exc, YamlRefusal):  # (its place: FILE line 13, column 7: ...)
                     raise IdlegateError(exc.at(str(file))) from None
                 raise IdlegateError(f"{file}: {exc}") from None
             doc = ask(url, text)

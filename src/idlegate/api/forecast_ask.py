@@ -25,12 +25,13 @@ def read_what_if(text: str) -> dict[str, Any]:
 
     from idlegate.api.kinds import KIND
     from idlegate.api.template import check_templates
-    from idlegate.sim.spec import DuplicateKey, YamlLoader, parse_workflow
+    from idlegate.documents import YamlLoader, YamlRefusal
+    from idlegate.sim.spec import parse_workflow
 
     try:
         body = yaml.load(text, Loader=YamlLoader)  # (a key given twice refused, as by lint)
-    except DuplicateKey:
-        raise  # (a SpecError: its place and sentence; `DuplicateKey.at` names a file)
+    except YamlRefusal:
+        raise  # (a SpecError: its place and sentence; `YamlRefusal.at` names a file)
     except yaml.YAMLError as exc:
         raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(body, dict) or body.get("kind", KIND) != KIND:

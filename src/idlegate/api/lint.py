@@ -93,6 +93,7 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
 from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED, check_object_size
 from idlegate.api.template import check_templates
+from idlegate.documents import Guarded, YamlRefusal, json_document
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
@@ -100,7 +101,7 @@ from idlegate.sim.arrival_kinds import ARRIVALS, Arrivals
 from idlegate.sim.dag import Dag
 from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import DuplicateKey, UniqueKeys, describe, parse_workflow
+from idlegate.sim.spec import describe, parse_workflow
 from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
@@ -234,9 +235,9 @@ def _text(value: Any) -> bool:
 # -- reading manifests ---------------------------------------------------------------------------
 
 
-class _StrictLoader(UniqueKeys, yaml.SafeLoader):
-    """PyYAML's safe loader (its messages, which lint quotes), refusing duplicate keys in a
-    mapping as kubectl does (`sim.spec.UniqueKeys`, as every reader of a file does)."""
+class _StrictLoader(Guarded, yaml.SafeLoader):
+    """PyYAML's safe loader (its messages, which lint quotes), guarded as every reader of a
+    file is (`idlegate.documents`: a key given twice, too deep, an alias bomb)."""
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
     hint = "" if source.path is None or suffix in MANIFEST_SUFFIXES else f"; lint reads {READS}"
     if suffix == ".json":
         try:
-            yield 0, json.loads(text)
+            yield 0, json_document(text)
         except json.JSONDecodeError as exc:
             _unreadable(
                 report,
@@ -318,7 +319,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
             if not line.strip():
                 continue
             try:
-                yield n, json.loads(line)
+                yield n, json_document(line)
             except json.JSONDecodeError as exc:
                 _unreadable(
                     report,
@@ -332,7 +333,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         for doc in yaml.load_all(text, Loader=_StrictLoader):
             yield count, doc
             count += 1
-    except DuplicateKey as exc:  # (YAML, with a key given twice: its own sentence)
+    except YamlRefusal as exc:  # (a key given twice, too deep, aliases: its own sentence)
         _unreadable(
             report, Problem(source.name, exc.sentence, count, None, None, exc.line, exc.column)
         )

@@ -46,9 +46,10 @@ from typing import Any
 
 import yaml
 
+from idlegate.documents import YamlLoader, YamlRefusal
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import DuplicateKey, YamlLoader, not_a_field
+from idlegate.sim.spec import not_a_field
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -566,7 +567,7 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
     )
     try:
         data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
-    except DuplicateKey as exc:
+    except YamlRefusal as exc:
         raise IdlegateError(exc.at(where)) from None
     except yaml.YAMLError as exc:
         raise IdlegateError(

@@ -29,6 +29,9 @@ from pydantic import (
     model_validator,
 )
 
+from idlegate.documents import DuplicateKey as DuplicateKey  # (re-exported)
+from idlegate.documents import YamlLoader as YamlLoader
+from idlegate.documents import YamlRefusal, json_document
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
 from idlegate.textfiles import read_text
@@ -473,55 +476,6 @@ class WorkflowItem:
     """A DagWorkflow's `metadata.name`, else None."""
 
 
-class DuplicateKey(yaml.constructor.ConstructorError, SpecError):
-    """A key given twice in one mapping (`UniqueKeys`): the file is YAML, so the readers
-    say this sentence with its place (`at`), not "not YAML or JSON" with PyYAML's own
-    message ("while constructing a mapping in "<unicode string>" ..."): a YAML error, so
-    that it leaves the loader, and a SpecError, so that a reader may raise it as it is."""
-
-    def __init__(self, key: Any, mark: yaml.Mark) -> None:
-        super().__init__(
-            None, None, f"the key {key!r} is given twice in one mapping; keep one", mark
-        )
-        self.line, self.column = mark.line + 1, mark.column + 1
-        """Where the second one is (counted from 1)."""
-
-    @property
-    def sentence(self) -> str:
-        """What is wrong and how to fix it, without the place."""
-        return str(self.problem)
-
-    def __str__(self) -> str:
-        return f"line {self.line}, column {self.column}: {self.sentence}"
-
-    def at(self, where: str) -> str:
-        """The error in `where` (a file): ``FILE line 13, column 7: the key ...``."""
-        return f"{where} {self}"
-
-
-class UniqueKeys:
-    """A YAML loader's mix-in that refuses duplicate keys in a mapping, as kubectl does:
-    PyYAML keeps the last, so a repeated ``tasks:`` would run silently with the other
-    value. Lint's loader and the workflow and queues files' share it, so that what lint
-    refuses no command reads (`DuplicateKey`, one sentence for all of them)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys
-                continue
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
-            if key in seen:
-                raise DuplicateKey(key, key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
-
-
-class YamlLoader(UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's safe loader where PyYAML was built with it (the same documents, parsed
-    several times faster: large history files are YAML too), refusing duplicate keys."""
-
-
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
@@ -533,12 +487,12 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     )
     try:
         if p.suffix == ".json":
-            docs = [json.loads(text)]
+            docs = [json_document(text)]
         elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
-            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            docs = [json_document(line) for line in text.splitlines() if line.strip()]
         else:
             docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
-    except DuplicateKey as exc:
+    except YamlRefusal as exc:
         raise SpecError(exc.at(str(p))) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if p.suffix in (".json", ".jsonl") else "YAML"

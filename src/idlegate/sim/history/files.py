@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from idlegate.documents import json_document
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.airflow import AirflowRefusal, is_airflow
 from idlegate.sim.argo import WORKFLOW_KINDS, is_argo
@@ -186,7 +187,7 @@ def tail_history(
 def _line_record(line: str, source: str) -> HistoryWorkflow:
     """A plain workflow record on one line of JSON."""
     try:
-        doc = json.loads(line)
+        doc = json_document(line)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{source} is not JSON: {exc}") from None
     if not isinstance(doc, dict):

@@ -1,0 +1,108 @@
+"""Documents no reader should walk (issue 93, items 8 and 9): nested thousands deep, or an
+alias bomb. Every command that reads a user's YAML or JSON refuses them as one line
+``Error: ...`` (lint: one problem), exit 1, no traceback, through one guard
+(`idlegate.documents`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from idlegate.cli import app
+from idlegate.documents import MAX_DEPTH, YamlLoader, json_document
+
+runner = CliRunner()
+
+
+def deep_flow(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def deep_block(n: int) -> str:
+    return "- " * n + "x\n"
+
+
+def alias_bomb(levels: int) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels + 1):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+DOCUMENTS = {
+    "5000-deep flow list": ("deep.yaml", deep_flow(5000)),
+    "5000-deep block list": ("deep.yaml", deep_block(5000)),
+    "150-deep list": ("deep.yaml", deep_flow(150)),
+    "100000-deep JSON array": ("deep.json", deep_flow(100_000)),
+    "150-deep JSON array": ("deep.json", deep_flow(150)),
+    "9-level alias bomb": ("bomb.yaml", alias_bomb(9)),
+    "a list holding itself": ("self.yaml", "&a [1, *a]\n"),
+}
+YAML_ONLY = {k for k, (name, _) in DOCUMENTS.items() if name.endswith(".yaml")}
+
+COMMANDS = {
+    "simulate -w file": lambda f: ["simulate", "-w", "file", "--file", str(f)],
+    "advise": lambda f: ["advise", str(f)],
+    "history export": lambda f: ["history", "export", str(f)],
+    "history export --from-sink": lambda f: ["history", "export", "--from-sink", str(f)],
+    "train --config": lambda f: ["train", "--config", str(f)],
+    "train --file": lambda f: ["train", "-w", "file", "--file", str(f), "--preset", "quick"],
+    "simulate --queues": lambda f: ["simulate", "--queues", str(f)],
+    "forecast": lambda f: ["forecast", str(f), "--url", "http://127.0.0.1:9"],
+}
+NOT_JSON = {"train --config", "simulate --queues", "forecast"}
+"""The readers of YAML alone (a .json file is YAML to them too, but guarded the same)."""
+
+
+def write(tmp_path: Path, name: str, text: str, command: str) -> Path:
+    if command == "history export --from-sink":  # (a sink is JSON Lines)
+        name = Path(name).stem + ".jsonl"
+        text = text.replace("\n", " ").strip() + "\n"
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_reader_refuses_it_in_one_line(tmp_path: Path, command: str, document: str) -> None:
+    name, text = DOCUMENTS[document]
+    if command == "history export --from-sink" and document in YAML_ONLY:
+        pytest.skip("a sink is JSON Lines")
+    path = write(tmp_path, name, text, command)
+    r = runner.invoke(app, COMMANDS[command](path))
+    assert r.exit_code == 1, r.output
+    assert isinstance(r.exception, SystemExit), r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    assert str(path) in lines[0] or path.name in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_lint_reports_it_as_one_problem(tmp_path: Path, document: str) -> None:
+    name, text = DOCUMENTS[document]
+    path = tmp_path / name
+    path.write_text(text)
+    r = runner.invoke(app, ["lint", str(path)])
+    assert r.exit_code == 1, r.output
+    assert isinstance(r.exception, SystemExit), r.output
+    assert "Traceback" not in r.output
+    assert str(path) in r.stdout
+
+
+def test_the_guard_says_why_and_lets_a_document_at_the_bound_through() -> None:
+    assert yaml.load(deep_flow(MAX_DEPTH), Loader=YamlLoader) is not None
+    assert json_document(deep_flow(MAX_DEPTH)) is not None
+    with pytest.raises(yaml.YAMLError, match=f"more than {MAX_DEPTH} deep"):
+        yaml.load(deep_flow(MAX_DEPTH + 1), Loader=YamlLoader)
+    with pytest.raises(json.JSONDecodeError, match=f"more than {MAX_DEPTH} deep"):
+        json_document('{"a": "[[[", "b": ' + deep_flow(MAX_DEPTH + 1) + "}")
+    with pytest.raises(yaml.YAMLError, match="expand it by more than"):
+        yaml.load(alias_bomb(7), Loader=YamlLoader)
+    anchors = yaml.load(alias_bomb(5), Loader=YamlLoader)  # (9^5 nodes: allowed)
+    assert len(anchors["a5"]) == 9
