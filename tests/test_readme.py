@@ -293,3 +293,14 @@ def test_the_check_of_written_paths_finds_them() -> None:
         "```\n"
     )
     assert sorted(_written(text)) == ["docs/img/idle-slot.png", "my.onnx"]
+
+
+def test_the_command_line_section_names_the_extra_training_needs() -> None:
+    """`make demo`'s environment has no torch (issue 93, item 15): the section that runs
+    train and export-onnx says which extra to install first."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    head = section.split("```", 1)[0]
+    assert ".[train]" in head and "export-onnx" in head and "no torch" in head
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "$(PIP) -e '.[plots]'" in makefile  # (what demo installs: no train extra)
