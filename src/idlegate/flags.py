@@ -39,6 +39,7 @@ from pydantic.fields import FieldInfo
 
 from idlegate.config import Flag, describe, flag_names, flag_text
 from idlegate.errors import IdlegateError
+from idlegate.textfiles import discard_empty_dirs
 
 Given = dict[str, Any]
 """What a command receives for a config: the values given on the command line, by field."""
@@ -49,16 +50,19 @@ _SCALARS = (bool, int, float, str, Path)
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn an IdlegateError, or a missing optional dependency (`missing_extra`), into one
-    line on stderr and exit code 1."""
+    line on stderr and exit code 1, removing the empty ``--out`` folders the command made
+    (`textfiles.discard_empty_dirs`)."""
     try:
         yield
     except IdlegateError as e:
+        discard_empty_dirs()
         typer.echo(f"Error: {one_line(e)}", err=True)
         raise typer.Exit(1) from None
     except ModuleNotFoundError as e:
         error = missing_extra(e)
         if error is None:
             raise
+        discard_empty_dirs()
         typer.echo(f"Error: {one_line(error)}", err=True)
         raise typer.Exit(1) from None
 

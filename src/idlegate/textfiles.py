@@ -6,12 +6,21 @@ check of a directory a command writes into (``--out``), made before its work sta
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TextIO
 
 from idlegate.errors import IdlegateError
 
-__all__ = ["check_out_dir", "check_writable_dir", "not_utf8", "read_stdin", "read_text"]
+__all__ = [
+    "check_out_dir",
+    "check_writable_dir",
+    "discard_empty_dirs",
+    "make_dirs",
+    "not_utf8",
+    "read_stdin",
+    "read_text",
+]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -79,7 +88,29 @@ def check_out_dir(out_dir: str | Path, what: str = "reports") -> Path:
     a read-only or missing mount, fails the command before its runs, not after)."""
     out = check_writable_dir(out_dir, what)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dirs(out)
     except OSError as e:
         raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
     return out
+
+
+_MADE: list[Path] = []
+"""The folders `make_dirs` made in this process, each after those above it."""
+
+
+def make_dirs(path: Path) -> None:
+    """Make folder `path` and those above it that are missing, and remember them: a
+    command that fails after making its ``--out`` leaves no empty folder behind
+    (`discard_empty_dirs`, called where its error is said: `flags.user_errors`)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    _MADE.extend(reversed(missing))
+
+
+def discard_empty_dirs() -> None:
+    """Remove the folders `make_dirs` made that are still empty, the deepest first (one a
+    command wrote into stays, as do those above it)."""
+    for p in reversed(_MADE):
+        with contextlib.suppress(OSError):  # (not empty, or gone)
+            p.rmdir()
+    _MADE.clear()

@@ -33,6 +33,7 @@ from idlegate.sim.history.records import (
 )
 from idlegate.sim.history.sources import airflow_workflows, argo_workflow
 from idlegate.sim.spec import parse_workflow, read_workflow_items
+from idlegate.textfiles import make_dirs
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ def check_history_out(path: str | Path) -> Path:
             f"{p / 'history.yaml'}"
         )
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(p.parent)  # (removed again if the command fails: `discard_empty_dirs`)
     except OSError as exc:
         raise SpecError(f"cannot write the history file {p} ({exc.strerror}); {_OUT}") from None
     return p

@@ -1,7 +1,10 @@
-"""Documents no reader should walk (issue 93, items 8 and 9): nested thousands deep, or an
-alias bomb. Every command that reads a user's YAML or JSON refuses them as one line
-``Error: ...`` (lint: one problem), exit 1, no traceback, through one guard
-(`idlegate.documents`)."""
+"""Bad input a new user gave (issue 93, items 8-12), each refused as one line ``Error: ...``
+(lint: one problem), exit 1, no traceback, and no empty ``--out`` folder left behind.
+
+Items 8 and 9: documents no reader should walk, nested thousands deep or an alias bomb,
+refused by every command that reads a user's YAML or JSON through one guard
+(`idlegate.documents`). Item 10: a command that fails after making its ``--out`` removes
+the folders it made (`textfiles.discard_empty_dirs`)."""
 
 from __future__ import annotations
 
@@ -106,3 +109,54 @@ def test_the_guard_says_why_and_lets_a_document_at_the_bound_through() -> None:
         yaml.load(alias_bomb(7), Loader=YamlLoader)
     anchors = yaml.load(alias_bomb(5), Loader=YamlLoader)  # (9^5 nodes: allowed)
     assert len(anchors["a5"]) == 9
+
+
+# -- 10: no empty --out folder left behind ----------------------------------------------
+
+CYCLE = (
+    "name: c\nstages:\n- {name: a, tasks: 1, taskDurationSeconds: 1, dependsOn: [b]}\n"
+    "- {name: b, tasks: 1, taskDurationSeconds: 1, dependsOn: [a]}\n"
+)
+WORKFLOW = "name: w\nstages:\n- {name: a, tasks: 2, taskDurationSeconds: 3}\n"
+FAILING_AFTER_OUT = {
+    "compare, a cycle": "compare -w file --file cycle.yaml --seeds 1 --schedulers fifo --out D",
+    "compare, bad queues": "compare -w file --file wf.yaml --queues badq.yaml --seeds 1 "
+    "--schedulers fifo --out D",
+    "compare, not ONNX": "compare -w file --file wf.yaml --seeds 1 "
+    "--schedulers fifo,learned:fake.onnx --out D",
+    "forecast evaluate": "forecast evaluate -w file --file cycle.yaml --out D",
+    "advise": "advise cycle.yaml --out D",
+    "history simulate": "history simulate -w file --file cycle.yaml --out D/sub/h.yaml",
+    "evaluate, no such workload": "evaluate --suite quick --workloads bogus-0.8 "
+    "--schedulers l=learned:default --out D",
+    "evaluate, no such ONNX": "evaluate --suite quick --workloads synthetic-0.8 "
+    "--schedulers l=learned:missing.onnx --out D",
+}
+
+
+@pytest.mark.parametrize("case", FAILING_AFTER_OUT)
+def test_a_failing_command_leaves_no_empty_out_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cycle.yaml").write_text(CYCLE)
+    (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    (tmp_path / "badq.yaml").write_text("- {name: a, nominal: {pods: -3}}\n")
+    (tmp_path / "fake.onnx").write_text("not onnx")
+    r = runner.invoke(app, FAILING_AFTER_OUT[case].split())
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "D").exists()
+
+
+def test_a_folder_that_was_there_or_was_written_into_stays(tmp_path: Path) -> None:
+    from idlegate.textfiles import check_out_dir, discard_empty_dirs
+
+    (tmp_path / "had").mkdir()
+    check_out_dir(tmp_path / "had")
+    check_out_dir(tmp_path / "new" / "written")
+    (tmp_path / "new" / "written" / "report.md").write_text("x")
+    check_out_dir(tmp_path / "empty" / "deep")
+    discard_empty_dirs()
+    assert (tmp_path / "had").is_dir() and (tmp_path / "new" / "written").is_dir()
+    assert not (tmp_path / "empty").exists()
