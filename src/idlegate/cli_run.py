@@ -233,7 +233,7 @@ def advise(
         check_out_dir(out)  # fail before the runs, not after
     # (the progress says what it replays once the history loaded: else one line of error)
     what = f"replaying {history.name} ({settings.seeds} seeds per candidate)"
-    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress(what) as bar:
+    with open_runs_pool(settings.jobs, ray) as pool, stderr_progress(what, warmup=True) as bar:
         advice = run_advise(
             history,
             settings,
