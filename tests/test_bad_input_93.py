@@ -160,3 +160,25 @@ def test_a_folder_that_was_there_or_was_written_into_stays(tmp_path: Path) -> No
     discard_empty_dirs()
     assert (tmp_path / "had").is_dir() and (tmp_path / "new" / "written").is_dir()
     assert not (tmp_path / "empty").exists()
+
+
+# -- 13: a script's or a command's output that cannot be what it writes -------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("policy.txt", "it is written as .onnx, so give a name ending so, e.g."),
+        ("README", "it is written as .onnx"),
+        (".", "it is a directory"),
+    ],
+)
+def test_export_onnx_writes_only_an_onnx_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    kept = tmp_path / "policy.txt"
+    kept.write_text("a user's notes")
+    r = runner.invoke(app, ["export-onnx", "best.pt", name])
+    assert r.exit_code == 1 and r.stderr.startswith("Error: ") and said in r.stderr, r.output
+    assert kept.read_text() == "a user's notes"

@@ -132,6 +132,9 @@ def export_onnx_command(
 ) -> None:
     """Export a trained checkpoint as an ONNX policy (for the operator and `OnnxPolicy`)."""
     with user_errors():
+        from idlegate.textfiles import check_out_file
+
+        check_out_file(output, "the ONNX policy", (".onnx",))  # (not any file it is given)
         from idlegate.policy.onnx_export import export_onnx
 
         meta = export_onnx(checkpoint, output)

@@ -26,6 +26,7 @@ import argparse
 import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -67,6 +68,21 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+@contextmanager
+def script_extras(name: str) -> Iterator[None]:
+    """Around a script's imports that need an extra (the benchmarks'; `name` its
+    ``__name__``): run as a script, a missing one is one line ``Error: ...`` naming the
+    extra to install (`missing_extra`), even for ``--help``, not a traceback; imported, the
+    error is left to its importer."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        error = missing_extra(exc)
+        if name != "__main__" or error is None:
+            raise
+        sys.exit(f"Error: {one_line(error)}")
+
+
 EXTRAS = {
     "kopf": "operator",
     "kubernetes": "operator",
@@ -78,6 +94,7 @@ EXTRAS = {
     "ray": "ray",
     "ortools": "dev",
     "kmock": "dev",
+    "playwright": "dev",  # (the dashboard's browser tests and screenshots)
     "aiohttp": "operator",  # (kopf's, which `idlegate dashboard` serves with)
 }
 """Optional dependencies, by top-level module, and the extra of pyproject.toml that installs
@@ -153,8 +170,15 @@ def add_seeds(
 
 
 def seed_range(args: argparse.Namespace) -> range:
-    """The seeds `add_seeds`'s options ask for: ``--seeds`` of them from ``--first-seed``."""
-    return range(args.first_seed, args.first_seed + args.seeds)
+    """The seeds `add_seeds`'s options ask for: ``--seeds`` of them from ``--first-seed``;
+    IdlegateError for no seed or a negative one (a script printed its header, then an
+    IndexError)."""
+    if args.seeds is None or args.seeds < 1:
+        raise IdlegateError(f"--seeds must be at least 1, got {args.seeds}")
+    first = getattr(args, "first_seed", 0)
+    if first < 0:
+        raise IdlegateError(f"--first-seed must be 0 or more, got {first}")
+    return range(first, first + args.seeds)
 
 
 def flags(

@@ -14,6 +14,7 @@ from idlegate.errors import IdlegateError
 
 __all__ = [
     "check_out_dir",
+    "check_out_file",
     "check_writable_dir",
     "discard_empty_dirs",
     "make_dirs",
@@ -91,6 +92,27 @@ def check_out_dir(out_dir: str | Path, what: str = "reports") -> Path:
         make_dirs(out)
     except OSError as e:
         raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
+    return out
+
+
+def check_out_file(path: str | Path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """`path`, unless it cannot be the file a command writes `what` into: IdlegateError
+    (one sentence) for a directory, a folder above it that is a file, or a name whose
+    suffix is none of `suffixes` (when given: what the writer makes of it, e.g. ``.png``;
+    an ``--out x.txt`` was matplotlib's ValueError, an existing file of any name was
+    overwritten). Creates nothing; called before the command's work."""
+    out = Path(path)
+    if out.is_dir():
+        raise IdlegateError(
+            f"cannot write {what} to {out}: it is a directory; give a file name, e.g. "
+            f"{out / ('out' + (suffixes[0] if suffixes else ''))}"
+        )
+    check_writable_dir(out.parent, what)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise IdlegateError(
+            f"cannot write {what} to {out}: it is written as {' or '.join(suffixes)}, so give "
+            f"a name ending so, e.g. {out.with_suffix(suffixes[0])}"
+        )
     return out
 
 
