@@ -182,3 +182,63 @@ def test_export_onnx_writes_only_an_onnx_file(
     r = runner.invoke(app, ["export-onnx", "best.pt", name])
     assert r.exit_code == 1 and r.stderr.startswith("Error: ") and said in r.stderr, r.output
     assert kept.read_text() == "a user's notes"
+
+
+# -- 12: messages that said the wrong thing ---------------------------------------------
+
+DAG_WORKFLOW = "kind: DagWorkflow\nspec: {stages: [{name: a, tasks: 1, taskDurationSeconds: 1}]}\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "stdin", "said"),
+    [
+        (  # (YAML with two documents was "not YAML or JSON")
+            {"two.yaml": DAG_WORKFLOW + "---\n" + DAG_WORKFLOW},
+            ["forecast", "two.yaml"],
+            None,
+            "two.yaml: it holds 2 documents; a what-if asks about one DagWorkflow",
+        ),
+        (  # (`-` was a file that does not exist; lint reads standard input)
+            {},
+            ["forecast", "-"],
+            "x: [\n",
+            "Error: standard input: it is not YAML or JSON",
+        ),
+        (  # (a sign was "must be a whole number")
+            {},
+            ["simulate", "-w", "synthetic", "-o", "num_jobs=-5"],
+            None,
+            "num_jobs (-5) must be at least 1",
+        ),
+        (  # (the last of the two was taken silently)
+            {"c.yaml": "preset: quick\npreset: full\n"},
+            ["train", "--config", "c.yaml"],
+            None,
+            "c.yaml' line 2, column 1: the key 'preset' is given twice in one mapping",
+        ),
+    ],
+)
+def test_a_message_says_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files, args, stdin, said
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    r = runner.invoke(app, args, input=stdin)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+    assert said in r.stderr, r.stderr
+
+
+def test_an_exponent_without_a_dot_is_a_number_as_kubernetes_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "e3.yaml"
+    path.write_text("name: w\nstages:\n- {name: a, tasks: 2, taskDurationSeconds: 1e3}\n")
+    assert runner.invoke(app, ["simulate", "-w", "file", "--file", str(path)]).exit_code == 0
+    assert runner.invoke(app, ["lint", str(path)]).exit_code == 0
+    assert yaml.load("[1e3, -2E-1, 1_0e1, '1e3', 1e3x]", Loader=YamlLoader) == [
+        1000.0,
+        -0.2,
+        100.0,
+        "1e3",
+        "1e3x",
+    ]

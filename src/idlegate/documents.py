@@ -12,6 +12,7 @@ nests a hundred deep)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -157,6 +158,18 @@ class Guarded:
 class YamlLoader(Guarded, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """libyaml's safe loader where PyYAML was built with it (the same documents, parsed
     several times faster: large history files are YAML too), guarded (`Guarded`)."""
+
+
+class PyYamlLoader(Guarded, yaml.SafeLoader):
+    """PyYAML's own safe loader, guarded: its messages are the ones lint quotes."""
+
+
+EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+"""A number with an exponent and no dot (``1e3``): a float to Kubernetes (YAML 1.2 and
+JSON), a string to PyYAML's YAML 1.1, which then said ``taskDurationSeconds: 1e3`` "must
+be a number of seconds"."""
+for _loader in (YamlLoader, PyYamlLoader):
+    _loader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT, list("-+0123456789"))
 
 
 def _depth_exceeded_at(text: str) -> int:

@@ -28,12 +28,18 @@ def read_what_if(text: str) -> dict[str, Any]:
     from idlegate.documents import YamlLoader, YamlRefusal
     from idlegate.sim.spec import parse_workflow
 
-    try:
-        body = yaml.load(text, Loader=YamlLoader)  # (a key given twice refused, as by lint)
+    try:  # (a key given twice refused, as by lint)
+        docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
     except YamlRefusal:
         raise  # (a SpecError: its place and sentence; `YamlRefusal.at` names a file)
     except yaml.YAMLError as exc:
         raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
+    if len(docs) > 1:  # (YAML with ---: not "not YAML", as it was said)
+        raise SpecError(
+            f"it holds {len(docs)} documents; a what-if asks about one DagWorkflow: give a "
+            "file of one"
+        )
+    body = docs[0] if docs else None
     if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
         kind = body.get("kind") if isinstance(body, dict) else None
         an = "an" if isinstance(kind, str) and kind[:1].lower() in "aeiou" else "a"

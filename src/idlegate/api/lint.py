@@ -93,7 +93,7 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
 from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED, check_object_size
 from idlegate.api.template import check_templates
-from idlegate.documents import Guarded, YamlRefusal, json_document
+from idlegate.documents import PyYamlLoader, YamlRefusal, json_document
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
@@ -235,11 +235,6 @@ def _text(value: Any) -> bool:
 # -- reading manifests ---------------------------------------------------------------------------
 
 
-class _StrictLoader(Guarded, yaml.SafeLoader):
-    """PyYAML's safe loader (its messages, which lint quotes), guarded as every reader of a
-    file is (`idlegate.documents`: a key given twice, too deep, an alias bomb)."""
-
-
 @dataclass(frozen=True)
 class _Source:
     name: str
@@ -330,7 +325,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         return
     count = 0  # documents parsed so far: the index of the one a syntax error is in
     try:
-        for doc in yaml.load_all(text, Loader=_StrictLoader):
+        for doc in yaml.load_all(text, Loader=PyYamlLoader):
             yield count, doc
             count += 1
     except YamlRefusal as exc:  # (a key given twice, too deep, aliases: its own sentence)
