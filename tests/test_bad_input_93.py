@@ -242,3 +242,60 @@ def test_an_exponent_without_a_dot_is_a_number_as_kubernetes_reads_it(tmp_path: 
         "1e3",
         "1e3x",
     ]
+
+
+# -- 11: what lint refuses, forecast refuses; one name rule, one integer bound ------------
+
+
+def _object(kind: str, name: str, spec: dict) -> str:
+    meta = {"apiVersion": "idlegate.io/v1alpha1", "kind": kind, "metadata": {"name": name}}
+    return yaml.safe_dump({**meta, "spec": spec}, allow_unicode=True)
+
+
+ONE_STAGE = {"stages": [{"name": "a", "tasks": 1, "taskDurationSeconds": 1}]}
+MANY_STAGES = {
+    "stages": [{"name": f"s{i}", "tasks": 1, "taskDurationSeconds": 1} for i in range(10_000)]
+}
+WORKFLOWS = {
+    "a 300-character name": (_object("DagWorkflow", "a" * 300, ONE_STAGE), "longer than 63"),
+    "café-ünï": (_object("DagWorkflow", "café-ünï", ONE_STAGE), "not a valid Kubernetes object"),
+    "10,000 stages": (_object("DagWorkflow", "big", MANY_STAGES), "Kubernetes stores per object"),
+}
+
+
+@pytest.mark.parametrize("case", WORKFLOWS)
+def test_forecast_refuses_what_lint_refuses(tmp_path: Path, case: str) -> None:
+    text, said = WORKFLOWS[case]
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    linted = runner.invoke(app, ["lint", str(path)])
+    assert linted.exit_code == 1 and said in linted.stdout, linted.output
+    asked = runner.invoke(app, ["forecast", str(path), "--url", "http://127.0.0.1:9"])
+    assert asked.exit_code == 1 and said in asked.stderr, asked.output  # (before it asks)
+    assert "cannot reach the operator" not in asked.stderr
+
+
+POOLS = {
+    "a 300-character name": ("p" * 300, {}, "metadata.name: the name 'ppp"),
+    "pööl": ("pööl", {}, "metadata.name: the name 'pööl' is not a valid Kubernetes object"),
+    "a priority past int64": (
+        "p",
+        {"priority": 99999999999999999999},
+        "priority: 99999999999999999999 is beyond the CRD's 64-bit integers",
+    ),
+    "a borrowBelow past int64": (
+        "p",
+        {"preemption": {"borrowBelow": 99999999999999999999999}},
+        "99999999999999999999999 is beyond the CRD's 64-bit integers",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", POOLS)
+def test_lint_refuses_a_pool_the_api_server_or_the_operator_would(tmp_path: Path, case: str):
+    name, queue, said = POOLS[case]
+    spec = {"size": 4, "queues": [{"name": "a", "nominal": {"pods": 2}, **queue}]}
+    path = tmp_path / "pool.yaml"
+    path.write_text(_object("ExecutorPool", name, spec))
+    linted = runner.invoke(app, ["lint", str(path)])
+    assert linted.exit_code == 1 and said in linted.stdout, linted.output

@@ -24,6 +24,8 @@ def read_what_if(text: str) -> dict[str, Any]:
     import yaml
 
     from idlegate.api.kinds import KIND
+    from idlegate.api.names import check_workflow_name
+    from idlegate.api.status import check_object_size
     from idlegate.api.template import check_templates
     from idlegate.documents import YamlLoader, YamlRefusal
     from idlegate.sim.spec import parse_workflow
@@ -45,7 +47,13 @@ def read_what_if(text: str) -> dict[str, Any]:
         an = "an" if isinstance(kind, str) and kind[:1].lower() in "aeiou" else "a"
         was = f"it is {an} {kind}, not" if isinstance(kind, str) else "it is not"
         raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
-    check_templates(parse_workflow(body.get("spec"), "spec"), "spec")  # (as admission would)
+    meta = body.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if isinstance(name, str):  # (the rule lint and admission hold it to)
+        check_workflow_name(name)
+    spec = parse_workflow(body.get("spec"), "spec")
+    check_object_size(body, spec)  # (a workflow too big to store: 10,000 stages)
+    check_templates(spec, "spec")  # (as admission would)
     return body
 
 
