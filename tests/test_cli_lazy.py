@@ -50,6 +50,8 @@ def imported_by(*args: str) -> set[str]:
         ("visibility", "--help"),
         ("visibility", "--url", "http://127.0.0.1:9"),  # (refused: nothing listens there)
         ("dashboard", "--help"),
+        ("lint", str(ROOT / "deploy" / "samples" / "diamond.yaml")),
+        ("lint", str(ROOT / "deploy" / "samples" / "tpch-q3.yaml")),
     ],
 )
 def test_light_commands_import_no_heavy_module(args: tuple[str, ...]) -> None:
@@ -77,3 +79,28 @@ def test_help_is_the_same_before_and_after_the_commands_load() -> None:
     cli.commands()  # (loads every lazy command into the group)
     assert runner.invoke(cli.app, ["--help"], env={"COLUMNS": "100"}).output == before
     assert "forecast" in before and "simulate" in before
+
+
+def test_the_cycle_found_without_networkx_is_the_one_networkx_finds() -> None:
+    # (a workflow's cycle is said from `graphs.find_cycle`, so lint starts without networkx)
+    import random
+
+    import networkx as nx
+
+    from idlegate.sim.graphs import cycle_path
+
+    rng = random.Random(0)
+    cyclic = 0
+    for _ in range(3000):
+        names = [f"s{i}" for i in rng.sample(range(20), rng.randint(1, 7))]
+        graph = nx.DiGraph()
+        graph.add_nodes_from(names)
+        graph.add_edges_from((u, v) for u in names for v in names if u != v and rng.random() < 0.3)
+        try:
+            edges = nx.find_cycle(graph)
+        except nx.NetworkXNoCycle:
+            assert cycle_path(graph) is None
+            continue
+        cyclic += 1
+        assert cycle_path(graph) == " -> ".join([e[0] for e in edges] + [edges[0][0]])
+    assert cyclic > 1000

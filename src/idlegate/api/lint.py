@@ -70,16 +70,13 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import yaml
 
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.cron_runs import sized_run
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.kinds import API_VERSION, CRON_KIND, GROUP, KIND, LIST_KIND, POOL_KIND
-from idlegate.api.lint_airflow import lint_airflow
-from idlegate.api.lint_argo import ArgoDocument, lint_argo
 from idlegate.api.lint_fields import queue_place, split_message
 from idlegate.api.lint_pools import (
     InPools,
@@ -98,10 +95,11 @@ from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
 from idlegate.sim.arrival_kinds import ARRIVALS, Arrivals
-from idlegate.sim.dag import Dag
-from idlegate.sim.history import parse_record
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import describe, parse_workflow
+
+if TYPE_CHECKING:  # (each kind's mapping is imported when a document of it is linted)
+    from idlegate.api.lint_argo import ArgoDocument
 from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
@@ -155,6 +153,8 @@ def admission_errors(
         check_templates(spec, "spec", policy)
         if (pool_size is not None or resources is not None) and spec.pool in (None, DEFAULT_POOL):
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
+            from idlegate.sim.dag import Dag  # (the pool's simulator: only with a pool)
+
             pool = linted_pool(pool_size, resources)
             pool.add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
     except IdlegateError as exc:
@@ -190,6 +190,8 @@ def cron_problems(
     out.extend((f"spec.{p}" if p else "spec", text) for p, text in cron_spec_problems(spec))
     if "workflowSpec" not in spec:
         return out
+    from idlegate.api.cron_runs import sized_run  # (the simulator's runs: cron only)
+
     for message in admission_errors(sized_run(obj), pool_size, policy, resources, samples):
         for path, text in split_message(message, spec["workflowSpec"]):
             if path is not None and path.startswith("spec") and not path.startswith("metadata"):
@@ -411,6 +413,8 @@ class _Linter:
     def airflow(self, source: str, index: int, item: int | None, obj: Mapping[str, Any]) -> None:
         """An Airflow DAG export: its job, or a note or problem with the reason."""
         self.report.airflow_dags += 1
+        from idlegate.api.lint_airflow import lint_airflow
+
         found = lint_airflow(source, index, item, obj, self.pool())
         if found.job is not None:
             self.report.airflow_jobs.append(found.job)
@@ -430,6 +434,8 @@ class _Linter:
         self.report.bare_workflows += 1
         try:
             if isinstance(obj, dict):
+                from idlegate.sim.history import parse_record  # (bare workflows only)
+
                 record = parse_record(obj, obj, None, "workflow")
                 spec, name = record.spec, record.name
             else:
@@ -437,6 +443,8 @@ class _Linter:
             self.in_pools.requests(spec)
             self.queues.join((source, index, item), name, obj)
             if self.pool_size is not None or self.resources is not None:  # as a DagWorkflow's
+                from idlegate.sim.dag import Dag
+
                 pool = linted_pool(self.pool_size, self.resources)
                 pool.add_job(Dag.from_spec(spec), 0.0, f"workflow {name or '#' + str(index)}")
         except IdlegateError as exc:
@@ -460,6 +468,8 @@ class _Linter:
             return
         kind, api = obj.get("kind"), obj.get("apiVersion")
         if is_argo(obj):
+            from idlegate.api.lint_argo import ArgoDocument
+
             self.argo.append(ArgoDocument(source, index, item, obj))
             return
         if is_airflow(obj):
@@ -627,6 +637,8 @@ def lint_paths(
 
 def _add_argo(report: LintReport, documents: list[ArgoDocument], pool: PoolFactory | None) -> None:
     """The Argo documents' jobs, notes and problems, into the report."""
+    from idlegate.api.lint_argo import lint_argo
+
     found = lint_argo(documents, pool)
     report.argo_jobs.extend(found.jobs)
     report.argo_workflows += found.workflows

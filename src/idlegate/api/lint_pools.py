@@ -30,7 +30,6 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.lint_render import linted_pool
 from idlegate.api.nodes import Node, counted, read_node
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -43,8 +42,7 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.queueing import QUEUE_NOT_FOUND, quotas_on_nodes
 from idlegate.errors import IdlegateError
-from idlegate.sim.dag import Dag
-from idlegate.sim.forecast_arrivals import Arrivals
+from idlegate.sim.arrival_kinds import Arrivals
 from idlegate.sim.queue_files import queue_problem
 from idlegate.sim.queues import QueueSpec, queue_problems, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
@@ -195,6 +193,9 @@ class InPools:
             except IdlegateError:
                 continue  # (said as the workflow's problem)
             try:
+                from idlegate.api.lint_render import linted_pool  # (the simulator: only here)
+                from idlegate.sim.dag import Dag
+
                 linted_pool(pool.size, pool.capacity).add_job(Dag.from_spec(spec), 0.0, name)
             except IdlegateError as exc:
                 yield (

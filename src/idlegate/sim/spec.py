@@ -17,7 +17,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import networkx as nx
 import yaml
 from pydantic import (
     BaseModel,
@@ -33,6 +32,7 @@ from idlegate.documents import DuplicateKey as DuplicateKey  # (re-exported)
 from idlegate.documents import YamlLoader as YamlLoader
 from idlegate.documents import YamlRefusal, json_document
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.graphs import find_cycle
 from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
 from idlegate.textfiles import read_text
 
@@ -312,10 +312,13 @@ def check_dag(stages: tuple[StageSpec, ...]) -> None:
             problems.append(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
     if problems:
         raise SpecError("; ".join(problems))
-    graph = nx.DiGraph((dep, s.name) for s in stages for dep in s.depends_on)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
+    dependents: dict[str, list[str]] = {}  # (edges dependency -> dependent, as drawn)
+    for stage in stages:
+        for dep in stage.depends_on:
+            dependents.setdefault(dep, []).append(stage.name)
+            dependents.setdefault(stage.name, [])
+    cycle = find_cycle(dependents)
+    if cycle is None:
         return
     # edges run dependency -> dependent; show them as "x depends on y", from the smallest name
     names = [edge[1] for edge in reversed(cycle)]
