@@ -210,6 +210,28 @@ DAG_WORKFLOW = "kind: DagWorkflow\nspec: {stages: [{name: a, tasks: 1, taskDurat
             None,
             "num_jobs (-5) must be at least 1",
         ),
+        (  # (both options were ignored silently: the file's queues replace the teams')
+            {"q.yaml": "".join(f"- {{name: team-{t}, nominal: {{pods: 4}}}}\n" for t in "abc")},
+            [
+                "simulate",
+                "-w",
+                "teams",
+                "-o",
+                "reclaim=Any",
+                "-o",
+                "wait_bound=5",
+                "--queues",
+                "q.yaml",
+            ],
+            None,
+            "-o wait_bound and -o reclaim set the teams workload's own queues, which --queues",
+        ),
+        (  # (was "line 1 column 81" of the line alone, and advice to give YAML)
+            {"h.jsonl": '{"name": "w", "stages": []}\n{"name": "cut, "sta\n'},
+            ["simulate", "-w", "file", "--file", "h.jsonl"],
+            None,
+            "h.jsonl line 2, column 17: Expecting ',' delimiter; each line of a .jsonl file",
+        ),
         (  # (the last of the two was taken silently)
             {"c.yaml": "preset: quick\npreset: full\n"},
             ["train", "--config", "c.yaml"],
@@ -298,4 +320,15 @@ def test_lint_refuses_a_pool_the_api_server_or_the_operator_would(tmp_path: Path
     path = tmp_path / "pool.yaml"
     path.write_text(_object("ExecutorPool", name, spec))
     linted = runner.invoke(app, ["lint", str(path)])
+    assert linted.exit_code == 1 and said in linted.stdout, linted.output
+
+
+def test_lint_reads_a_queues_file_with_a_bad_entry_as_simulate_does(tmp_path: Path) -> None:
+    # (issue 93, item 12: "a list, not a Kubernetes object... nothing to check")
+    path = tmp_path / "q.yaml"
+    path.write_text("- {name: a, nominal: {pods: 4}}\n- 3\n")
+    simulated = runner.invoke(app, ["simulate", "-w", "teams", "--queues", str(path)])
+    linted = runner.invoke(app, ["lint", str(path)])
+    said = "a queue is a mapping with a name and a nominal quota"
+    assert simulated.exit_code == 1 and said in simulated.stderr, simulated.output
     assert linted.exit_code == 1 and said in linted.stdout, linted.output

@@ -220,13 +220,13 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
 def is_queue_file(doc: Any) -> bool:
     """Whether a document is a ``--queues`` file's (the operator's default pool's and
     `simulate`'s), good or bad: a list of mappings each with a ``nominal`` quota and no
-    ``kind``, or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
+    ``kind`` (one such, and the rest entries `simulate --queues` refuses: issue 93 said
+    such a file "a list, not a Kubernetes object"), or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
     queues keyed by their names (the last two `simulate --queues` refuses, so lint does
     too)."""
-    if isinstance(doc, list):
-        return bool(doc) and all(
-            isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc
-        )
+    if isinstance(doc, list):  # (one queue among bad entries: the file's, as simulate reads it)
+        queues = [q for q in doc if isinstance(q, Mapping) and "nominal" in q]
+        return bool(queues) and not any(isinstance(q, Mapping) and "kind" in q for q in doc)
     if not isinstance(doc, Mapping) or "kind" in doc:
         return False
     by_name = bool(doc) and all(isinstance(q, Mapping) and "nominal" in q for q in doc.values())

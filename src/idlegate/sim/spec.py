@@ -479,6 +479,25 @@ class WorkflowItem:
     """A DagWorkflow's `metadata.name`, else None."""
 
 
+def json_lines(text: str, path: Path) -> list[Any]:
+    """The objects of a JSON Lines file's `text`; SpecError naming the line that is not
+    JSON (a sink cut short when its writer stopped: its last line), not "line 1" of the
+    line alone with advice to give YAML."""
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json_document(line))
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                f"{path} line {n}, column {exc.colno}: {exc.msg}; each line of a .jsonl file is "
+                "one JSON object: remove or complete that line (one cut short when its "
+                "writer stopped)"
+            ) from None
+    return out
+
+
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     """The workflow documents of a YAML or JSON file, unvalidated (see `load_workflow_file`)."""
     p = Path(path)
@@ -492,7 +511,7 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
         if p.suffix == ".json":
             docs = [json_document(text)]
         elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
-            docs = [json_document(line) for line in text.splitlines() if line.strip()]
+            docs = json_lines(text, p)
         else:
             docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
     except YamlRefusal as exc:
