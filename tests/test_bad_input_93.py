@@ -332,3 +332,22 @@ def test_lint_reads_a_queues_file_with_a_bad_entry_as_simulate_does(tmp_path: Pa
     said = "a queue is a mapping with a name and a nominal quota"
     assert simulated.exit_code == 1 and said in simulated.stderr, simulated.output
     assert linted.exit_code == 1 and said in linted.stdout, linted.output
+
+
+def test_lint_notes_a_decide_that_has_no_stop_to_judge(tmp_path: Path) -> None:
+    # (issue 93, item 11: `decide: Forecast` on a queue with nothing stoppable passed)
+    queues = [
+        {"name": "a", "nominal": {"pods": 2}, "preemption": {"decide": "Forecast"}},
+        {
+            "name": "b",
+            "nominal": {"pods": 2},
+            "preemption": {"decide": "Forecast", "reclaim": "Any"},
+        },
+    ]
+    path = tmp_path / "pool.yaml"
+    path.write_text(_object("ExecutorPool", "p", {"size": 4, "queues": queues}))
+    r = runner.invoke(app, ["lint", str(path)])
+    assert r.exit_code == 0, r.output
+    notes = [line for line in r.stdout.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "queue 'a' of ExecutorPool 'p' sets decide: Forecast" in notes[0]
+    assert "stops nothing" in notes[0]

@@ -55,7 +55,9 @@ HELD = (WAITS, QUEUE_NOT_FOUND)
 UNCHECKED = "QuotaOnNodes"
 """The reason of the note on a node pool's quota of an extended resource, linted without
 its nodes."""
-OWN = (*HELD, ARRIVALS_FALLBACK, UNCHECKED)
+NOTHING_TO_JUDGE = "DecideWithoutStops"
+"""The reason of the note on a queue whose ``decide: Forecast`` has no stop to judge."""
+OWN = (*HELD, ARRIVALS_FALLBACK, UNCHECKED, NOTHING_TO_JUDGE)
 """The reasons of the notes on idlegate's own objects (none is left to Argo)."""
 
 Where = tuple[str, int, int | None]
@@ -114,9 +116,20 @@ class InPools:
                 yield self.places[name], str(exc)
 
     def notes(self) -> Iterator[tuple[Where, str, str]]:
-        """`waits`, then each node pool's quota of an extended resource (a GPU) that only
-        its nodes, not given, could check."""
+        """`waits`, each queue whose ``decide: Forecast`` judges nothing, then each node
+        pool's quota of an extended resource (a GPU) that only its nodes, not given, could
+        check."""
         yield from self.waits()
+        for name, pool in self.pools.items():
+            for q in pool.queue_specs:
+                if q.preemption.decide == "Forecast" and q.preemption.never:
+                    yield (
+                        self.places[name],
+                        f"queue {q.name!r} of ExecutorPool {name!r} sets decide: Forecast but "
+                        "stops nothing (reclaim and withinQueue Never, no borrowBelow), so "
+                        "no replay ever judges a stop: set what it may stop, or drop decide",
+                        NOTHING_TO_JUDGE,
+                    )
         for name, pool in self.pools.items():
             if pool.node_selector is None or self.nodes:
                 continue
