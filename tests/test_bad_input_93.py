@@ -351,3 +351,12 @@ def test_lint_notes_a_decide_that_has_no_stop_to_judge(tmp_path: Path) -> None:
     notes = [line for line in r.stdout.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "queue 'a' of ExecutorPool 'p' sets decide: Forecast" in notes[0]
     assert "stops nothing" in notes[0]
+
+
+def test_lint_reads_a_queues_file_without_quotas_as_simulate_does(tmp_path: Path) -> None:
+    # (issue 93, item 12: "a list, not a Kubernetes object... nothing to check")
+    path = tmp_path / "q.yaml"
+    path.write_text("- {name: team-a}\n- {name: team-b, weight: 2}\n- {name: team-c}\n")
+    assert runner.invoke(app, ["simulate", "-w", "teams", "--queues", str(path)]).exit_code == 0
+    linted = runner.invoke(app, ["lint", str(path)])
+    assert linted.exit_code == 0 and "1 queues file(s) in 1 file(s): 0 invalid" in linted.stdout

@@ -44,7 +44,7 @@ from idlegate.api.queueing import QUEUE_NOT_FOUND, quotas_on_nodes
 from idlegate.errors import IdlegateError
 from idlegate.sim.arrival_kinds import Arrivals
 from idlegate.sim.queue_files import queue_problem
-from idlegate.sim.queues import QueueSpec, queue_problems, queues_from
+from idlegate.sim.queues import QUEUE_KEYS, QueueSpec, queue_problems, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -230,15 +230,25 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
     check_requested(pool, asked, "the linted workflows", "give them requests")
 
 
+def _a_queue(item: Any) -> bool:
+    """Whether a list's `item` reads as a queue: a mapping with a ``nominal`` quota, or a
+    name and only the keys a queue takes (a queue without a quota: `simulate --queues`
+    reads one)."""
+    if not isinstance(item, Mapping):
+        return False
+    return "nominal" in item or ("name" in item and set(item) <= set(QUEUE_KEYS))
+
+
 def is_queue_file(doc: Any) -> bool:
     """Whether a document is a ``--queues`` file's (the operator's default pool's and
     `simulate`'s), good or bad: a list of mappings each with a ``nominal`` quota and no
     ``kind`` (one such, and the rest entries `simulate --queues` refuses: issue 93 said
     such a file "a list, not a Kubernetes object"), or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
     queues keyed by their names (the last two `simulate --queues` refuses, so lint does
-    too)."""
+    too). A list of queues without a quota is one too (issue 93: lint skipped it as "a list,
+    not a Kubernetes object" while simulate read it)."""
     if isinstance(doc, list):  # (one queue among bad entries: the file's, as simulate reads it)
-        queues = [q for q in doc if isinstance(q, Mapping) and "nominal" in q]
+        queues = [q for q in doc if _a_queue(q)]
         return bool(queues) and not any(isinstance(q, Mapping) and "kind" in q for q in doc)
     if not isinstance(doc, Mapping) or "kind" in doc:
         return False
