@@ -188,6 +188,13 @@ DEMO_SEED = [*(f"rule {i}" for i in range(7)), "learned", "default"]
 """A demo seed's nine runs, in the order it hands them out: the rules, then the dear two."""
 
 
+def demo_steps() -> list[tuple[str, float]]:
+    """The demo's 45 runs (five seeds of `DEMO_SEED`), each with its cost: 1 for a rule,
+    20 learned, 60 default."""
+    cost = {"learned": 20.0, "default": 60.0}
+    return [(f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED]
+
+
 def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
     monkeypatch: pytest.MonkeyPatch,
 ):
@@ -195,10 +202,7 @@ def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
     # nine runs, each taking its cost in seconds: 7 rules of 1, learned 20, default 60
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
-    cost = {"learned": 20.0, "default": 60.0}
-    steps = [
-        (f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED
-    ]
+    steps = demo_steps()
     lines = {}
     for weighed in (False, True):
         clock, err = _Clock(), _Stream(terminal=False)
@@ -229,10 +233,7 @@ def test_the_start_before_the_first_step_is_not_read_as_its_pace(
     # 1/8 s a unit of cost: 1 for a rule, 20 learned, 60 default
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
-    cost = {"learned": 20.0, "default": 60.0}
-    steps = [
-        (f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED
-    ]
+    steps = demo_steps()
     clock, err = _Clock(), _Stream(terminal=False)
     with stderr_progress(
         "simulating", 45, stream=err, clock=clock, every=0.0, costs=dict(steps), warmup=True
