@@ -4,7 +4,7 @@ lists and mappings (`TooDeep`: a 5,000-deep list was a RecursionError's tracebac
 aliases that expand to more than `MAX_ALIAS_NODES` nodes beyond the document's own
 (`TooManyAliases`: a 9-level "billion laughs" ran ``lint`` to 2.3 GB).
 
-YAML is read with `YamlLoader` (or a loader mixing in `Guarded`), JSON with
+YAML is read with `YamlLoader` (or a loader mixing in `GuardedYaml`), JSON with
 `json_document`: each refusal is one sentence with its place, never a traceback.
 Kubernetes refuses the same shapes (its YAML reader bounds alias expansion; no manifest
 nests a hundred deep)."""
@@ -123,7 +123,7 @@ def check_node(root: yaml.Node) -> None:
         raise TooManyAliases(root.start_mark)
 
 
-class Guarded:
+class GuardedYaml:
     """A YAML loader's mix-in: refuses a key given twice (`DuplicateKey`), a document too
     deep (`TooDeep`, before PyYAML's own composer recurses out of the stack) and an alias
     bomb (`TooManyAliases`, before anything walks its expansion)."""
@@ -155,12 +155,12 @@ class Guarded:
         return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
 
-class YamlLoader(Guarded, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class YamlLoader(GuardedYaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """libyaml's safe loader where PyYAML was built with it (the same documents, parsed
-    several times faster: large history files are YAML too), guarded (`Guarded`)."""
+    several times faster: large history files are YAML too), guarded (`GuardedYaml`)."""
 
 
-class PyYamlLoader(Guarded, yaml.SafeLoader):
+class PyYamlLoader(GuardedYaml, yaml.SafeLoader):
     """PyYAML's own safe loader, guarded: its messages are the ones lint quotes."""
 
 
