@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.cli import DEMO_SEEDS
+from idlegate.cli_run import DEMO_SEEDS
 from idlegate.errors import IdlegateError
 from idlegate.flags import add_seeds, description, run_script
 from idlegate.policy import make_scheduler

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from idlegate.cli import DEMO_SCHEDULERS, DEMO_SEEDS
+from idlegate.cli_run import DEMO_SCHEDULERS, DEMO_SEEDS
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.suites import (

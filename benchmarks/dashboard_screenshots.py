@@ -22,18 +22,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from playwright.sync_api import expect, sync_playwright
-
 from idlegate.api.forecast_status import Forecast, dump_forecast
-from idlegate.flags import description
-from tests.dashboard_helpers import (
-    CHROMIUM_ARGS,
-    DashboardThread,
-    chromium,
-    demo_cluster,
-)
-from tests.e2e import DWF, stage, workflow
-from tests.k8s.harness import serving_crd
+from idlegate.flags import description, script_extras
+
+with script_extras(__name__):  # (a browser, and the test harness: the dev extra)
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.dashboard_helpers import (
+        CHROMIUM_ARGS,
+        DashboardThread,
+        chromium,
+        demo_cluster,
+    )
+    from tests.e2e import DWF, stage, workflow
+    from tests.k8s.harness import serving_crd
 
 OUT = Path("out")
 """Where the PNGs go by default (untracked)."""

@@ -20,12 +20,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idlegate.errors import IdlegateError
 from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, SimResult, Workload, simulate
 from idlegate.sim.protocol import Action, ClusterView, Decision, Scheduler
 from idlegate.sim.spec import parse_workflow
+from idlegate.textfiles import check_out_file
 
 DEFAULT_OUT = Path("out") / "idle-slot.png"
 """Under the ignored out/ of where it runs: the README's tracked copy changes only on purpose."""
@@ -98,6 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="PNG to write")
     args = parser.parse_args(argv)
+    try:
+        check_out_file(args.out, "the Gantt chart", (".png",))
+    except IdlegateError as exc:
+        parser.exit(1, f"Error: {exc}\n")
     at_once = run(make_scheduler("sjf-cp"))
     idled = run(IdleFirst(make_scheduler("sjf-cp"), "A", 2.0))
     try:  # only drawing needs it: the runs above are what the tests check

@@ -88,23 +88,25 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from benchmarks.live_figures import Figures, Recorder, category, figures, quantile
-from benchmarks.live_operator import (
-    POOLS,
-    ROOT,
-    check_live_options,
-    harness_missing,
-    operator_process,
-    prepare,
-    wait_ended,
-    wait_pool,
-)
-from benchmarks.live_profile import profiling
-from benchmarks.operator_burst import children, fetch
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, run_script
+from idlegate.flags import description, run_script, script_extras
+
+with script_extras(__name__):  # (the live harness: the dev and operator extras)
+    from benchmarks.live_figures import Figures, Recorder, category, figures, quantile
+    from benchmarks.live_operator import (
+        POOLS,
+        ROOT,
+        check_live_options,
+        harness_missing,
+        operator_process,
+        prepare,
+        wait_ended,
+        wait_pool,
+    )
+    from benchmarks.live_profile import profiling
+    from benchmarks.operator_burst import children, fetch
 
 try:  # (the test API server: tests/ and the dev and operator extras)
     from benchmarks.live_harness import DWF, ApiServer, SimKubelet, node, stage, workflow

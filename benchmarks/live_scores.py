@@ -43,14 +43,24 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.live_forecast import BURST, LATER, NAMESPACES, NODE_COUNT, NODE_CPU, SHAPES, WAITED
-from benchmarks.live_harness import SimKubelet
 from idlegate.api.task_pods import pod_name
 from idlegate.errors import IdlegateError
-from idlegate.flags import description, run_script
+from idlegate.flags import description, run_script, script_extras
 from idlegate.sim.forecast import Span
 from idlegate.sim.forecast_calibration import FLOOR, Calibration, band, calibrations
 from idlegate.sim.task_times import EVIDENCE
+
+with script_extras(__name__):  # (the live harness: the dev and operator extras)
+    from benchmarks.live_forecast import (
+        BURST,
+        LATER,
+        NAMESPACES,
+        NODE_COUNT,
+        NODE_CPU,
+        SHAPES,
+        WAITED,
+    )
+    from benchmarks.live_harness import SimKubelet
 
 Outcome = dict[str, Any]
 

@@ -63,6 +63,7 @@ from idlegate.sim.reclaim_forecast import EVENTS, FIRST_PAIRS, SHORTEST, forecas
 from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.reclaim_verdict import RATE
 from idlegate.sim.workloads import build_workload
+from idlegate.textfiles import check_out_file
 
 SCENARIOS = ("flood", "large", "flood100", "steady")
 FLOOD = 100
@@ -262,6 +263,10 @@ def run(args: argparse.Namespace) -> int:
         )
     make_scheduler(args.policy)  # (a bad spec stops here, before any run)
     seeds = seed_range(args)
+    if args.grace is not None and not args.grace >= 0:
+        raise IdlegateError(f"--grace must be 0 or more seconds, got {args.grace:g}")
+    if args.json:
+        check_out_file(args.json, "the figures")
     out: dict[str, Any] = {}
     wanted = args.rows.split(",") if args.rows else [""]
     chosen = {

@@ -474,10 +474,10 @@ def test_a_queues_quota_past_what_kubernetes_holds_is_refused_by_simulate(
     tmp_path: Path, workflow: Path
 ):
     queues = tmp_path / "queues.yaml"
-    queues.write_text("- {name: team-a, nominal: {pods: 1e30}}\n")
+    queues.write_text("- {name: team-a, nominal: {pods: 1e30}}\n")  # (a number, as to kubectl)
     one_error(
         invoke("simulate", "-w", "file", "--file", str(workflow), "--queues", str(queues)),
-        "pods=1e30 is beyond the largest quantity",
+        "pods=1e+30 is beyond the largest quantity",
     )
 
 

@@ -36,6 +36,7 @@ round_cost = load_benchmark("round_cost")
 live_forecast = load_benchmark("live_forecast")
 live_pool = load_benchmark("live_pool")
 live_scores = load_benchmark("live_scores")
+gantt = load_benchmark("gantt")
 live_forecast_paired = load_benchmark("live_forecast_paired")
 
 
@@ -120,6 +121,14 @@ def test_every_option_has_a_help_with_its_default(module: object) -> None:
         (live_pool, ["--burn", "2", "--burn-nice", "3,x"], "'3,x' is not a list of nicenesses"),
         (live_pool, ["--flood", "0"], "--flood 0 is not above 0"),
         (live_pool, ["--visibility", "0"], "--visibility 0.0 is not above 0"),
+        # issue 93, item 13: refused before the header and the runs
+        (queues, ["--seeds", "0"], "--seeds must be at least 1, got 0"),
+        (queues, ["--seeds", "-2"], "--seeds must be at least 1, got -2"),
+        (queues, ["--first-seed", "-1"], "--first-seed must be 0 or more, got -1"),
+        (queues, ["--grace", "-1"], "--grace must be 0 or more seconds, got -1"),
+        (queues, ["--json", "."], "cannot write the figures to .: it is a directory"),
+        (gantt, ["--out", "x.txt"], "it is written as .png, so give a name ending so, e.g. x.png"),
+        (gantt, ["--out", "."], "cannot write the Gantt chart to .: it is a directory"),
     ],
 )
 def test_a_users_mistake_is_one_error_line_and_exit_1(
@@ -137,6 +146,34 @@ def test_a_users_mistake_is_one_error_line_and_exit_1(
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and said in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+BLOCKED = (
+    "import importlib.abc, runpy, sys\n"
+    "class Missing(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path, target=None):\n"
+    "        if name.split('.')[0] in {'kopf', 'kubernetes', 'kmock', 'playwright', 'aiohttp'}:\n"
+    "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+    "sys.meta_path.insert(0, Missing())\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+"""Runs a script as `make demo`'s environment would: without the dev and operator extras."""
+
+
+@pytest.mark.parametrize(
+    ("script", "extra"),
+    [("live_pool", "operator"), ("live_scores", "operator"), ("dashboard_screenshots", "dev")],
+)
+def test_a_script_that_needs_an_extra_names_it_even_for_help(script: str, extra: str) -> None:
+    # (issue 93, item 13: a traceback of ModuleNotFoundError, the extra named nowhere)
+    path = BENCHMARKS / f"{script}.py"
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED, str(path), "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"Error: this needs the '{extra}' extra"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_live_forecast_paired_refuses_a_clock_that_does_not_move(

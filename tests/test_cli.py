@@ -10,10 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
-from idlegate import __version__, cli
+from idlegate import __version__, cli, cli_run
 from idlegate.cli import app
 from tests.airflow_data import examples
 
@@ -108,15 +107,15 @@ def test_compare_results_do_not_depend_on_jobs(tmp_path: Path):
 
 
 def test_demo_runs_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
-    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 8)
-    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
+    monkeypatch.setattr(cli_run, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli_run, "DEMO_STREAMED_JOBS", 8)
+    monkeypatch.setattr(cli_run, "DEMO_EXECUTORS", 10)
     r = invoke("demo", "--out", str(tmp_path), "--jobs", "1")
     assert r.exit_code == 0, r.output
     for name in ("compare.json", "compare.md", "jct_cdf.png"):
         assert (tmp_path / name).is_file()
     data = json.loads((tmp_path / "compare.json").read_text())
-    assert set(data["schedulers"]) == set(cli.DEMO_SCHEDULERS)
+    assert set(data["schedulers"]) == set(cli_run.DEMO_SCHEDULERS)
     assert {"learned:default", "default"} <= set(data["schedulers"])  # ONNX, the portfolio
     assert data["config"]["workload"] == "tpch-like"
 
@@ -319,7 +318,7 @@ def test_demo_names_its_jobs_flag():
 
 def test_demo_writes_under_out_by_default():
     # out/ is ignored by git: the demo's default writes nothing into a checkout
-    params = typer.main.get_command(cli.app).commands["demo"].params  # type: ignore[attr-defined]
+    params = cli.commands()["demo"].params
     assert next(p for p in params if p.name == "out").default == Path("out/demo")
 
 

@@ -188,6 +188,13 @@ DEMO_SEED = [*(f"rule {i}" for i in range(7)), "learned", "default"]
 """A demo seed's nine runs, in the order it hands them out: the rules, then the dear two."""
 
 
+def demo_steps() -> list[tuple[str, float]]:
+    """The demo's 45 runs (five seeds of `DEMO_SEED`), each with its cost: 1 for a rule,
+    20 learned, 60 default."""
+    cost = {"learned": 20.0, "default": 60.0}
+    return [(f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED]
+
+
 def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
     monkeypatch: pytest.MonkeyPatch,
 ):
@@ -195,10 +202,7 @@ def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
     # nine runs, each taking its cost in seconds: 7 rules of 1, learned 20, default 60
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
-    cost = {"learned": 20.0, "default": 60.0}
-    steps = [
-        (f"{name} seed {seed}", cost.get(name, 1.0)) for seed in range(5) for name in DEMO_SEED
-    ]
+    steps = demo_steps()
     lines = {}
     for weighed in (False, True):
         clock, err = _Clock(), _Stream(terminal=False)
@@ -219,6 +223,41 @@ def test_steps_weighed_by_their_cost_say_the_time_left_of_the_demos_shape(
     for done, line in enumerate(lines[True], start=1):
         spent = sum(c for _, c in steps[:done])
         assert line.split("about ")[1].startswith(f"{clock_text(total - spent)} left"), line
+
+
+def test_the_start_before_the_first_step_is_not_read_as_its_pace(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # (issue 93, item 14: the demo said "about 9:40 left" after 1 of 45 runs of a 25-s run)
+    # 20 s of a pool's start (its processes, their imports), then the demo's 45 runs at
+    # 1/8 s a unit of cost: 1 for a rule, 20 learned, 60 default
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    steps = demo_steps()
+    clock, err = _Clock(), _Stream(terminal=False)
+    with stderr_progress(
+        "simulating", 45, stream=err, clock=clock, every=0.0, costs=dict(steps), warmup=True
+    ) as update:
+        clock.now += 20.0
+        for done, (what, units) in enumerate(steps, start=1):
+            clock.now += units / 8
+            update(done, 45, what)
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "simulating: 1/45 (2 %), 0:20 elapsed; rule 0 seed 0"
+    total = sum(c for _, c in steps) / 8
+    for done, line in enumerate(lines[1:], start=2):  # (what is left, to the second)
+        left = total - sum(c for _, c in steps[:done]) / 8
+        assert f"about {clock_text(left)} left" in line, line
+
+
+def test_compare_and_the_replays_measure_their_pace_after_their_pools_start() -> None:
+    import inspect
+
+    from idlegate import cli_run
+    from idlegate.evaluation import console
+
+    for source in (inspect.getsource(console.run_compare), inspect.getsource(cli_run.advise)):
+        assert "warmup=True" in source
 
 
 def test_compare_weighs_each_run_by_its_schedulers_cost(monkeypatch: pytest.MonkeyPatch):
@@ -348,16 +387,16 @@ def _demo_printing_the_readmes_cells(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     full demo's, widest included); and those cells."""
     from rich.console import Console
 
-    from idlegate import cli
+    from idlegate import cli_run
     from idlegate.evaluation import console
 
     lines = README_DEMO.search((ROOT / "README.md").read_text(encoding="utf-8"))[1].splitlines()
     readme = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in lines[2:]]
     monkeypatch.setattr(console, "table_rows", lambda cmp: readme)
-    monkeypatch.setattr(cli, "DEMO_SEEDS", 2)
-    monkeypatch.setattr(cli, "DEMO_STREAMED_JOBS", 4)
-    monkeypatch.setattr(cli, "DEMO_EXECUTORS", 10)
-    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
+    monkeypatch.setattr(cli_run, "DEMO_SEEDS", 2)
+    monkeypatch.setattr(cli_run, "DEMO_STREAMED_JOBS", 4)
+    monkeypatch.setattr(cli_run, "DEMO_EXECUTORS", 10)
+    monkeypatch.setattr(cli_run, "stdout_console", lambda: Console(width=width))
     r = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--jobs", "1"])
     assert r.exit_code == 0, r.output
     return r.stdout.splitlines(), readme

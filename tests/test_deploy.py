@@ -625,13 +625,10 @@ def test_readme_metrics_table_lists_every_series_the_operator_defines():
 def _operator_flags() -> dict[str, Any]:
     """Every name (``--x``, ``--no-x``, ``-n``) of the operator's options, with its option
     (typer's click parameter)."""
-    import typer.main
+    from idlegate.cli import commands
 
-    from idlegate.cli import app
-
-    command: Any = typer.main.get_command(app)
     names = {}
-    for param in command.commands["operator"].params:
+    for param in commands()["operator"].params:
         for name in [*param.opts, *getattr(param, "secondary_opts", [])]:
             names[name] = param
     return names

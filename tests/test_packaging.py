@@ -14,7 +14,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
 from idlegate import cli
@@ -94,7 +93,7 @@ def test_plots_are_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch,
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("command", sorted(typer.main.get_command(cli.app).commands))  # type: ignore[attr-defined]
+@pytest.mark.parametrize("command", sorted(cli.commands()))
 def test_install_hints_in_the_help_name_real_extras(command: str) -> None:
     # the help is plain text (rich would read `[ray]` as markup and drop it)
     result = CliRunner().invoke(cli.app, [command, "--help"], env={"COLUMNS": "400"})

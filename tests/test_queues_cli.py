@@ -157,9 +157,9 @@ def _printed(monkeypatch: pytest.MonkeyPatch, width: int, args: list[str]) -> li
     """What `args` print on a terminal `width` columns wide."""
     from rich.console import Console
 
-    from idlegate import cli
+    from idlegate import cli_run
 
-    monkeypatch.setattr(cli, "_stdout", lambda: Console(width=width))
+    monkeypatch.setattr(cli_run, "stdout_console", lambda: Console(width=width))
     out = runner.invoke(app, args)
     assert out.exit_code == 0, out.output
     return out.stdout.splitlines()

@@ -15,7 +15,7 @@ import typer.core
 import typer.main
 import yaml
 
-from idlegate import cli
+from idlegate import cli, cli_run
 from idlegate.cli_whatif import FileOrCommand
 from tests.helpers import benchmark_help
 
@@ -58,7 +58,7 @@ def test_the_readme_is_short_with_one_table_the_demos() -> None:
     tables = re.findall(r"<!-- BEGIN make demo table -->\n(.*?)<!-- END", text, re.DOTALL)
     assert len(tables) == 1 and len(re.findall(r"^\|:?-", text, re.MULTILINE)) == 1
     rows = [line.split("|")[1].strip().strip("*") for line in tables[0].splitlines()[2:]]
-    assert rows == list(cli.DEMO_SCHEDULERS), "paste the table make demo prints now"
+    assert rows == list(cli_run.DEMO_SCHEDULERS), "paste the table make demo prints now"
 
 
 FORECAST_PAGE_LINES = 300
@@ -81,7 +81,7 @@ def test_the_forecast_page_is_a_users_page_and_its_record_is_apart() -> None:
 
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_every_idlegate_command_and_flag_written_exists(name: str) -> None:
-    commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+    commands = cli.commands()
     wrong = []
     for command, word, flags in _invocations((ROOT / name).read_text()):
         if command not in commands:
@@ -130,7 +130,7 @@ def test_every_file_a_command_reads_is_there_or_made_by_a_command_before_it(name
 def _takes_first_seed(command: str) -> bool:
     """Whether `command` (``idlegate compare``, ``benchmarks/brain.py``) has --first-seed."""
     if command.startswith("idlegate "):
-        found = typer.main.get_command(cli.app).commands.get(command.split()[1])  # type: ignore[attr-defined]
+        found = cli.commands().get(command.split()[1])
         return found is not None and any("--first-seed" in p.opts for p in found.params)
     script = ROOT / command
     return script.is_file() and "--first-seed" in benchmark_help(script.stem)
@@ -174,7 +174,7 @@ def _deployments(text: str) -> Iterator[dict]:
 def test_a_deployment_written_runs_operator_flags_and_mounts_its_volumes(name: str) -> None:
     base = yaml.safe_load((ROOT / "deploy/base/deployment.yaml").read_text())
     base_spec = base["spec"]["template"]["spec"]
-    operator = typer.main.get_command(cli.app).commands["operator"]  # type: ignore[attr-defined]
+    operator = cli.commands()["operator"]
     known = {o for p in operator.params for o in (*p.opts, *p.secondary_opts)}
     wrong = []
     for deployment in _deployments((ROOT / name).read_text()):
@@ -227,7 +227,7 @@ generated CRDs."""
 def _written(text: str) -> Iterator[str]:
     """The paths each ``idlegate COMMAND`` writes through an output option, and each shell
     redirection's target, in the code of `text`."""
-    commands = typer.main.get_command(cli.app).commands  # type: ignore[attr-defined]
+    commands = cli.commands()
     for match in re.finditer(r"\bidlegate ([a-z][a-z-]*)([^\n`|;&]*)", _code(text)):
         found = commands.get(match[1])
         words = match[2].split()
@@ -293,3 +293,14 @@ def test_the_check_of_written_paths_finds_them() -> None:
         "```\n"
     )
     assert sorted(_written(text)) == ["docs/img/idle-slot.png", "my.onnx"]
+
+
+def test_the_command_line_section_names_the_extra_training_needs() -> None:
+    """`make demo`'s environment has no torch (issue 93, item 15): the section that runs
+    train and export-onnx says which extra to install first."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    head = section.split("```", 1)[0]
+    assert ".[train]" in head and "export-onnx" in head and "no torch" in head
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "$(PIP) -e '.[plots]'" in makefile  # (what demo installs: no train extra)

@@ -51,7 +51,9 @@ BAD = [
     ({"reclaim": "never"}, "'never' is not a reclaim setting"),
     ({"withinQueue": "Any"}, "withinQueue: 'Any' is not a withinQueue setting; use Never"),
     ({"borrowBelow": "10"}, "borrowBelow: '10' is not a priority; give a whole number"),
-    ({"borrowBelow": True}, "True is not a priority"),
+    ({"borrowBelow": True}, r"true \(YAML reads yes, no, on, off, true and false so\) is not"),
+    ({"borrowBelow": 10**20}, f"{10**20} is beyond the CRD's 64-bit integers"),
+    ({"reclaim": None}, "an empty value is not a reclaim setting"),
     ({"borrowBelow": 1.5}, "1.5 is not a priority"),
 ]
 

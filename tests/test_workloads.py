@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from idlegate.cli import app, train_workload
+from idlegate.cli import app
+from idlegate.cli_train import train_workload
 from idlegate.errors import IdlegateError
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import Uniforms

@@ -12,6 +12,7 @@ from typing import Annotated, cast, get_args
 import typer
 
 from idlegate.api.pool_spec import no_queues
+from idlegate.cli_whatif import register as register_what_if
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.comparison import CompareConfig, WorkloadOptions, build
 from idlegate.evaluation.console import stdout_console
@@ -192,3 +193,9 @@ def check_queues(workload: str, seed: int, options: WorkloadOptions) -> None:
 def seeds_text(seeds: list[int]) -> str:
     """``seed 100`` or ``seeds 100, 101, 102``, as the footer names them."""
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+register_what_if(forecast_app)  # (`idlegate forecast FILE`: idlegate.cli_whatif)
+app = typer.Typer(rich_markup_mode=None)
+"""The command line's ``forecast`` group (`idlegate.cli_lazy` loads it from here)."""
+app.add_typer(forecast_app, name="forecast")

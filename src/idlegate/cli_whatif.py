@@ -9,6 +9,7 @@ no command of the group is taken as the file (:class:`FileOrCommand`)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if, sureness
 from idlegate.api.forecast_status import Forecast, describe, parse_forecast
 from idlegate.api.operator_http import ask_operator, check_url
 from idlegate.errors import IdlegateError
-from idlegate.textfiles import read_text
+from idlegate.textfiles import read_stdin, read_text
 
 DEFAULT_URL = "http://localhost:9090"
 
@@ -54,7 +55,11 @@ def register(group: typer.Typer) -> None:
     @group.command("what-if")
     def what_if(
         file: Annotated[
-            Path, typer.Argument(metavar="FILE", help="A DagWorkflow YAML (as for kubectl apply).")
+            Path,
+            typer.Argument(
+                metavar="FILE",
+                help="A DagWorkflow YAML (as for kubectl apply), or - for standard input.",
+            ),
         ],
         url: Annotated[
             str, typer.Option("--url", help="The operator's metrics port (port-forwarded).")
@@ -67,17 +72,21 @@ def register(group: typer.Typer) -> None:
         and how often the pool's intervals held. Nothing is created. idlegate forecast FILE
         is short for this."""
         try:
-            text = read_text(
-                file, "workflow file", "give a DagWorkflow YAML (as for kubectl apply)"
-            )
+            named = "standard input" if str(file) == "-" else str(file)
+            if str(file) == "-":  # (as lint reads it)
+                text = read_stdin(sys.stdin, named)
+            else:
+                text = read_text(
+                    file, "workflow file", "give a DagWorkflow YAML (as for kubectl apply)"
+                )
             try:  # (what the operator would refuse, said before asking it)
                 read_what_if(text)
             except IdlegateError as exc:
-                from idlegate.sim.spec import DuplicateKey  # (read_what_if's: loaded)
+                from idlegate.documents import YamlRefusal  # (read_what_if's: loaded)
 
-                if isinstance(exc, DuplicateKey):  # (its place: FILE line 13, column 7: ...)
-                    raise IdlegateError(exc.at(str(file))) from None
-                raise IdlegateError(f"{file}: {exc}") from None
+                if isinstance(exc, YamlRefusal):  # (its place: FILE line 13, column 7: ...)
+                    raise IdlegateError(exc.at(named)) from None
+                raise IdlegateError(f"{named}: {exc}") from None
             doc = ask(url, text)
             forecast = parse_forecast(doc)
         except IdlegateError as exc:

@@ -26,6 +26,7 @@ import argparse
 import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -39,6 +40,7 @@ from pydantic.fields import FieldInfo
 
 from idlegate.config import Flag, describe, flag_names, flag_text
 from idlegate.errors import IdlegateError
+from idlegate.textfiles import discard_empty_dirs
 
 Given = dict[str, Any]
 """What a command receives for a config: the values given on the command line, by field."""
@@ -49,18 +51,36 @@ _SCALARS = (bool, int, float, str, Path)
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn an IdlegateError, or a missing optional dependency (`missing_extra`), into one
-    line on stderr and exit code 1."""
+    line on stderr and exit code 1, removing the empty ``--out`` folders the command made
+    (`textfiles.discard_empty_dirs`)."""
     try:
         yield
     except IdlegateError as e:
+        discard_empty_dirs()
         typer.echo(f"Error: {one_line(e)}", err=True)
         raise typer.Exit(1) from None
     except ModuleNotFoundError as e:
         error = missing_extra(e)
         if error is None:
             raise
+        discard_empty_dirs()
         typer.echo(f"Error: {one_line(error)}", err=True)
         raise typer.Exit(1) from None
+
+
+@contextmanager
+def script_extras(name: str) -> Iterator[None]:
+    """Around a script's imports that need an extra (the benchmarks'; `name` its
+    ``__name__``): run as a script, a missing one is one line ``Error: ...`` naming the
+    extra to install (`missing_extra`), even for ``--help``, not a traceback; imported, the
+    error is left to its importer."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        error = missing_extra(exc)
+        if name != "__main__" or error is None:
+            raise
+        sys.exit(f"Error: {one_line(error)}")
 
 
 EXTRAS = {
@@ -74,6 +94,7 @@ EXTRAS = {
     "ray": "ray",
     "ortools": "dev",
     "kmock": "dev",
+    "playwright": "dev",  # (the dashboard's browser tests and screenshots)
     "aiohttp": "operator",  # (kopf's, which `idlegate dashboard` serves with)
 }
 """Optional dependencies, by top-level module, and the extra of pyproject.toml that installs
@@ -149,8 +170,15 @@ def add_seeds(
 
 
 def seed_range(args: argparse.Namespace) -> range:
-    """The seeds `add_seeds`'s options ask for: ``--seeds`` of them from ``--first-seed``."""
-    return range(args.first_seed, args.first_seed + args.seeds)
+    """The seeds `add_seeds`'s options ask for: ``--seeds`` of them from ``--first-seed``;
+    IdlegateError for no seed or a negative one (a script printed its header, then an
+    IndexError)."""
+    if args.seeds is None or args.seeds < 1:
+        raise IdlegateError(f"--seeds must be at least 1, got {args.seeds}")
+    first = getattr(args, "first_seed", 0)
+    if first < 0:
+        raise IdlegateError(f"--first-seed must be 0 or more, got {first}")
+    return range(first, first + args.seeds)
 
 
 def flags(

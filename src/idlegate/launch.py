@@ -2,9 +2,9 @@
 
 ``idlegate forecast FILE`` (a what-if) is a question a person waits on, 2 s at most for
 the answer (docs/research/forecasts.md, "What if"), and the operator's replay takes up to 0.9 s of
-it: so it starts with its own few modules (`idlegate.cli_whatif`), not the whole command
-line, whose imports (every command's: the simulator, the evaluation, the operator's
-settings) take about a second of CPU. Every other command goes to `idlegate.cli`."""
+it: so it starts with its own few modules (`idlegate.cli_whatif`), not the command line's
+group. Every other command goes to `idlegate.cli`, which imports a heavy command's module
+only when that command runs (`idlegate.cli_lazy`)."""
 
 from __future__ import annotations
 

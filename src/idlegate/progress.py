@@ -6,7 +6,9 @@ Standard output carries the result alone (a table, ``--json``'s document), so pr
 goes to stderr, and whatever standard output is: piped to a file, the result still takes
 as long. On a terminal stderr it is a live line, redrawn at each step: done of total, time
 elapsed and an estimate of the time left. That is the time per step so far times the
-steps left; where steps differ in cost (`costs`: a portfolio's run costs some 60 of a
+steps left (with `warmup`, so far since the first step ended: the time before it is a
+pool's start, its processes and their imports, which the demo's first of 45 runs read as
+9:40 left of a 25-s run); where steps differ in cost (`costs`: a portfolio's run costs some 60 of a
 rule's, and the demo's dearest runs come last), the time per unit of expected cost done
 times the cost left. On anything else (a log file, CI), redrawing would leave a line per
 step, so it writes one line every `EVERY` seconds instead: a run shorter than that
@@ -57,15 +59,25 @@ Work = tuple[float, float, float]
 
 
 def status(
-    done: int, total: int | None, elapsed: float, start: int = 0, work: Work | None = None
+    done: int,
+    total: int | None,
+    elapsed: float,
+    start: int = 0,
+    work: Work | None = None,
+    since: tuple[float, float] | None = None,
 ) -> str:
     """``12/36 (33 %), 0:19 elapsed, about 0:38 left``: the time left at the pace of the
     steps done since `start`, or with `work` of the cost done since its start (`time_left`);
-    no estimate before the first step, or without a total."""
+    no estimate before the first step, or without a total. `since`: (elapsed, steps or cost
+    done) when the pace starts being measured, instead of 0 and `start`."""
     text = f"{done}" if total is None else f"{done}/{total} ({100 * done // max(total, 1)} %)"
     text += f", {clock_text(elapsed)} elapsed"
     if total is not None:
-        left = time_left(elapsed, *(work or (done, total, start)))
+        units, whole, begun = work or (done, total, start)
+        took = elapsed
+        if since is not None:
+            took, begun = elapsed - since[0], since[1]
+        left = time_left(took, units, whole, begun)
         if left is not None:
             text += f", about {clock_text(left)} left"
     return text
@@ -111,21 +123,29 @@ def stderr_progress(
     clock: Callable[[], float] = time.monotonic,
     every: float | None = None,
     costs: Mapping[str, float] | None = None,
+    warmup: bool = False,
 ) -> Iterator[Update]:
     """Progress of `description` (``simulating``) on `stream` (default stderr), as the
     module says; yields `update(done, total, what)`. `start`: steps done before this run
     (a resumed training's iterations). `enabled` False shows nothing. `every`: seconds
     between two lines off a terminal (default `EVERY`, read at the call). `costs`: each
     step's expected cost (any unit), by the `what` of the update that says it is done;
-    the time left is then at the pace of the cost done, not of the steps."""
+    the time left is then at the pace of the cost done, not of the steps. `warmup`: the
+    time before the first step ends is a start (a pool's), not work: the pace is measured
+    from that step on, and the first says no time left."""
     out = sys.stderr if stream is None else stream
     gap = EVERY if every is None else every
     began = clock()
     weighed = None if costs is None else _Costs(costs, start)
 
+    first: list[tuple[float, float]] = []  # (elapsed, units done) when the first step ended
+
     def said(done: int, total_now: int | None, what: str) -> str:
         work = None if weighed is None else weighed.work(done, total_now, what)
-        return status(done, total_now, clock() - began, start, work)
+        elapsed = clock() - began
+        if warmup and not first and done > start:
+            first.append((elapsed, float(done) if work is None else work[0]))
+        return status(done, total_now, elapsed, start, work, first[0] if first else None)
 
     if not enabled:
         yield lambda done, total, what: None

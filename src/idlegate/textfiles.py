@@ -6,12 +6,22 @@ check of a directory a command writes into (``--out``), made before its work sta
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TextIO
 
 from idlegate.errors import IdlegateError
 
-__all__ = ["check_out_dir", "check_writable_dir", "not_utf8", "read_stdin", "read_text"]
+__all__ = [
+    "check_out_dir",
+    "check_out_file",
+    "check_writable_dir",
+    "discard_empty_dirs",
+    "make_dirs",
+    "not_utf8",
+    "read_stdin",
+    "read_text",
+]
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -79,7 +89,50 @@ def check_out_dir(out_dir: str | Path, what: str = "reports") -> Path:
     a read-only or missing mount, fails the command before its runs, not after)."""
     out = check_writable_dir(out_dir, what)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dirs(out)
     except OSError as e:
         raise IdlegateError(f"cannot create directory {out}: {e.strerror}") from None
     return out
+
+
+def check_out_file(path: str | Path, what: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """`path`, unless it cannot be the file a command writes `what` into: IdlegateError
+    (one sentence) for a directory, a folder above it that is a file, or a name whose
+    suffix is none of `suffixes` (when given: what the writer makes of it, e.g. ``.png``;
+    an ``--out x.txt`` was matplotlib's ValueError, an existing file of any name was
+    overwritten). Creates nothing; called before the command's work."""
+    out = Path(path)
+    if out.is_dir():
+        raise IdlegateError(
+            f"cannot write {what} to {out}: it is a directory; give a file name, e.g. "
+            f"{out / ('out' + (suffixes[0] if suffixes else ''))}"
+        )
+    check_writable_dir(out.parent, what)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise IdlegateError(
+            f"cannot write {what} to {out}: it is written as {' or '.join(suffixes)}, so give "
+            f"a name ending so, e.g. {out.with_suffix(suffixes[0])}"
+        )
+    return out
+
+
+_MADE: list[Path] = []
+"""The folders `make_dirs` made in this process, each after those above it."""
+
+
+def make_dirs(path: Path) -> None:
+    """Make folder `path` and those above it that are missing, and remember them: a
+    command that fails after making its ``--out`` leaves no empty folder behind
+    (`discard_empty_dirs`, called where its error is said: `flags.user_errors`)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    _MADE.extend(reversed(missing))
+
+
+def discard_empty_dirs() -> None:
+    """Remove the folders `make_dirs` made that are still empty, the deepest first (one a
+    command wrote into stays, as do those above it)."""
+    for p in reversed(_MADE):
+        with contextlib.suppress(OSError):  # (not empty, or gone)
+            p.rmdir()
+    _MADE.clear()

@@ -18,7 +18,6 @@ This module imports neither kopf nor kubernetes: the tests and the generator run
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,47 +48,16 @@ from idlegate.api.kinds import (
     SINGULAR,
     VERSION,
 )
+from idlegate.api.names import DNS_SUBDOMAIN as DNS_SUBDOMAIN  # (re-exported)
+from idlegate.api.names import MAX_WORKFLOW_NAME_LENGTH as MAX_WORKFLOW_NAME_LENGTH
+from idlegate.api.names import check_workflow_name as check_workflow_name
 from idlegate.api.pool_spec import DEFAULT_POOL, ExecutorPoolSpec, ExecutorPoolStatus, no_queues
 from idlegate.api.status import MAX_CR_DEPENDENCIES, MAX_CR_STAGES, WorkflowStatus
-from idlegate.errors import SpecError
 from idlegate.sim.spec import (
-    DNS_SUBDOMAIN_PATTERN,
     MAX_NAME_LENGTH,
     NAME_PATTERN,
     WorkflowSpec,
 )
-
-MAX_WORKFLOW_NAME_LENGTH = 63
-"""A DagWorkflow's name is a label value on each of its task pods: at most 63 characters."""
-
-
-DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
-"""RFC 1123 subdomain: the API server's rule for the names of objects (custom ones too)."""
-
-
-def check_workflow_name(name: str) -> None:
-    """Raise SpecError if `name` cannot be a DagWorkflow's: the operator's admission marks
-    such a workflow Invalid, and ``idlegate lint`` reports it, with this message.
-
-    The API server's rule (an RFC 1123 subdomain: lowercase alphanumerics, '-' and '.',
-    starting and ending with an alphanumeric) and the operator's (a label value: at most
-    63 characters). A name that passes gives valid task pod names too
-    (:func:`idlegate.api.task_pods.pod_name`: the name, '-', a stage name, which is a DNS
-    label, '-', digits; a long one cut after an alphanumeric and ended by a hash).
-    """
-    if not DNS_SUBDOMAIN.match(name):
-        hint = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.") or "my-workflow"
-        raise SpecError(
-            f"the name {name!r} is not a valid Kubernetes object name: use lowercase letters, "
-            "digits, '-' and '.', starting and ending with a letter or digit (RFC 1123, as "
-            f"the API server requires and task pod names need), e.g. {hint!r}"
-        )
-    if len(name) > MAX_WORKFLOW_NAME_LENGTH:
-        raise SpecError(
-            f"the name {name!r} is longer than {MAX_WORKFLOW_NAME_LENGTH} characters; it is a "
-            "label value on every task pod"
-        )
-
 
 REGENERATE_COMMAND = "python -m idlegate.api.crd > deploy/base/crd.yaml"
 """The command that writes deploy/base/crd.yaml (`regenerate_command` for any kind)."""

@@ -24,7 +24,7 @@ from idlegate.api.labels import ANNOTATION_SCHEDULED, LABEL_CRON
 from idlegate.api.status import FINISHED_OR_INVALID, HISTORY_SAMPLES, Phase, check_object_size
 from idlegate.api.task_pods import Owner
 from idlegate.sim.dag import Dag
-from idlegate.sim.engine import JobArrival
+from idlegate.sim.runs import JobArrival
 from idlegate.sim.spec import WorkflowSpec
 from idlegate.sim.timestamps import from_datetime
 

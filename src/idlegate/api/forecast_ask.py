@@ -24,21 +24,36 @@ def read_what_if(text: str) -> dict[str, Any]:
     import yaml
 
     from idlegate.api.kinds import KIND
+    from idlegate.api.names import check_workflow_name
+    from idlegate.api.status import check_object_size
     from idlegate.api.template import check_templates
-    from idlegate.sim.spec import DuplicateKey, YamlLoader, parse_workflow
+    from idlegate.documents import YamlLoader, YamlRefusal
+    from idlegate.sim.spec import parse_workflow
 
-    try:
-        body = yaml.load(text, Loader=YamlLoader)  # (a key given twice refused, as by lint)
-    except DuplicateKey:
-        raise  # (a SpecError: its place and sentence; `DuplicateKey.at` names a file)
+    try:  # (a key given twice refused, as by lint)
+        docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
+    except YamlRefusal:
+        raise  # (a SpecError: its place and sentence; `YamlRefusal.at` names a file)
     except yaml.YAMLError as exc:
         raise SpecError(f"it is not YAML or JSON ({' '.join(str(exc).split())})") from None
+    if len(docs) > 1:  # (YAML with ---: not "not YAML", as it was said)
+        raise SpecError(
+            f"it holds {len(docs)} documents; a what-if asks about one DagWorkflow: give a "
+            "file of one"
+        )
+    body = docs[0] if docs else None
     if not isinstance(body, dict) or body.get("kind", KIND) != KIND:
         kind = body.get("kind") if isinstance(body, dict) else None
         an = "an" if isinstance(kind, str) and kind[:1].lower() in "aeiou" else "a"
         was = f"it is {an} {kind}, not" if isinstance(kind, str) else "it is not"
         raise SpecError(f"{was} a {KIND} (kind: {KIND}, with a spec)")
-    check_templates(parse_workflow(body.get("spec"), "spec"), "spec")  # (as admission would)
+    meta = body.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if isinstance(name, str):  # (the rule lint and admission hold it to)
+        check_workflow_name(name)
+    spec = parse_workflow(body.get("spec"), "spec")
+    check_object_size(body, spec)  # (a workflow too big to store: 10,000 stages)
+    check_templates(spec, "spec")  # (as admission would)
     return body
 
 

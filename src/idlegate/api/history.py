@@ -40,6 +40,7 @@ import yaml
 
 from idlegate.api.kinds import KIND, LIST_KIND
 from idlegate.api.status import FINISHED
+from idlegate.documents import YamlLoader, YamlRefusal
 from idlegate.errors import IdlegateError
 from idlegate.sim.history import HistoryWorkflow, history_text, load_history, write_history
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
@@ -179,7 +180,11 @@ def from_document(text: str, source: str) -> list[HistoryWorkflow]:
     """The records of a ``kubectl get dwf -o json`` (or ``-o yaml``) document: a List, one
     DagWorkflow, or a YAML stream of them."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
+    except YamlRefusal as exc:
+        raise IdlegateError(
+            f"{exc.at(source)}; pipe `kubectl get dwf -A -o json` into it"
+        ) from None
     except yaml.YAMLError as exc:
         raise IdlegateError(
             f"{source} is not a JSON or YAML document ({' '.join(str(exc).split())}); pipe "

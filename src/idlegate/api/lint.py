@@ -70,16 +70,13 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import yaml
 
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.cron_runs import sized_run
 from idlegate.api.cron_spec import check_cron_name, cron_spec_problems
 from idlegate.api.kinds import API_VERSION, CRON_KIND, GROUP, KIND, LIST_KIND, POOL_KIND
-from idlegate.api.lint_airflow import lint_airflow
-from idlegate.api.lint_argo import ArgoDocument, lint_argo
 from idlegate.api.lint_fields import queue_place, split_message
 from idlegate.api.lint_pools import (
     InPools,
@@ -93,14 +90,16 @@ from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import DEFAULT_POOL, pool_problems
 from idlegate.api.status import HISTORY_SAMPLES, MAX_MEASURED, check_object_size
 from idlegate.api.template import check_templates
+from idlegate.documents import PyYamlLoader, YamlRefusal, json_document
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow import is_airflow
 from idlegate.sim.argo import is_argo
-from idlegate.sim.dag import Dag
-from idlegate.sim.forecast_arrivals import ARRIVALS, Arrivals
-from idlegate.sim.history import parse_record
+from idlegate.sim.arrival_kinds import ARRIVALS, Arrivals
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import DuplicateKey, UniqueKeys, describe, parse_workflow
+from idlegate.sim.spec import describe, parse_workflow
+
+if TYPE_CHECKING:  # (each kind's mapping is imported when a document of it is linted)
+    from idlegate.api.lint_argo import ArgoDocument
 from idlegate.textfiles import not_utf8, read_stdin
 
 STDIN = "-"
@@ -154,6 +153,8 @@ def admission_errors(
         check_templates(spec, "spec", policy)
         if (pool_size is not None or resources is not None) and spec.pool in (None, DEFAULT_POOL):
             job = f"{meta['namespace']}/{name}" if _has(meta, "namespace") else name
+            from idlegate.sim.dag import Dag  # (the pool's simulator: only with a pool)
+
             pool = linted_pool(pool_size, resources)
             pool.add_job(Dag.from_spec(spec), 0.0, str(job or "the workflow"))
     except IdlegateError as exc:
@@ -189,6 +190,8 @@ def cron_problems(
     out.extend((f"spec.{p}" if p else "spec", text) for p, text in cron_spec_problems(spec))
     if "workflowSpec" not in spec:
         return out
+    from idlegate.api.cron_runs import sized_run  # (the simulator's runs: cron only)
+
     for message in admission_errors(sized_run(obj), pool_size, policy, resources, samples):
         for path, text in split_message(message, spec["workflowSpec"]):
             if path is not None and path.startswith("spec") and not path.startswith("metadata"):
@@ -232,11 +235,6 @@ def _text(value: Any) -> bool:
 
 
 # -- reading manifests ---------------------------------------------------------------------------
-
-
-class _StrictLoader(UniqueKeys, yaml.SafeLoader):
-    """PyYAML's safe loader (its messages, which lint quotes), refusing duplicate keys in a
-    mapping as kubectl does (`sim.spec.UniqueKeys`, as every reader of a file does)."""
 
 
 @dataclass(frozen=True)
@@ -304,7 +302,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
     hint = "" if source.path is None or suffix in MANIFEST_SUFFIXES else f"; lint reads {READS}"
     if suffix == ".json":
         try:
-            yield 0, json.loads(text)
+            yield 0, json_document(text)
         except json.JSONDecodeError as exc:
             _unreadable(
                 report,
@@ -318,7 +316,7 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
             if not line.strip():
                 continue
             try:
-                yield n, json.loads(line)
+                yield n, json_document(line)
             except json.JSONDecodeError as exc:
                 _unreadable(
                     report,
@@ -329,10 +327,10 @@ def _documents(text: str, source: _Source, report: LintReport) -> Iterator[tuple
         return
     count = 0  # documents parsed so far: the index of the one a syntax error is in
     try:
-        for doc in yaml.load_all(text, Loader=_StrictLoader):
+        for doc in yaml.load_all(text, Loader=PyYamlLoader):
             yield count, doc
             count += 1
-    except DuplicateKey as exc:  # (YAML, with a key given twice: its own sentence)
+    except YamlRefusal as exc:  # (a key given twice, too deep, aliases: its own sentence)
         _unreadable(
             report, Problem(source.name, exc.sentence, count, None, None, exc.line, exc.column)
         )
@@ -415,6 +413,8 @@ class _Linter:
     def airflow(self, source: str, index: int, item: int | None, obj: Mapping[str, Any]) -> None:
         """An Airflow DAG export: its job, or a note or problem with the reason."""
         self.report.airflow_dags += 1
+        from idlegate.api.lint_airflow import lint_airflow
+
         found = lint_airflow(source, index, item, obj, self.pool())
         if found.job is not None:
             self.report.airflow_jobs.append(found.job)
@@ -434,6 +434,8 @@ class _Linter:
         self.report.bare_workflows += 1
         try:
             if isinstance(obj, dict):
+                from idlegate.sim.history import parse_record  # (bare workflows only)
+
                 record = parse_record(obj, obj, None, "workflow")
                 spec, name = record.spec, record.name
             else:
@@ -441,6 +443,8 @@ class _Linter:
             self.in_pools.requests(spec)
             self.queues.join((source, index, item), name, obj)
             if self.pool_size is not None or self.resources is not None:  # as a DagWorkflow's
+                from idlegate.sim.dag import Dag
+
                 pool = linted_pool(self.pool_size, self.resources)
                 pool.add_job(Dag.from_spec(spec), 0.0, f"workflow {name or '#' + str(index)}")
         except IdlegateError as exc:
@@ -464,6 +468,8 @@ class _Linter:
             return
         kind, api = obj.get("kind"), obj.get("apiVersion")
         if is_argo(obj):
+            from idlegate.api.lint_argo import ArgoDocument
+
             self.argo.append(ArgoDocument(source, index, item, obj))
             return
         if is_airflow(obj):
@@ -631,6 +637,8 @@ def lint_paths(
 
 def _add_argo(report: LintReport, documents: list[ArgoDocument], pool: PoolFactory | None) -> None:
     """The Argo documents' jobs, notes and problems, into the report."""
+    from idlegate.api.lint_argo import lint_argo
+
     found = lint_argo(documents, pool)
     report.argo_jobs.extend(found.jobs)
     report.argo_workflows += found.workflows

@@ -30,7 +30,6 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.lint_render import linted_pool
 from idlegate.api.nodes import Node, counted, read_node
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -43,10 +42,9 @@ from idlegate.api.pool_spec import (
 )
 from idlegate.api.queueing import QUEUE_NOT_FOUND, quotas_on_nodes
 from idlegate.errors import IdlegateError
-from idlegate.sim.dag import Dag
-from idlegate.sim.forecast_arrivals import Arrivals
+from idlegate.sim.arrival_kinds import Arrivals
 from idlegate.sim.queue_files import queue_problem
-from idlegate.sim.queues import QueueSpec, queue_problems, queues_from
+from idlegate.sim.queues import QUEUE_KEYS, QueueSpec, queue_problems, queues_from
 from idlegate.sim.resources import MILLI, ResourceVector, check_requested
 from idlegate.sim.spec import WorkflowSpec, parse_workflow
 
@@ -57,7 +55,9 @@ HELD = (WAITS, QUEUE_NOT_FOUND)
 UNCHECKED = "QuotaOnNodes"
 """The reason of the note on a node pool's quota of an extended resource, linted without
 its nodes."""
-OWN = (*HELD, ARRIVALS_FALLBACK, UNCHECKED)
+NOTHING_TO_JUDGE = "DecideWithoutStops"
+"""The reason of the note on a queue whose ``decide: Forecast`` has no stop to judge."""
+OWN = (*HELD, ARRIVALS_FALLBACK, UNCHECKED, NOTHING_TO_JUDGE)
 """The reasons of the notes on idlegate's own objects (none is left to Argo)."""
 
 Where = tuple[str, int, int | None]
@@ -116,9 +116,20 @@ class InPools:
                 yield self.places[name], str(exc)
 
     def notes(self) -> Iterator[tuple[Where, str, str]]:
-        """`waits`, then each node pool's quota of an extended resource (a GPU) that only
-        its nodes, not given, could check."""
+        """`waits`, each queue whose ``decide: Forecast`` judges nothing, then each node
+        pool's quota of an extended resource (a GPU) that only its nodes, not given, could
+        check."""
         yield from self.waits()
+        for name, pool in self.pools.items():
+            for q in pool.queue_specs:
+                if q.preemption.decide == "Forecast" and q.preemption.never:
+                    yield (
+                        self.places[name],
+                        f"queue {q.name!r} of ExecutorPool {name!r} sets decide: Forecast but "
+                        "stops nothing (reclaim and withinQueue Never, no borrowBelow), so "
+                        "no replay ever judges a stop: set what it may stop, or drop decide",
+                        NOTHING_TO_JUDGE,
+                    )
         for name, pool in self.pools.items():
             if pool.node_selector is None or self.nodes:
                 continue
@@ -195,6 +206,9 @@ class InPools:
             except IdlegateError:
                 continue  # (said as the workflow's problem)
             try:
+                from idlegate.api.lint_render import linted_pool  # (the simulator: only here)
+                from idlegate.sim.dag import Dag
+
                 linted_pool(pool.size, pool.capacity).add_job(Dag.from_spec(spec), 0.0, name)
             except IdlegateError as exc:
                 yield (
@@ -216,16 +230,26 @@ def check_pool_requested(in_pools: InPools, jobs: list[Any], pool: ResourceVecto
     check_requested(pool, asked, "the linted workflows", "give them requests")
 
 
+def _a_queue(item: Any) -> bool:
+    """Whether a list's `item` reads as a queue: a mapping with a ``nominal`` quota, or a
+    name and only the keys a queue takes (a queue without a quota: `simulate --queues`
+    reads one)."""
+    if not isinstance(item, Mapping):
+        return False
+    return "nominal" in item or ("name" in item and set(item) <= set(QUEUE_KEYS))
+
+
 def is_queue_file(doc: Any) -> bool:
     """Whether a document is a ``--queues`` file's (the operator's default pool's and
     `simulate`'s), good or bad: a list of mappings each with a ``nominal`` quota and no
-    ``kind``, or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
+    ``kind`` (one such, and the rest entries `simulate --queues` refuses: issue 93 said
+    such a file "a list, not a Kubernetes object"), or, with no ``kind``, a mapping of ``queues``, one queue not in a list, or
     queues keyed by their names (the last two `simulate --queues` refuses, so lint does
-    too)."""
-    if isinstance(doc, list):
-        return bool(doc) and all(
-            isinstance(q, Mapping) and "nominal" in q and "kind" not in q for q in doc
-        )
+    too). A list of queues without a quota is one too (issue 93: lint skipped it as "a list,
+    not a Kubernetes object" while simulate read it)."""
+    if isinstance(doc, list):  # (one queue among bad entries: the file's, as simulate reads it)
+        queues = [q for q in doc if _a_queue(q)]
+        return bool(queues) and not any(isinstance(q, Mapping) and "kind" in q for q in doc)
     if not isinstance(doc, Mapping) or "kind" in doc:
         return False
     by_name = bool(doc) and all(isinstance(q, Mapping) and "nominal" in q for q in doc.values())

@@ -9,13 +9,14 @@ each part around these lines.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from idlegate.errors import IdlegateError
-from idlegate.sim.cluster import Cluster
-from idlegate.sim.dag import Dag
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import StageSpec, WorkflowSpec
+
+if TYPE_CHECKING:  # (imported where a pool is linted: `idlegate lint` starts without it)
+    from idlegate.sim.cluster import Cluster
 
 
 class LintStage(Protocol):
@@ -43,7 +44,7 @@ class LintStage(Protocol):
 
 S = TypeVar("S", bound=LintStage)
 
-PoolFactory = Callable[[], Cluster]
+PoolFactory = Callable[[], "Cluster"]
 """A fresh pool of the linted capacity (``--pool-size``, ``--pool-resources``)."""
 
 
@@ -56,6 +57,8 @@ def linted_pool(pool_size: int | None, resources: ResourceVector | None) -> Clus
     """The pool of `pool_size` executors (else the pods of `resources`, else as many as
     a pool may have) and `resources`."""
     pods = (resources or ResourceVector()).units("pods")
+    from idlegate.sim.cluster import Cluster
+
     return Cluster(pool_size or int(pods) or MAX_POOL, resources=resources)
 
 
@@ -64,6 +67,8 @@ def misfits(stages: Iterable[S], pool: PoolFactory, job: str) -> str:
     with where it is in the manifest (its `where`), joined by ``"; "``; empty if every one fits. Each
     stage is admitted on its own as the pool admits a job (`Cluster.add_job`), so every
     stage that never fits is said, not only the first."""
+    from idlegate.sim.dag import Dag  # (with the pool's simulator: only when one is linted)
+
     found = []
     for stage in stages:
         if not stage.demand:

@@ -9,11 +9,13 @@ wrong path or glob would otherwise read as a clean bill.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from idlegate.api.lint_airflow import AirflowLintJob
-from idlegate.api.lint_argo import ArgoLintJob
 from idlegate.api.lint_pools import OWN
+
+if TYPE_CHECKING:  # (lint imports the mappings only for their kinds: idlegate.cli's start)
+    from idlegate.api.lint_airflow import AirflowLintJob
+    from idlegate.api.lint_argo import ArgoLintJob
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from idlegate.api.labels import (
@@ -43,18 +42,9 @@ from idlegate.api.labels import (
     LABEL_TASK,
     LABEL_WORKFLOW,
 )
+from idlegate.api.pod_levels import DEFAULT_LEVEL as DEFAULT_LEVEL  # (re-exported)
+from idlegate.api.pod_levels import Level as Level
 
-
-class Level(StrEnum):
-    """A Pod Security Standards level, from the least to the most restricted."""
-
-    PRIVILEGED = "privileged"
-    BASELINE = "baseline"
-    RESTRICTED = "restricted"
-
-
-DEFAULT_LEVEL = Level.BASELINE
-"""The level of a namespace without the label (the operator's ``--pod-security``)."""
 LEVEL_LABEL = "pod-security.kubernetes.io/enforce"
 SERVICE_ACCOUNTS_ANNOTATION = "idlegate.io/allowed-service-accounts"
 """Namespace annotation: the service accounts (comma-separated) templates may name."""

@@ -38,15 +38,17 @@ from pydantic import (
 )
 
 from idlegate.api.labels import label_problem
+from idlegate.api.names import check_pool_name
 from idlegate.api.status import Condition, Conditions, generation_of
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.sim.forecast_arrivals import Arrivals
+from idlegate.sim.arrival_kinds import Arrivals
 from idlegate.sim.queues import (
     QueueSpec,
     preemption_problem,
     queue_problems,
     queues_cohort_problems,
     queues_from,
+    whole_problem,
 )
 from idlegate.sim.resources import MILLI, ResourceVector, binary_units, format_quantities
 from idlegate.sim.spec import Quantity, describe_validation_error, validation_problems
@@ -338,6 +340,15 @@ class QueueModel(BaseModel):
     priority: int | None = Field(
         default=None, description="Among queues that borrow, a higher one borrows first."
     )
+
+    @field_validator("priority")
+    @classmethod
+    def _int64(cls, value: int | None) -> int | None:
+        # (the CRD's integers are int64: the queues file's one check, `whole_problem`)
+        if value is not None and (why := whole_problem(value)) is not None:
+            raise ValueError(f"{value} {why}")
+        return value
+
     wait_bound: float | None = Field(
         default=None,
         alias="waitBound",
@@ -737,6 +748,11 @@ def pool_problems(obj: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if name == DEFAULT_POOL:
         out.append(("metadata.name", f"{DEFAULT_POOL!r} is the operator's implicit pool"))
+    elif isinstance(name, str):
+        try:
+            check_pool_name(name)
+        except SpecError as exc:
+            out.append(("metadata.name", str(exc)))
     if isinstance(meta, Mapping) and meta.get("namespace"):
         out.append(("metadata.namespace", "an ExecutorPool is cluster-scoped; remove it"))
     raw = obj.get("spec")

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from idlegate.api.samples import HISTORY_SAMPLES as HISTORY_SAMPLES  # (re-exported)
+from idlegate.api.samples import MAX_MEASURED as MAX_MEASURED
 from idlegate.errors import SpecError
 from idlegate.sim.spec import MAX_NAME_LENGTH, NAME_PATTERN, WorkflowSpec
 from idlegate.sim.timestamps import to_datetime
@@ -37,11 +39,6 @@ MAX_SPEC = 4096
 """Longest scheduler spec in a status (a portfolio with its options, a path)."""
 MAX_COMPLETED_INDEXES = 2**19
 """Longest completedIndexes: every other task of the largest stage (100,000 tasks) fits."""
-MAX_MEASURED = 64
-"""Most measured task durations a stage's status keeps (`Settings.history_samples`'s bound)."""
-HISTORY_SAMPLES = 20
-"""Measured task durations a stage's status keeps unless the operator is told otherwise
-(`Settings.history_samples`' default, ``--history-samples``)."""
 MAX_OBJECT_BYTES = 1_572_864
 """The largest object the API server can store: etcd's default request limit
 (``--max-request-bytes``, 1.5 MiB). A DagWorkflow's real bound (`check_object_size`)."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idlegate.api.forecast_status import (
     Forecast,
@@ -49,9 +49,10 @@ from idlegate.api.forecast_status import (
     parse_forecast,
     relative,
 )
-from idlegate.api.queueing import pool_use
 from idlegate.errors import IdlegateError
-from idlegate.sim.admission_result import Entry
+
+if TYPE_CHECKING:  # (`idlegate visibility` prints the table without the simulator)
+    from idlegate.sim.admission_result import Entry
 
 API_VERSION = "visibility.idlegate.io/v1alpha1"
 KIND = "PendingWorkflows"
@@ -164,6 +165,8 @@ def pool_entry(
                 }
             )
         queues.append({"name": queue, "waiting": waiting})
+    from idlegate.api.queueing import pool_use  # (the operator's side: the simulator's)
+
     return {"name": name, "queues": queues, "use": pool_use(cluster)}
 
 

@@ -3,7 +3,6 @@ app by :func:`register`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import time
@@ -47,6 +46,8 @@ def read_visibility(url: str | None, kubeconfig: Path | None, **query: str) -> d
 
     reader = Reader.from_kubeconfig(kubeconfig)
     try:
+        import asyncio  # (here: every command's start imports this module)
+
         return dict(asyncio.run(reader.get(source, **pairs)))
     except Forbidden:
         raise IdlegateError(

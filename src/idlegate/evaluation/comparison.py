@@ -340,16 +340,24 @@ def build(workload: str, seed: int, options: WorkloadOptions | None = None) -> W
     kwargs = options.to_kwargs()  # (its sentence names the flags already)
     with options.as_given():
         built = build_workload(workload, seed, **kwargs)
-    built = _with_queues(_pooled(built, options), options)
+    built = _with_queues(_pooled(built, options), options, workload)
     return built
 
 
-def _with_queues(built: Workload, options: WorkloadOptions) -> Workload:
+def _with_queues(built: Workload, options: WorkloadOptions, workload: str) -> Workload:
     """`built` with the queues of the file of ``--queues`` (checked against its pool and
     the queues its workflows name, as lint checks them: `check_named`)."""
     path = options.queues
     if path is None:
         return built
+    own = getattr(workload_kind(workload).config, "QUEUE_OPTIONS", ())
+    if ignored := [o for o in own if o in options.extra]:
+        said = " and ".join(f"-o {o}" for o in ignored)
+        raise IdlegateError(
+            f"{said} set{'s' * (len(ignored) == 1)} the {workload} workload's own queues, "
+            f"which --queues {path} replaces; set them in that file (waitBound, "
+            "preemption.reclaim, preemption.decide of each queue), or drop --queues"
+        )
     queues = read_queues(path)
     pool = ResourceVector({**(built.resources or {}), "pods": built.num_executors * MILLI})
     check_cohort(queues, pool, where=str(path))

@@ -402,7 +402,10 @@ def run_cli(config: EvaluateConfig, out: Path | None, ray: str | None = None) ->
     if out is not None:
         check_out_dir(out)  # fail before the runs, not after
     start = time.perf_counter()
-    with open_runs_pool(config.jobs, ray) as pool, stderr_progress("evaluating", None) as update:
+    with (
+        open_runs_pool(config.jobs, ray) as pool,
+        stderr_progress("evaluating", None, warmup=True) as update,
+    ):
         ev = run_evaluation(config, update, pool)
     elapsed = time.perf_counter() - start
     console = stdout_console(piped=140)
@@ -446,7 +449,7 @@ def run_compare(
     # (each run weighed by its scheduler's cost: the demo's portfolio runs, its last, cost
     # some 60 of a rule's each, so a time left that counted runs alike was 4 times short)
     costs = {f"{s.title} seed {n}": s.run_cost for s in config.schedulers for n in config.seed_list}
-    with pool, stderr_progress("simulating", runs, costs=costs) as update:
+    with pool, stderr_progress("simulating", runs, costs=costs, warmup=True) as update:
         cmp = run_comparison(
             config,
             lambda done, total, name, seed: update(done, total, f"{name} seed {seed}"),

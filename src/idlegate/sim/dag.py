@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import WorkflowSpec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +76,8 @@ class Dag:
     @cached_property
     def graph(self) -> nx.DiGraph:
         """The stage graph (edges parent -> child), nodes are stage indices."""
+        import networkx as nx  # (here: `idlegate lint` reads pools without it)
+
         g = nx.DiGraph()
         g.add_nodes_from(range(self.num_stages))
         g.add_edges_from((p, i) for i, ps in enumerate(self.parents) for p in ps)
@@ -82,6 +86,8 @@ class Dag:
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Stage indices, parents before children (ties by index, so it is deterministic)."""
+        import networkx as nx
+
         return tuple(nx.lexicographical_topological_sort(self.graph))
 
     @cached_property

@@ -30,10 +30,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import inf
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Protocol
 
 import numpy as np
 
+from idlegate.sim.arrival_kinds import ARRIVALS as ARRIVALS  # (re-exported)
+from idlegate.sim.arrival_kinds import Arrivals as Arrivals
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.durations import duration_model
@@ -43,9 +45,6 @@ from idlegate.sim.pool import effective_executors
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.rollout import Forkable, Future
 
-Arrivals = Literal["none", "poisson", "queues"]
-"""What a forecast's replays invent (module docstring)."""
-ARRIVALS: tuple[str, ...] = get_args(Arrivals)
 TEMPLATES = 50
 """Recent workflows the invented arrivals copy."""
 WINDOW = 50

@@ -46,9 +46,10 @@ from typing import Any
 
 import yaml
 
+from idlegate.documents import YamlLoader, YamlRefusal
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import ResourceVector
-from idlegate.sim.spec import DuplicateKey, YamlLoader, not_a_field
+from idlegate.sim.spec import not_a_field
 from idlegate.textfiles import read_text
 
 DEFAULT_QUEUE = "default"
@@ -88,30 +89,58 @@ def check_queue_name(name: object) -> None:
         )
 
 
+INT64_MAX = 2**63 - 1
+"""The largest integer of the CRD (int64): a priority beyond it is refused by the API
+server, so lint and the queues file refuse it too."""
+
+
+def written(value: object) -> str:
+    """`value` as a user wrote it in YAML: None is an empty value (``~``, ``null`` or
+    nothing), a boolean one of the words YAML reads as one (said "None is not a reclaim
+    setting", "True is not ...")."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (YAML reads yes, no, on, off, true and false so)"
+    return repr(value)
+
+
+def whole_problem(value: object) -> str | None:
+    """Why `value` is not a whole number the CRD holds (int64), the end of a sentence that
+    names it (None: nothing): the one check of a queue's priorities."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "must be a whole number"
+    if abs(value) > INT64_MAX:
+        return f"is beyond the CRD's 64-bit integers (±{INT64_MAX})"
+    return None
+
+
 def preemption_problem(key: str, value: object) -> str | None:
     """What is wrong with `value` for ``preemption.KEY`` of a queue, a sentence without
     its place (None: nothing): the one check of the queues file's parser (`queue_from`)
     and of an ExecutorPool's ``spec.queues[]`` (`idlegate.api.pool_spec`)."""
     if key == "reclaim" and value not in RECLAIM:
         return (
-            f"{value!r} is not a reclaim setting; use Never (the default: lent quota comes "
+            f"{written(value)} is not a reclaim setting; use Never (the default: lent quota comes "
             "back only as borrowed tasks end), LowerPriority (stop borrowed tasks of lower "
             "priority) or Any (stop any borrowed task)"
         )
     if key == "withinQueue" and value not in WITHIN_QUEUE:
         return (
-            f"{value!r} is not a withinQueue setting; use Never (the default) or "
+            f"{written(value)} is not a withinQueue setting; use Never (the default) or "
             "LowerPriority (stop the queue's own tasks of lower priority)"
         )
     if key == "decide" and value not in DECIDE:
         return (
-            f"{value!r} is not a decide setting; use Rules (the default: stop what the rules "
+            f"{written(value)} is not a decide setting; use Rules (the default: stop what the rules "
             "choose) or Forecast (stop it only where a replay of the pool says it pays)"
         )
-    if key == "borrowBelow" and (isinstance(value, bool) or not isinstance(value, int)):
+    if key == "borrowBelow" and (why := whole_problem(value)) is not None:
+        what = "is not a priority" if why.startswith("must") else why
         return (
-            f"{value!r} is not a priority; give a whole number (a borrowing task may stop "
-            "other queues' borrowed tasks of priority below it), or leave it out for never"
+            f"{written(value)} {what}; give a whole number within ±{INT64_MAX} (a borrowing "
+            "task may stop other queues' borrowed tasks of priority below it), or leave it "
+            "out for never"
         )
     return None
 
@@ -242,8 +271,8 @@ def _spec_problems(where: str, weight: object, priority: object, bound: object) 
         isinstance(weight, int | float) and isfinite(weight) and weight > 0
     ):
         out.append(f"{where}: weight {weight!r} must be a number > 0, e.g. 1")
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        out.append(f"{where}: priority {priority!r} must be a whole number")
+    if (why := whole_problem(priority)) is not None:
+        out.append(f"{where}: priority {written(priority)} {why}")
     if isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
         why = " (a bound of 0 would start every task first)" if bound == 0 else ""
         out.append(
@@ -566,7 +595,7 @@ def read_queues(path: Path | str) -> tuple[QueueSpec, ...]:
     )
     try:
         data = yaml.load(text, Loader=YamlLoader)  # (a key given twice: an error)
-    except DuplicateKey as exc:
+    except YamlRefusal as exc:
         raise IdlegateError(exc.at(where)) from None
     except yaml.YAMLError as exc:
         raise IdlegateError(

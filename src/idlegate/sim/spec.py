@@ -17,7 +17,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import networkx as nx
 import yaml
 from pydantic import (
     BaseModel,
@@ -29,7 +28,11 @@ from pydantic import (
     model_validator,
 )
 
+from idlegate.documents import DuplicateKey as DuplicateKey  # (re-exported)
+from idlegate.documents import YamlLoader as YamlLoader
+from idlegate.documents import YamlRefusal, json_document
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.sim.graphs import find_cycle
 from idlegate.sim.resources import EMPTY, ResourceVector, pod_request
 from idlegate.textfiles import read_text
 
@@ -309,10 +312,13 @@ def check_dag(stages: tuple[StageSpec, ...]) -> None:
             problems.append(f"stage {stage.name!r} lists the same dependency twice in dependsOn")
     if problems:
         raise SpecError("; ".join(problems))
-    graph = nx.DiGraph((dep, s.name) for s in stages for dep in s.depends_on)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
+    dependents: dict[str, list[str]] = {}  # (edges dependency -> dependent, as drawn)
+    for stage in stages:
+        for dep in stage.depends_on:
+            dependents.setdefault(dep, []).append(stage.name)
+            dependents.setdefault(stage.name, [])
+    cycle = find_cycle(dependents)
+    if cycle is None:
         return
     # edges run dependency -> dependent; show them as "x depends on y", from the smallest name
     names = [edge[1] for edge in reversed(cycle)]
@@ -473,53 +479,23 @@ class WorkflowItem:
     """A DagWorkflow's `metadata.name`, else None."""
 
 
-class DuplicateKey(yaml.constructor.ConstructorError, SpecError):
-    """A key given twice in one mapping (`UniqueKeys`): the file is YAML, so the readers
-    say this sentence with its place (`at`), not "not YAML or JSON" with PyYAML's own
-    message ("while constructing a mapping in "<unicode string>" ..."): a YAML error, so
-    that it leaves the loader, and a SpecError, so that a reader may raise it as it is."""
-
-    def __init__(self, key: Any, mark: yaml.Mark) -> None:
-        super().__init__(
-            None, None, f"the key {key!r} is given twice in one mapping; keep one", mark
-        )
-        self.line, self.column = mark.line + 1, mark.column + 1
-        """Where the second one is (counted from 1)."""
-
-    @property
-    def sentence(self) -> str:
-        """What is wrong and how to fix it, without the place."""
-        return str(self.problem)
-
-    def __str__(self) -> str:
-        return f"line {self.line}, column {self.column}: {self.sentence}"
-
-    def at(self, where: str) -> str:
-        """The error in `where` (a file): ``FILE line 13, column 7: the key ...``."""
-        return f"{where} {self}"
-
-
-class UniqueKeys:
-    """A YAML loader's mix-in that refuses duplicate keys in a mapping, as kubectl does:
-    PyYAML keeps the last, so a repeated ``tasks:`` would run silently with the other
-    value. Lint's loader and the workflow and queues files' share it, so that what lint
-    refuses no command reads (`DuplicateKey`, one sentence for all of them)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may repeat keys
-                continue
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else id(key_node)
-            if key in seen:
-                raise DuplicateKey(key, key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
-
-
-class YamlLoader(UniqueKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's safe loader where PyYAML was built with it (the same documents, parsed
-    several times faster: large history files are YAML too), refusing duplicate keys."""
+def json_lines(text: str, path: Path) -> list[Any]:
+    """The objects of a JSON Lines file's `text`; SpecError naming the line that is not
+    JSON (a sink cut short when its writer stopped: its last line), not "line 1" of the
+    line alone with advice to give YAML."""
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json_document(line))
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                f"{path} line {n}, column {exc.colno}: {exc.msg}; each line of a .jsonl file is "
+                "one JSON object: remove or complete that line (one cut short when its "
+                "writer stopped)"
+            ) from None
+    return out
 
 
 def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
@@ -533,12 +509,12 @@ def read_workflow_items(path: str | Path) -> list[WorkflowItem]:
     )
     try:
         if p.suffix == ".json":
-            docs = [json.loads(text)]
+            docs = [json_document(text)]
         elif p.suffix == ".jsonl":  # JSON Lines, e.g. the operator's history sink
-            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            docs = json_lines(text, p)
         else:
             docs = [d for d in yaml.load_all(text, Loader=YamlLoader) if d is not None]
-    except DuplicateKey as exc:
+    except YamlRefusal as exc:
         raise SpecError(exc.at(str(p))) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if p.suffix in (".json", ".jsonl") else "YAML"

@@ -40,6 +40,7 @@ import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from idlegate.config import Config, Flag
+from idlegate.documents import YamlLoader, YamlRefusal
 from idlegate.errors import IdlegateError
 from idlegate.policy.heuristics import SCHEDULERS
 from idlegate.policy.model_config import ModelConfig
@@ -367,7 +368,10 @@ def load_config(
     if path is not None:
         p = Path(path)
         try:  # (missing, a directory, not UTF-8: one sentence each, `read_text`'s)
-            loaded = yaml.safe_load(read_text(p, "config file", "give a YAML mapping of settings"))
+            text = read_text(p, "config file", "give a YAML mapping of settings")
+            loaded = yaml.load(text, Loader=YamlLoader)
+        except YamlRefusal as exc:
+            raise IdlegateError(f"config file {exc.at(repr(str(p)))}") from None
         except yaml.YAMLError as exc:
             raise IdlegateError(f"config file {str(p)!r} is not valid YAML: {exc}") from None
         if loaded is not None and not isinstance(loaded, dict):

@@ -22,9 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from idlegate.errors import IdlegateError
 from idlegate.sim.airflow.model import (
@@ -41,6 +39,9 @@ from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, Du
 from idlegate.sim.graphs import cycle_path
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 NO_POD_CLASSES = frozenset({"EmptyOperator", "ExternalTaskMarker"})
 """Operators Airflow marks done without running them (EmptyOperator and its subclasses
@@ -186,6 +187,8 @@ def _tasks(raw: Any, where: str) -> dict[str, Mapping[str, Any]]:
 
 
 def _graph(tasks: Mapping[str, Mapping[str, Any]], where: str) -> nx.DiGraph:
+    import networkx as nx  # (here: `idlegate lint` starts without it)
+
     graph = nx.DiGraph()
     graph.add_nodes_from(tasks)
     for tid, task in tasks.items():
@@ -299,6 +302,8 @@ def _priorities(tasks: Mapping[str, Mapping[str, Any]], graph: nx.DiGraph) -> di
     under the `downstream` rule, every downstream task's; `upstream`, every upstream
     task's; `absolute`, its own. A custom rule (a class path) counts as `downstream` here;
     a run's task instances carry Airflow's own figure, which `_Walker.stage` prefers."""
+    import networkx as nx  # (here: `idlegate lint` starts without it)
+
     own = {t: _number(task.get("priority_weight"), 1.0) for t, task in tasks.items()}
     out = {}
     for tid, task in tasks.items():
@@ -332,6 +337,8 @@ class _Walker:
         """Every task instance of the export, by task (the run's are `_by_task`)."""
 
     def stages(self) -> list[AirflowStage]:
+        import networkx as nx  # (here: `idlegate lint` starts without it)
+
         order = list(self.tasks)
         names: dict[str, str] = {}
         waits: dict[str, tuple[str, ...]] = {}  # what a task's dependents wait for
@@ -356,6 +363,8 @@ class _Walker:
 
     def _branched(self) -> set[str]:
         """The tasks downstream of a branching task."""
+        import networkx as nx  # (here: `idlegate lint` starts without it)
+
         out: set[str] = set()
         for tid, task in self.tasks.items():
             if any(word in operator_of(task) for word in BRANCHING):

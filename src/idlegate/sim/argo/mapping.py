@@ -23,9 +23,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.argo.model import (
@@ -41,6 +39,9 @@ from idlegate.sim.external import DEFAULT_PRIOR, MAX_RETRIES, DurationLookup, Du
 from idlegate.sim.graphs import cycle_path
 from idlegate.sim.resources import EMPTY, ResourceVector
 from idlegate.sim.spec import MAX_STAGES, MAX_TASK_SECONDS, MAX_TASKS_PER_STAGE, stage_label
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 GROUP = "argoproj.io"
 """Argo's API group."""
@@ -516,6 +517,8 @@ class _Walker:
         )
 
     def dag(self, template: Mapping[str, Any], scope: _Scope, call: _Call) -> tuple[str, ...]:
+        import networkx as nx  # (here: `idlegate lint` starts without it)
+
         body = template["dag"]
         tasks = self.dag_tasks(template)
         needs = {name: _dependencies(task) for name, task in tasks.items()}
@@ -667,6 +670,8 @@ def _targets(
     target: Any, inputs: Mapping[str, str], workflow: Mapping[str, str], graph: nx.DiGraph
 ) -> set[str] | None:
     """A DAG's `target` tasks and what they depend on (None: every task)."""
+    import networkx as nx  # (here: `idlegate lint` starts without it)
+
     if not isinstance(target, str) or not target.strip():
         return None
     text = _substitute(target, inputs, workflow)

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from idlegate.documents import json_document
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.airflow import AirflowRefusal, is_airflow
 from idlegate.sim.argo import WORKFLOW_KINDS, is_argo
@@ -32,6 +33,7 @@ from idlegate.sim.history.records import (
 )
 from idlegate.sim.history.sources import airflow_workflows, argo_workflow
 from idlegate.sim.spec import parse_workflow, read_workflow_items
+from idlegate.textfiles import make_dirs
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +188,7 @@ def tail_history(
 def _line_record(line: str, source: str) -> HistoryWorkflow:
     """A plain workflow record on one line of JSON."""
     try:
-        doc = json.loads(line)
+        doc = json_document(line)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{source} is not JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -227,7 +229,7 @@ def check_history_out(path: str | Path) -> Path:
             f"{p / 'history.yaml'}"
         )
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(p.parent)  # (removed again if the command fails: `discard_empty_dirs`)
     except OSError as exc:
         raise SpecError(f"cannot write the history file {p} ({exc.strerror}); {_OUT}") from None
     return p

@@ -8,6 +8,7 @@ jobs of a stream (`init` at t=0 plus `num_stream` Poisson arrivals).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -121,8 +122,9 @@ def _whole(value: Any, name: str) -> int:
     """Lenient int for input-only options (CLI strings like '100' are fine)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+    if isinstance(value, str):  # (a sign too: -5 is a whole number its bound refuses)
+        with contextlib.suppress(ValueError):
+            return int(value.strip())
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise ValueError(f"{name} must be a whole number, got {value!r}")

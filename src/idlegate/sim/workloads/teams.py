@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from math import inf
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -41,6 +41,10 @@ TEAM_WORKLOADS = ("synthetic", "tpch-like", "k8s-batch", "bursty", "follow", "pu
 class TeamsConfig(_Options):
     """Teams of equal quota on one pool (module docs). Default: three teams of TPC-H-like
     DAGs at offered load 0.85 in all, 60 workflows each, on 30 executors, one flooding."""
+
+    QUEUE_OPTIONS: ClassVar[tuple[str, ...]] = ("wait_bound", "reclaim", "decide")
+    """The options that set the teams' own queues: a queues file (``--queues``) replaces
+    those queues, so they are refused beside one, not ignored."""
 
     scenario: Literal["steady", "flood", "large"] = "flood"
     """What the first team does: submit steadily, flood, or carry one large workflow."""
