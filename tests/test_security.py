@@ -39,6 +39,7 @@ from idlegate.api.task_pods import DEFAULT_TEMPLATE, Owner, task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.spec import StageSpec, parse_workflow
+from tests.k8s.real import BIN as CLUSTER_BIN
 from tests.security_cases import (
     AGREEMENT,
     CONTROLS,
@@ -632,6 +633,33 @@ def test_policy_manifests_pass_kubernetes_validate(version):
     assert all("message" not in v for v in vap["spec"]["validations"])
     types, *rules = (v["reason"] for v in vap["spec"]["validations"])
     assert types == "Invalid" and set(rules) == {"Forbidden"}
+
+
+def _vap_check(path: Path) -> subprocess.CompletedProcess[str]:
+    checker = CLUSTER_BIN / "vap-check"
+    if not checker.exists():
+        pytest.skip(f"vap-check is not built in {CLUSTER_BIN}: `make cluster` builds it")
+    return subprocess.run([checker, path], capture_output=True, text=True, timeout=120)
+
+
+def test_kube_apiserver_would_accept_the_policy(tmp_path):
+    """kube-apiserver's own validation of the policy, without a cluster (vap-check): it
+    compiles every expression as the API server does when the policy is applied, which
+    cel-python does not: a map or list literal's values must have one type, and CEL's
+    reserved words are no variable names. It refuses such a policy, naming the field."""
+    checked = _vap_check(POLICY)
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
+    text = POLICY.read_text()
+    mixed = text.replace("'at': dyn(variables.workflowPath", "'at': (variables.workflowPath", 1)
+    assert mixed != text
+    (tmp_path / "mixed.yaml").write_text(
+        mixed.replace("name: templateNamespace", "name: namespace")
+    )
+    refused = _vap_check(tmp_path / "mixed.yaml")
+    assert refused.returncode == 1, refused.stderr
+    assert "spec.variables[9].expression" in refused.stdout
+    assert "expected type 'string' but found 'dyn'" in refused.stdout
+    assert 'spec.variables[39].name: Invalid value: "namespace"' in refused.stdout
 
 
 def test_operator_pod_is_hardened(base):
