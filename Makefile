@@ -16,8 +16,9 @@ AIRFLOW_REQUIREMENTS := tests/data/airflow/requirements-e2e.txt
 # `make cluster` builds a real control plane from the Go modules pinned in deploy/local/go.mod
 # (docs/local-cluster.md): etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 # of k8s.io/kubernetes at one release, its staging modules at their published versions, and
-# KWOK. Nothing but the Go module proxy is reached. `make cluster-up` / `cluster-down` start
-# and stop it on loopback with three KWOK nodes.
+# KWOK; and vap-check, kube-apiserver's own validation of a ValidatingAdmissionPolicy (its CEL
+# compiled and type-checked) without a cluster. Nothing but the Go module proxy is reached.
+# `make cluster-up` / `cluster-down` start and stop it on loopback with three KWOK nodes.
 CLUSTER_DIR ?= $(OUT)/cluster
 CLUSTER_BIN := $(CLUSTER_DIR)/bin
 K8S_VERSION := v1.36.3
@@ -25,7 +26,7 @@ GO_VERSION_PKG := k8s.io/component-base/version
 GO_LDFLAGS := -s -w -X $(GO_VERSION_PKG).gitVersion=$(K8S_VERSION) \
 	-X $(GO_VERSION_PKG).gitMajor=1 -X $(GO_VERSION_PKG).gitMinor=36 \
 	-X $(GO_VERSION_PKG).gitTreeState=clean
-CLUSTER_PACKAGES := ./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver \
+CLUSTER_PACKAGES := ./cmd/etcd ./cmd/vap-check k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
 	sigs.k8s.io/kwok/cmd/kwok
 

@@ -30,7 +30,6 @@ from idlegate.api.podsecurity import (
     RULES,
     Level,
     NamespacePolicy,
-    Violation,
     check_template,
     namespace_policy,
     parse_service_accounts,
@@ -40,17 +39,27 @@ from idlegate.api.task_pods import DEFAULT_TEMPLATE, Owner, task_pod
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError, SpecError
 from idlegate.sim.spec import StageSpec, parse_workflow
+from tests.k8s.real import BIN as CLUSTER_BIN
 from tests.security_cases import (
-    C0,
+    AGREEMENT,
     CONTROLS,
-    DELETE,
+    CRON_PREFIX,
     ESCALATIONS,
+    HOST_PATH,
     ISSUE_EXAMPLE,
     PREFIX,
     SC0,
+    WRONG_IDS,
+    WRONG_TYPES,
+    cron_workflow,
     edit,
     escalated,
+    first_per_rule,
+    first_problem,
+    lint_one,
+    namespace,
     restricted_template,
+    workflow,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,38 +67,6 @@ DEPLOY = ROOT / "deploy"
 POLICY = DEPLOY / "components" / "pod-security" / "policy.yaml"
 SAMPLES = DEPLOY / "samples"
 KUBERNETES_VERSIONS = ("1.30", "1.32")  # the minimum (scheduling gates, VAP v1) and kind's
-
-
-def workflow(*templates: dict[str, Any] | None, name: str = "wf") -> dict[str, Any]:
-    """A DagWorkflow of a chain of stages, one per template (None: no template)."""
-    stages = []
-    for i, template in enumerate(templates):
-        stage: dict[str, Any] = {"name": f"s{i}", "tasks": 1, "taskDurationSeconds": 1}
-        if i:
-            stage["dependsOn"] = [f"s{i - 1}"]
-        if template is not None:
-            stage["template"] = template
-        stages.append(stage)
-    return {
-        "apiVersion": "idlegate.io/v1alpha1",
-        "kind": "DagWorkflow",
-        "metadata": {"name": name, "namespace": "team-a"},
-        "spec": {"stages": stages},
-    }
-
-
-def namespace(level: str | None = None, allowed: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}}
-    if level is not None:
-        meta["labels"]["pod-security.kubernetes.io/enforce"] = level
-    if allowed is not None:
-        meta["annotations"] = {"idlegate.io/allowed-service-accounts": allowed}
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
-
-
-def lint_one(obj: dict[str, Any], policy: NamespacePolicy | None = None) -> list[tuple[str, str]]:
-    report = lint_paths(["-"], policy=policy, stdin=io.StringIO(yaml.safe_dump(obj)))
-    return [(p.field or "", p.message) for p in report.problems]
 
 
 # -- the admission policy, evaluated offline -----------------------------------------------------
@@ -206,14 +183,6 @@ def admission_policy() -> AdmissionPolicy:
     return AdmissionPolicy(vap["spec"])
 
 
-def first_per_rule(violations: list[Violation]) -> list[str]:
-    """The policy's view of a list of violations: the first of each rule (by message)."""
-    seen: dict[str, str] = {}
-    for v in violations:
-        seen.setdefault(v.message, str(v))
-    return list(seen.values())
-
-
 # -- the escalation table, in the three places ---------------------------------------------------
 
 
@@ -268,244 +237,6 @@ def test_the_issues_example_is_invalid_at_baseline():
 
 
 # -- every rule: the Python check and the policy agree ---------------------------------------------
-
-# (name, namespace labels/annotations, change); each is judged by both and must agree.
-AGREEMENT = [
-    ("valid at restricted", ("restricted", None), edit()),
-    (
-        "pod-level HostProcess",
-        ("baseline", None),
-        edit(("spec.securityContext.windowsOptions", {"hostProcess": True})),
-    ),
-    (
-        "container HostProcess",
-        ("baseline", None),
-        edit((f"{SC0}.windowsOptions", {"hostProcess": True})),
-    ),
-    (
-        "AppArmor field Unconfined",
-        ("baseline", None),
-        edit((f"{SC0}.appArmorProfile", {"type": "Unconfined"})),
-    ),
-    (
-        "AppArmor field Localhost",
-        ("restricted", None),
-        edit((f"{SC0}.appArmorProfile", {"type": "Localhost", "localhostProfile": "p"})),
-    ),
-    (
-        "AppArmor annotation unconfined",
-        ("baseline", None),
-        edit(
-            (
-                "metadata.annotations",
-                {"container.apparmor.security.beta.kubernetes.io/task": "unconfined"},
-            )
-        ),
-    ),
-    (
-        "AppArmor annotation localhost",
-        ("baseline", None),
-        edit(
-            (
-                "metadata.annotations",
-                {"container.apparmor.security.beta.kubernetes.io/task": "localhost/p"},
-            )
-        ),
-    ),
-    (
-        "SELinux type spc_t",
-        ("baseline", None),
-        edit(("spec.securityContext.seLinuxOptions", {"type": "spc_t"})),
-    ),
-    (
-        "SELinux container_engine_t",
-        ("restricted", None),
-        edit((f"{SC0}.seLinuxOptions", {"type": "container_engine_t", "level": "s0:c1"})),
-    ),
-    (
-        "SELinux user and role",
-        ("baseline", None),
-        edit((f"{SC0}.seLinuxOptions", {"user": "system_u", "role": "sysadm_r"})),
-    ),
-    (
-        "probe host",
-        ("baseline", None),
-        edit((f"{C0}.livenessProbe", {"httpGet": {"port": 8080, "host": "10.0.0.1"}})),
-    ),
-    (
-        "lifecycle host",
-        ("baseline", None),
-        edit((f"{C0}.lifecycle", {"preStop": {"tcpSocket": {"port": 22, "host": "node"}}})),
-    ),
-    (
-        "safe sysctl",
-        ("restricted", None),
-        edit(
-            (
-                "spec.securityContext.sysctls",
-                [{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}],
-            )
-        ),
-    ),
-    (
-        "NET_BIND_SERVICE at restricted",
-        ("restricted", None),
-        edit((f"{SC0}.capabilities.add", ["NET_BIND_SERVICE"])),
-    ),
-    ("CHOWN at baseline", ("baseline", None), edit((f"{SC0}.capabilities.add", ["CHOWN"]))),
-    ("CHOWN at restricted", ("restricted", None), edit((f"{SC0}.capabilities.add", ["CHOWN"]))),
-    ("no drop at restricted", ("restricted", None), edit((f"{SC0}.capabilities", {}))),
-    (
-        "nfs at restricted",
-        ("restricted", None),
-        edit(("spec.volumes", [{"name": "n", "nfs": {"server": "s", "path": "/"}}])),
-    ),
-    (
-        "hostPath at restricted",
-        ("restricted", None),
-        edit(("spec.volumes", [{"name": "h", "hostPath": {"path": "/"}}])),
-    ),
-    (
-        "allowed volumes at restricted",
-        ("restricted", None),
-        edit(
-            (
-                "spec.volumes",
-                [
-                    {"name": "e", "emptyDir": {}},
-                    {"name": "i", "image": {"reference": "x"}},
-                    {"name": "d"},
-                ],
-            )
-        ),
-    ),
-    (
-        "privilege escalation",
-        ("restricted", None),
-        edit((SC0, {"capabilities": {"drop": ["ALL"]}})),
-    ),
-    ("no runAsNonRoot", ("restricted", None), edit(("spec.securityContext.runAsNonRoot", DELETE))),
-    (
-        "runAsNonRoot false on the pod",
-        ("restricted", None),
-        edit(("spec.securityContext.runAsNonRoot", False), (f"{SC0}.runAsNonRoot", True)),
-    ),
-    ("runAsUser 0", ("restricted", None), edit((f"{SC0}.runAsUser", 0))),
-    (
-        "no seccomp at restricted",
-        ("restricted", None),
-        edit(("spec.securityContext", {"runAsNonRoot": True})),
-    ),
-    (
-        "seccomp Unconfined at restricted",
-        ("restricted", None),
-        edit((f"{SC0}.seccompProfile", {"type": "Unconfined"})),
-    ),
-    (
-        "Windows pod at restricted",
-        ("restricted", None),
-        edit(
-            ("spec.os", {"name": "windows"}),
-            ("spec.securityContext", {"runAsNonRoot": True}),
-            (SC0, {}),
-        ),
-    ),
-    (
-        "user namespace /proc at baseline",
-        ("baseline", None),
-        edit(("spec.hostUsers", False), (f"{SC0}.procMount", "Unmasked")),
-    ),
-    (
-        "user namespace /proc at restricted",
-        ("restricted", None),
-        edit(("spec.hostUsers", False), (f"{SC0}.procMount", "Unmasked")),
-    ),
-    (
-        "user namespace root at restricted",
-        ("restricted", None),
-        edit(
-            ("spec.hostUsers", False),
-            (
-                "spec.securityContext",
-                {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
-            ),
-        ),
-    ),
-    (
-        "privileged init container",
-        ("baseline", None),
-        edit(
-            (
-                "spec.initContainers",
-                [{"name": "init", "image": "busybox", "securityContext": {"privileged": True}}],
-            )
-        ),
-    ),
-    (
-        "ephemeral container at restricted",
-        ("restricted", None),
-        edit(("spec.ephemeralContainers", [{"name": "debug", "image": "busybox"}])),
-    ),
-    ("deprecated serviceAccount", ("baseline", None), edit(("spec.serviceAccount", "admin"))),
-    (
-        "allowed service account with a token",
-        ("baseline", "etl-runner, other"),
-        edit(
-            ("spec.serviceAccountName", "etl-runner"), ("spec.automountServiceAccountToken", True)
-        ),
-    ),
-    (
-        "default service account named",
-        ("baseline", None),
-        edit(("spec.serviceAccountName", "default")),
-    ),
-    (
-        "projected token",
-        ("baseline", None),
-        edit(
-            (
-                "spec.volumes",
-                [
-                    {
-                        "name": "t",
-                        "projected": {
-                            "sources": [
-                                {"configMap": {"name": "c"}},
-                                {"serviceAccountToken": {"path": "token"}},
-                            ]
-                        },
-                    }
-                ],
-            )
-        ),
-    ),
-    (
-        "operator labels",
-        ("baseline", None),
-        edit(
-            ("metadata.labels", {"idlegate.io/workflow": "other", "idlegate.io/workload": "mine"}),
-            ("metadata.annotations", {"idlegate.io/executor": "0"}),
-        ),
-    ),
-    (
-        "scheduling gates",
-        ("baseline", None),
-        edit(("spec.schedulingGates", [{"name": "mine"}, {"name": "idlegate.io/release"}])),
-    ),
-    ("node name", ("privileged", None), edit(("spec.nodeName", "node-1"))),
-    (
-        "command and args of strings",
-        ("restricted", None),
-        edit((f"{C0}.command", ["sleep", "5"]), (f"{C0}.args", ["--retries", "2"])),
-    ),
-    ("unknown level label", ("Baseline", None), edit((SC0, {}))),
-    (
-        "privileged level",
-        ("privileged", None),
-        edit(("spec.hostNetwork", True), (f"{SC0}.privileged", True)),
-    ),
-    ("the issue's example", (None, None), lambda t: t.update(copy.deepcopy(ISSUE_EXAMPLE))),
-]
 
 
 def _case_policy(labels: tuple[str | None, str | None]) -> tuple[dict[str, Any], NamespacePolicy]:
@@ -620,123 +351,6 @@ def test_a_template_naming_a_node_is_refused_at_every_level():
     assert admission_policy().denials(workflow(template), namespace("privileged")) == [str(v)]
 
 
-# (change, the field refused): each a value the API server would not decode into its type, one
-# for every field the Pod Security and operator rules read (and so the policy types)
-WRONG_TYPES = [
-    (edit((f"{SC0}.privileged", "true")), "spec.containers[0].securityContext.privileged"),
-    (edit(("spec.hostNetwork", "true")), "spec.hostNetwork"),
-    (edit(("spec.hostPID", 1)), "spec.hostPID"),
-    (edit(("spec.hostIPC", "yes")), "spec.hostIPC"),
-    (edit(("spec.hostUsers", "false")), "spec.hostUsers"),
-    (
-        edit(("spec.automountServiceAccountToken", "yes")),
-        "spec.automountServiceAccountToken",
-    ),
-    (edit((f"{SC0}.runAsUser", "0")), "spec.containers[0].securityContext.runAsUser"),
-    (edit(("spec.securityContext.runAsUser", 0.5)), "spec.securityContext.runAsUser"),
-    (edit((f"{SC0}.runAsNonRoot", "false")), "spec.containers[0].securityContext.runAsNonRoot"),
-    (edit(("spec.securityContext.runAsNonRoot", 1)), "spec.securityContext.runAsNonRoot"),
-    (
-        edit((f"{SC0}.allowPrivilegeEscalation", "false")),
-        "spec.containers[0].securityContext.allowPrivilegeEscalation",
-    ),
-    (edit((f"{SC0}.procMount", 1)), "spec.containers[0].securityContext.procMount"),
-    (edit((f"{SC0}.capabilities", "ALL")), "spec.containers[0].securityContext.capabilities"),
-    (
-        edit((f"{SC0}.capabilities", {"add": "SYS_ADMIN"})),
-        "spec.containers[0].securityContext.capabilities.add",
-    ),
-    (
-        edit((f"{SC0}.capabilities", {"drop": ["ALL", 1]})),
-        "spec.containers[0].securityContext.capabilities.drop[1]",
-    ),
-    (
-        edit(("spec.securityContext.seccompProfile", "RuntimeDefault")),
-        "spec.securityContext.seccompProfile",
-    ),
-    (
-        edit((f"{SC0}.seccompProfile", {"type": 1})),
-        "spec.containers[0].securityContext.seccompProfile.type",
-    ),
-    (
-        edit((f"{SC0}.appArmorProfile", {"type": True})),
-        "spec.containers[0].securityContext.appArmorProfile.type",
-    ),
-    (
-        edit(("spec.securityContext.seLinuxOptions", {"user": 0})),
-        "spec.securityContext.seLinuxOptions.user",
-    ),
-    (edit((f"{SC0}.windowsOptions", "x")), "spec.containers[0].securityContext.windowsOptions"),
-    (
-        edit(("spec.securityContext.windowsOptions", {"hostProcess": "true"})),
-        "spec.securityContext.windowsOptions.hostProcess",
-    ),
-    (edit(("spec.securityContext.sysctls", {"name": "x"})), "spec.securityContext.sysctls"),
-    (edit(("spec.securityContext.sysctls", ["kernel.msgmax"])), "spec.securityContext.sysctls[0]"),
-    (
-        edit(("spec.securityContext.sysctls", [{"name": 1, "value": "1"}])),
-        "spec.securityContext.sysctls[0].name",
-    ),
-    (edit((SC0, "privileged")), "spec.containers[0].securityContext"),
-    (edit(("spec.securityContext", [])), "spec.securityContext"),
-    (edit((f"{C0}.ports", "80")), "spec.containers[0].ports"),
-    (edit((f"{C0}.ports", [80])), "spec.containers[0].ports[0]"),
-    (
-        edit((f"{C0}.ports", [{"containerPort": 80, "hostPort": "80"}])),
-        "spec.containers[0].ports[0].hostPort",
-    ),
-    (edit((f"{C0}.livenessProbe", "x")), "spec.containers[0].livenessProbe"),
-    (edit((f"{C0}.readinessProbe", {"httpGet": "/"})), "spec.containers[0].readinessProbe.httpGet"),
-    (
-        edit((f"{C0}.lifecycle", {"preStop": {"tcpSocket": {"port": 1, "host": 1}}})),
-        "spec.containers[0].lifecycle.preStop.tcpSocket.host",
-    ),
-    (edit((f"{C0}.lifecycle", {"postStart": "x"})), "spec.containers[0].lifecycle.postStart"),
-    (edit(("spec.volumes", {"name": "v"})), "spec.volumes"),
-    (edit(("spec.volumes", ["v"])), "spec.volumes[0]"),
-    (edit(("spec.volumes", [{"name": "root", "hostPath": "/"}])), "spec.volumes[0].hostPath"),
-    (edit(("spec.volumes", [{"name": "t", "projected": "x"}])), "spec.volumes[0].projected"),
-    (
-        edit(("spec.volumes", [{"name": "t", "projected": {"sources": {}}}])),
-        "spec.volumes[0].projected.sources",
-    ),
-    (
-        edit(("spec.volumes", [{"name": "t", "projected": {"sources": ["x"]}}])),
-        "spec.volumes[0].projected.sources[0]",
-    ),
-    (
-        edit(
-            (
-                "spec.volumes",
-                [{"name": "t", "projected": {"sources": [{"serviceAccountToken": 1}]}}],
-            )
-        ),
-        "spec.volumes[0].projected.sources[0].serviceAccountToken",
-    ),
-    (edit(("spec.os", "linux")), "spec.os"),
-    (edit(("spec.os", {"name": 1})), "spec.os.name"),
-    (edit(("spec.serviceAccountName", True)), "spec.serviceAccountName"),
-    (edit(("spec.serviceAccount", 1)), "spec.serviceAccount"),
-    (edit(("spec.nodeName", 5)), "spec.nodeName"),
-    (edit((f"{C0}.command", ["sleep", 5])), "spec.containers[0].command[1]"),
-    (edit((f"{C0}.command", "sleep 5")), "spec.containers[0].command"),
-    (edit((f"{C0}.args", ["--retries", 2.5])), "spec.containers[0].args[1]"),
-    (
-        edit(("spec.initContainers", [{"name": "i", "image": "busybox", "args": [True]}])),
-        "spec.initContainers[0].args[0]",
-    ),
-    (edit(("spec.initContainers", {})), "spec.initContainers"),
-    (edit(("spec.ephemeralContainers", ["debug"])), "spec.ephemeralContainers[0]"),
-    (edit(("spec.schedulingGates", "mine")), "spec.schedulingGates"),
-    (edit(("metadata", "x")), "metadata"),
-    (edit(("metadata.labels", ["a"])), "metadata.labels"),
-    (edit(("metadata.labels", {"team": 1})), "metadata.labels.team"),
-    (edit(("metadata.annotations", {"note": True})), "metadata.annotations.note"),
-    (lambda t: t.update(spec="x"), "spec"),
-]
-WRONG_IDS = [w[1] for w in WRONG_TYPES]
-
-
 def test_a_number_in_a_containers_command_is_refused_with_the_fix():
     """YAML reads `command: [sleep, 5]` as a number, which the API server refuses in a pod:
     the operator, lint and the admission policy say so, and how to fix it."""
@@ -756,7 +370,7 @@ spec:
     obj = yaml.safe_load(text)
     field = f"{PREFIX}.spec.containers[0].command[1]"
     said = f"{field} must be a string, not 5: quote it ('5')"
-    assert _first_problem(obj, "spec", Level.PRIVILEGED) == said
+    assert first_problem(obj, "spec", Level.PRIVILEGED) == said
     report = lint_paths(["-"], stdin=io.StringIO(text))
     assert [(p.field, p.message) for p in report.problems] == [
         (field, "must be a string, not 5: quote it ('5')")
@@ -766,19 +380,11 @@ spec:
     assert lint_one(quoted) == [] and admission_policy().denials(quoted, namespace()) == []
 
 
-def _first_problem(obj: dict[str, Any], where: str, level: Level) -> str:
-    """The first problem the operator's check reports of workflow `obj` (its spec at `where`)."""
-    spec = obj["spec"] if where == "spec" else obj["spec"]["workflowSpec"]
-    with pytest.raises(SpecError) as exc:
-        check_templates(parse_workflow(spec, where), where, NamespacePolicy(level))
-    return str(exc.value).removeprefix("invalid pod template: ").split("; ")[0]
-
-
 @pytest.mark.parametrize(("change", "path"), WRONG_TYPES, ids=WRONG_IDS)
 def test_a_field_of_the_wrong_type_is_refused_by_the_operator_and_lint(change, path):
     # at privileged (where the value, read as meant, would be allowed): only its type refuses it
     obj = workflow(escalated(change))
-    assert _first_problem(obj, "spec", Level.PRIVILEGED).startswith(f"{PREFIX}.{path} must be ")
+    assert first_problem(obj, "spec", Level.PRIVILEGED).startswith(f"{PREFIX}.{path} must be ")
     check_templates(parse_workflow(workflow(restricted_template())["spec"], "spec"), "spec")
     assert [p for p, _ in lint_one(obj, NamespacePolicy(Level.PRIVILEGED))] == [f"{PREFIX}.{path}"]
 
@@ -792,33 +398,18 @@ def test_a_field_of_the_wrong_type_is_refused_by_the_admission_policy_as_by_the_
     the most rules judge the template besides (the validation reads no level)."""
     obj = workflow(escalated(change))
     denials = admission_policy().denials(obj, namespace("restricted"))
-    assert denials and denials[0] == _first_problem(obj, "spec", Level.RESTRICTED)
+    assert denials and denials[0] == first_problem(obj, "spec", Level.RESTRICTED)
 
 
 @pytest.mark.parametrize(("change", "path"), WRONG_TYPES[:3], ids=WRONG_IDS[:3])
 def test_a_cron_workflows_field_of_the_wrong_type_is_refused_by_the_admission_policy(change, path):
     obj = cron_workflow(escalated(change))
-    expected = _first_problem(obj, "spec.workflowSpec", Level.PRIVILEGED)
+    expected = first_problem(obj, "spec.workflowSpec", Level.PRIVILEGED)
     assert expected.startswith(f"{CRON_PREFIX}.{path} must be ")
     assert admission_policy().denials(obj, namespace("privileged")) == [expected]
 
 
 # -- DagCronWorkflows: their workflowSpec is judged as each run's will be --------------------------
-
-CRON_PREFIX = "spec.workflowSpec.stages[0].template"
-HOST_PATH = edit(
-    (f"{SC0}.privileged", True),
-    ("spec.volumes", [{"name": "root", "hostPath": {"path": "/"}}]),
-)
-
-
-def cron_workflow(template: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "idlegate.io/v1alpha1",
-        "kind": "DagCronWorkflow",
-        "metadata": {"name": "cw", "namespace": "team-a"},
-        "spec": {"schedule": "* * * * *", "workflowSpec": workflow(template)["spec"]},
-    }
 
 
 async def _sync_cron(
@@ -1042,6 +633,33 @@ def test_policy_manifests_pass_kubernetes_validate(version):
     assert all("message" not in v for v in vap["spec"]["validations"])
     types, *rules = (v["reason"] for v in vap["spec"]["validations"])
     assert types == "Invalid" and set(rules) == {"Forbidden"}
+
+
+def _vap_check(path: Path) -> subprocess.CompletedProcess[str]:
+    checker = CLUSTER_BIN / "vap-check"
+    if not checker.exists():
+        pytest.skip(f"vap-check is not built in {CLUSTER_BIN}: `make cluster` builds it")
+    return subprocess.run([checker, path], capture_output=True, text=True, timeout=120)
+
+
+def test_kube_apiserver_would_accept_the_policy(tmp_path):
+    """kube-apiserver's own validation of the policy, without a cluster (vap-check): it
+    compiles every expression as the API server does when the policy is applied, which
+    cel-python does not: a map or list literal's values must have one type, and CEL's
+    reserved words are no variable names. It refuses such a policy, naming the field."""
+    checked = _vap_check(POLICY)
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
+    text = POLICY.read_text()
+    mixed = text.replace("'at': dyn(variables.workflowPath", "'at': (variables.workflowPath", 1)
+    assert mixed != text
+    (tmp_path / "mixed.yaml").write_text(
+        mixed.replace("name: templateNamespace", "name: namespace")
+    )
+    refused = _vap_check(tmp_path / "mixed.yaml")
+    assert refused.returncode == 1, refused.stderr
+    assert "spec.variables[9].expression" in refused.stdout
+    assert "expected type 'string' but found 'dyn'" in refused.stdout
+    assert 'spec.variables[39].name: Invalid value: "namespace"' in refused.stdout
 
 
 def test_operator_pod_is_hardened(base):
