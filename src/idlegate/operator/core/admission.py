@@ -21,7 +21,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, was_stopped
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, uncounted, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
@@ -44,6 +44,7 @@ from idlegate.operator.core.intents import (
     LiveStatus,
     PatchStatus,
     Refused,
+    ReleaseStop,
     RemoveGate,
 )
 from idlegate.operator.core.kinds import Pool
@@ -65,6 +66,11 @@ class DagWorkflow(Workflow):
     def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> None:
         track = self.by_name.get(pod.stage)
         task = track.tasks.get(pod.index) if track is not None else None
+        if pod.held and not deleted and (pod.deleting or pod.terminal):
+            awaited = task is not None and task.evicting and task.attempt == pod.attempt
+            if not awaited:  # (its stop counted, or none to count: `eviction`, point 6)
+                self.holds.add(pod.name)
+                pool.intents.add(ReleaseStop(self.owner, pod.name))
         if track is None or task is None or task.attempt != pod.attempt:
             return  # not ours, or an attempt already dealt with
         if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting):
@@ -134,6 +140,8 @@ class DagWorkflow(Workflow):
             self.persisted_slots |= intent.status.slots
             if body is not None:  # (it was found)
                 pool.intents.add(StatusLanded(self, intent.status.counted))
+        elif isinstance(intent, ReleaseStop):
+            self.holds.discard(intent.name)
         elif isinstance(intent, CreatePod | RemoveGate) and body is not None:
             if isinstance(intent, CreatePod) and intent.owner_check:
                 self.pod_vanished = False  # (the workflow is there)
@@ -178,6 +186,7 @@ class DagWorkflow(Workflow):
         if task is None or task.evicting:
             return "it is being stopped" if task else "its task is not running on it now"
         task.evicting, mark = True, stop_mark(evictions.queue, evictions.reason)
+        self.holds.add(name)
         args = (self.owner, name, track.spec.name, task.index, task.attempt, executor, mark)
         pool.intents.add(EvictPod(*args, evictions))
         return None
@@ -428,8 +437,11 @@ class Restore:
     of one after the restart loses the work since then (issue 93)."""
     stopped: list[tuple[StageTrack, TaskPod]] = field(default_factory=list)
     """Pods whose stop the operator before the restart asked and whose eviction was taken
-    (being deleted with the mark) without its answer being taken in: their stop is
-    counted and said now, as the answer would have (issue 93)."""
+    (being deleted with the mark and its finalizer) without its answer being taken in:
+    their stop is counted and said now, as the answer would have (issue 93)."""
+    unheld: list[str] = field(default_factory=list)
+    """Other pods that carry the stop's finalizer and ended or are being deleted: nothing
+    to count, the finalizer to take off (`idlegate.api.eviction`, point 6)."""
 
 
 def classify(
@@ -501,8 +513,12 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     latest = max(infos, key=lambda p: p.attempt)
     stopped = was_stopped(latest)  # (its next attempt is made, as after its stop answered)
     task.attempt, task.preempted = latest.attempt + stopped, latest.preempted + stopped
-    if stopped and latest.deleting and not latest.terminal:
+    counting = uncounted(latest)
+    if counting:
         found.stopped.append((track, latest))  # (evicted; its answer lost with the leader)
+    for pod in infos:  # (earlier attempts: their answers were taken, their next pods made)
+        if pod.held and (pod.deleting or pod.terminal) and not (counting and pod is latest):
+            found.unheld.append(pod.name)
     failed = sum(p.phase == "Failed" and not was_stopped(p) for p in infos)
     failing = latest.phase == "Failed" and not stopped
     track.attempt_failed(task, max(failed, latest.attempt - latest.preempted + failing))

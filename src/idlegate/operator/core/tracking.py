@@ -194,6 +194,9 @@ class Workflow:
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job
         self.idle_slots: dict[int, SlotState] = {}
         self.completion: float | None = None
+        self.holds: set[str] = set()
+        """Its pods that may carry the stop's finalizer not taken off yet (an eviction asked,
+        a release not confirmed): a deletion of it takes each off (`Core.forget`)."""
         self.pod_vanished = False
         """A pod of it was deleted by someone else: check that the workflow still exists
         before the next pod is created (GC's deletions may come before the workflow's)."""
