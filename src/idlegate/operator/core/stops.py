@@ -25,7 +25,7 @@ from idlegate.operator.core.intents import (
     ReleaseStop,
 )
 from idlegate.operator.core.kinds import JobKind, Pool
-from idlegate.sim.reclaim_plan import Reclaim
+from idlegate.sim.reclaim_plan import RECHECK, Reclaim
 
 if TYPE_CHECKING:
     from idlegate.operator.core.decider import Decider
@@ -75,7 +75,14 @@ class Stops(Pool):
         if isinstance(got, JudgeStops):  # (for the bridge: the replay process answers `Judged`)
             self.intents.add(got)
             self.intents.set_timer(f"judge:{got.token}", got.due, Judged(got.token))
-        elif (stops := got.plan) is not None:
+            return
+        if got.verdict is not None:  # (every verdict counted; a declined one said)
+            queue = got.plan.queue if got.plan is not None else got.queue or ""
+            self.metrics.reclaim_verdicts.labels(queue, got.verdict.case).inc()
+            if got.waiting is not None:
+                said = notices.preempt_declined(queue, got.verdict.sentence(), RECHECK)
+                self.intents.event(got.waiting.payload.owner, *said)
+        if (stops := got.plan) is not None:
             if got.warning is not None and got.why is not None:
                 log.warning("%s", got.warning)
                 self.metrics.preemption_fallbacks.labels(stops.queue, got.why).inc()
@@ -118,6 +125,21 @@ class Stops(Pool):
         self.intents.event(wf.owner, *notices.preempted(track.spec.name, queue, reason, lost, None))
         self.release_stop(wf, pod.name)
 
+    def _refused(self, intent: EvictPod, queue: str, why: str, status: int | None) -> None:
+        """A stop's eviction refused (a PodDisruptionBudget's 429): a Warning Event on its
+        workflow, counted, and nothing stopping for `queue` any more in its reclaim (its
+        waiting workflows' reason says the refusal, not a stop under way)."""
+        self.metrics.preemption_refusals.labels(queue, str(status or "none")).inc()
+        self.intents.event(
+            intent.owner, *notices.stop_refused(intent.name, intent.stage, queue, why)
+        )
+        admission = self.cluster.admission
+        if admission is not None and admission.reclaimer is not None:
+            last = f"the last stop asked, of pod {intent.name}, was not taken: {why}"
+            admission.reclaimer.refused(intent.executor, queue, last)
+            admission.reopen()
+            self.cluster.needs_schedule = True
+
     def release_stop(self, wf: DagWorkflow, name: str) -> None:
         """Take the stop's finalizer off `wf`'s pod `name` (its stop counted, or none to
         count); `wf.holds` keeps it until the API confirms, for a deletion of `wf` to take
@@ -134,6 +156,8 @@ class Stops(Pool):
         why = None
         if isinstance(outcome, Refused):
             why = eviction.refused(outcome.status, outcome.message)
+            if outcome.status != 404:  # (refused: loudly, and the queue's wait says so)
+                self._refused(intent, evictions.queue, why, outcome.status)
         evictions.settle(intent.executor, stopped=lost is not None, why=why)
         if lost is not None:
             self.metrics.preempted_tasks.labels(evictions.queue, evictions.reason).inc()
