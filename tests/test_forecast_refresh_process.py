@@ -158,3 +158,37 @@ def test_the_replay_process_runs_behind_the_operator() -> None:
         assert executor.submit(os.nice, 0).result(timeout=60) == os.nice(0) + NICENESS
     finally:
         executor.shutdown()
+
+
+SHUTDOWN = """
+import os, signal, time
+from idlegate.operator.forecasting.process import ReplayProcess
+
+if __name__ == "__main__":
+    replays = ReplayProcess()
+    pid = replays.call(os.getpid).result()
+    replays.call(time.sleep, 600)  # (a replay under way at the shutdown)
+    replays.close()
+    try:
+        os.kill(pid, 0)
+        print("the replay process outlived close()", flush=True)
+        os.kill(pid, signal.SIGKILL)  # (so that this test ends either way)
+    except ProcessLookupError:
+        print("ended", flush=True)
+    os._exit(0)  # (as the operator leaves: no finalizer runs)
+"""
+
+
+def test_a_closed_replay_process_is_ended_and_leaks_no_semaphore(tmp_path: Any) -> None:
+    # issue 93, item 5: every `default` pool's shutdown logged "resource_tracker: There
+    # appear to be 5 leaked semaphore objects", and the replay process and the resource
+    # tracker outlived the operator once. The output is read to its end: every process
+    # that holds it (the replay process, the resource tracker) has ended then.
+    import subprocess
+    import sys
+
+    script = tmp_path / "shutdown.py"
+    script.write_text(SHUTDOWN)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert done.stdout == "ended\n"
+    assert "leaked semaphore" not in done.stderr, done.stderr

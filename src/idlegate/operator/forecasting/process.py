@@ -10,6 +10,7 @@ new one.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -81,8 +82,24 @@ class ReplayProcess:
             return self.call(work, *args)
 
     def close(self) -> None:
-        """Stop the process (a refresh it runs is dropped); no refresh starts after."""
+        """Stop the process (a refresh it runs is dropped); no refresh starts after. The
+        process is ended and reaped, and the executor's queues released, before this
+        returns: the operator leaves by ``os._exit``, which runs no finalizer, so a process
+        left running outlived it (with the resource tracker it holds open), and the
+        queues' semaphores were reported leaked (issue 93, item 5)."""
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            end(executor)
+
+
+def end(executor: ProcessPoolExecutor) -> None:
+    """Shut `executor` down now: its work dropped, its processes ended (a replay is
+    disposable: nothing of it is kept) and reaped, its queues' semaphores unlinked."""
+    workers = list((getattr(executor, "_processes", None) or {}).values())  # (no public way)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)
+    del executor  # (its queues' last reference: their semaphores' finalizers run on collection)
+    gc.collect()
