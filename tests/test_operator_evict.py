@@ -12,8 +12,9 @@ import pytest
 
 from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
 from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP, FINALIZER_STOP
+from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import read_task_pod
-from idlegate.operator.core.events import Forget, PodSeen, StopTasks
+from idlegate.operator.core.events import Admit, Forget, PodSeen, StopTasks
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -25,11 +26,12 @@ from idlegate.operator.core.intents import (
 )
 from idlegate.operator.edge.kube import ApiError
 from idlegate.policy import make_scheduler
+from idlegate.sim.timestamps import stamp
 from tests.operator_fakes import Harness, harness
 from tests.operator_fakes import stage as fake_stage
 from tests.reclaim_helpers import admitted, marked, of, reasons, status_of
 from tests.test_kube_client import Script, client, serving
-from tests.test_operator_core import T0, core_of, pod, said, stage, taken
+from tests.test_operator_core import T0, core_of, pod, said, stage, taken, workflow
 
 
 def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
@@ -60,6 +62,15 @@ def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
     (released,) = of(intents, RemoveGate)
     assert (released.name, released.executor) == ("w-a-0-r1", 0)
     assert status_of(intents)["stages"][0]["failed"] == 0
+    # the stopped attempt is in the status (its page draws it once its pod is gone)
+    (gone,) = status_of(intents)["stopped"]
+    assert (gone["pod"], gone["stage"], gone["queue"], gone["lostSeconds"]) == (
+        "w-a-0",
+        "a",
+        "owners",
+        6.0,
+    )
+    assert (gone["stopTime"], gone["startTime"]) == (stamp(T0 + 6), stamp(T0))
     task = core.workflows[("default", "w")].stages[0].tasks[0]
     assert (task.failures, task.preempted, task.attempt) == (0, 1, 1)
     assert core.metrics.value("idlegate_preempted_tasks_total", queue="owners", reason="reclaim")
@@ -423,6 +434,14 @@ def test_a_new_leader_says_and_counts_a_stop_whose_answer_the_old_one_lost() -> 
     assert core.metrics.value("idlegate_preempted_tasks_total", **labels) == 1
     assert core.metrics.value("idlegate_preempted_work_seconds_total") == 8.0
     assert [r.name for r in of(intents, ReleaseStop)] == ["w-a-0"]  # (counted: let go)
+    (kept,) = status_of(intents)["stopped"]
+    assert (kept["pod"], kept["lostSeconds"]) == ("w-a-0", 8.0)
+    # a later restart reads the stopped attempts back from the status
+    body = workflow("w", spec)
+    body["status"] = status_of(intents)
+    again = core_of(pool=1)
+    said(again, Admit(body, [], NamespacePolicy()), T0 + 5)
+    assert [a.pod for a in again.workflows[("default", "w")].stopped] == ["w-a-0"]
 
 
 def test_a_new_leader_lets_go_of_a_stopped_pod_whose_stop_was_counted_and_counts_none() -> None:

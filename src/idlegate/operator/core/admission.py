@@ -13,6 +13,7 @@ spec and puts that progress into the state machine before its first decision.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,7 @@ from idlegate.api.status import (
     IdleSlot,
     Phase,
     SlotState,
+    StoppedAttempt,
     check_object_size,
     generation_of,
     parse_indexes,
@@ -224,6 +226,8 @@ class DagWorkflow(Workflow):
         assert task.executor is not None  # (released on the pool's executor it was asked for)
         (stopped,) = pool.cluster.stop([task.executor], pool.now())
         pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
+        queue = intent.evictions.queue
+        self.note_stop(intent.name, track.spec.name, queue, stopped.start, pool.now(), stopped.lost)
         task.attempt, task.preempted = task.attempt + 1, task.preempted + 1
         track.replan(task)
         self.top_up(pool, track)
@@ -469,6 +473,9 @@ def classify(
     for (stage, index), infos in attempts.items():
         _classify_task(wf.by_name[stage], index, infos, found)
     _restore_collected(wf, status, found)
+    for raw in status.get("stopped") or []:  # (its stopped attempts, for its page)
+        with contextlib.suppress(ValueError):
+            wf.stopped.append(StoppedAttempt.model_validate(raw))
     for raw in status.get("idleSlots") or []:
         try:
             slot = IdleSlot.model_validate(raw)

@@ -117,9 +117,10 @@ class Stops(Pool):
         its deletion (none for a checkpointed stage or where its pod did not say); then its
         finalizer is taken off."""
         queue, reason = eviction.read_mark(pod.stop or "")
-        lost = 0.0
+        lost, stop = 0.0, pod.deleted or self.now()
         if pod.started is not None and not track.spec.checkpointed:
-            lost = max(0.0, (pod.deleted or self.now()) - pod.started)
+            lost = max(0.0, stop - pod.started)
+        wf.note_stop(pod.name, track.spec.name, queue, pod.started, stop, lost)
         self.metrics.preempted_tasks.labels(queue, reason).inc()
         self.metrics.preempted_work.inc(lost)
         self.intents.event(wf.owner, *notices.preempted(track.spec.name, queue, reason, lost, None))

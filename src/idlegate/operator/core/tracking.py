@@ -20,10 +20,12 @@ from idlegate.api.forecast_first import first_status
 from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, forecast_fields
 from idlegate.api.status import (
     FINISHED,
+    MAX_STOPPED,
     Conditions,
     Phase,
     SlotState,
     StageStatus,
+    StoppedAttempt,
     WorkflowStatus,
     dump,
     format_indexes,
@@ -194,6 +196,9 @@ class Workflow:
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job
         self.idle_slots: dict[int, SlotState] = {}
         self.completion: float | None = None
+        self.stopped: list[StoppedAttempt] = []
+        """Its latest attempts stopped (``status.stopped``: its page draws them once their
+        pods are gone), read back from the status after a restart."""
         self.holds: set[str] = set()
         """Its pods that may carry the stop's finalizer not taken off yet (an eviction asked,
         a release not confirmed): a deletion of it takes each off (`Core.forget`)."""
@@ -302,6 +307,7 @@ class Workflow:
                 pool_size=self.pool_size,
                 scheduler=self.scheduler,
                 history_recorded=self.history_recorded or None,
+                stopped=self.stopped or None,
             )
         )
         out.update(forecast_fields(self.forecast, job.first_start, completion))
@@ -309,6 +315,21 @@ class Workflow:
             made, replayed = self.forecast_made, self.forecast_replayed
             out["firstForecast"] = first_status(made, replayed, job.first_start)
         return out
+
+    def note_stop(
+        self, pod: str, stage: str, queue: str, start: float | None, stop: float, lost: float
+    ) -> None:
+        """Its attempt in `pod` was stopped at `stop` (kept in ``status.stopped``)."""
+        began = to_datetime(start) if start is not None else None
+        attempt = StoppedAttempt(
+            pod=pod,
+            stage=stage,
+            queue=queue,
+            start_time=began,
+            stop_time=to_datetime(stop),
+            lost_seconds=round(lost, 3),
+        )
+        self.stopped = [*self.stopped, attempt][-MAX_STOPPED:]
 
     def measured(
         self,
