@@ -19,7 +19,8 @@ from idlegate.sim.dag import Dag
 from idlegate.sim.engine import decision_round
 from idlegate.sim.protocol import Job
 from idlegate.sim.queues import queues_from
-from idlegate.sim.reclaim_plan import RECHECK
+from idlegate.sim.reclaim_ledger import Calm
+from idlegate.sim.reclaim_plan import NONE_CHOSEN, RECHECK
 from idlegate.sim.reclaim_verdict import DECLINED, ReclaimVerdict
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import parse_workflow
@@ -33,27 +34,31 @@ def job(seconds: float) -> Dag:
     return Dag.from_spec(parse_workflow({"stages": [stage]}))
 
 
-def lending(per_minute: int | None = None) -> tuple[Cluster, Job]:
+def lending(
+    per_minute: int | None = None, patience: float | None = None, at: float = 1.0
+) -> tuple[Cluster, Job]:
     """4 CPU: queue b (2 CPU, reclaim Any) runs one task of 10 s, queue a three of 100 s
-    (one on b's quota); at 1 s b's next task (1 CPU) waits, no CPU free."""
+    (one on b's quota); at `at` b's next task (1 CPU) waits, no CPU free."""
     b: dict[str, Any] = {"name": "b", "nominal": {"cpu": 2}, "preemption": {"reclaim": "Any"}}
     raw = [{"name": "a", "nominal": {"cpu": 2}, "borrowingLimit": {"cpu": 2}}, b]
     cluster = Cluster(100, resources=ResourceVector.parse("cpu=4"))
     cluster.admission = Admission(queues_from(raw), cluster.capacity, cluster.resource_names)
+    reclaimer = cluster.admission.reclaimer
+    assert reclaimer is not None
     if per_minute is not None:
-        reclaimer = cluster.admission.reclaimer
-        assert reclaimer is not None
-        reclaimer.ledger.calm = type(reclaimer.ledger.calm)(per_minute=per_minute)
+        reclaimer.ledger.calm = Calm(per_minute=per_minute)
         reclaimer.ledger._recent.extend([0.5] * per_minute)  # (spent in the last minute)
+    if patience is not None:
+        reclaimer.ledger.calm = Calm(patience=patience)
     fifo = make_scheduler("fifo")
     cluster.add_job(job(10), 0.0).queue = 1
     for _ in range(3):
         cluster.add_job(job(100), 0.0).queue = 0
     list(decision_round(cluster, fifo, 0.0))
-    waiting = cluster.add_job(job(10), 1.0)
+    waiting = cluster.add_job(job(10), at)
     waiting.queue = 1
     cluster.touch(waiting)
-    list(decision_round(cluster, fifo, 1.0))
+    list(decision_round(cluster, fifo, at))
     return cluster, waiting
 
 
@@ -71,6 +76,12 @@ def test_a_queue_waiting_on_its_patience_says_its_own_tasks_count_as_room_coming
         "as 1 running task(s) are expected to end within it and give the room, 1 of them "
         "its own queue's, counted as room coming)"
     )
+
+
+def test_no_task_the_rules_let_it_stop_is_said_in_the_wait() -> None:
+    # without patience, at 70 s: a's tasks of 100 s are near their end, which the rules spare
+    cluster, waiting = lending(patience=0.0, at=70.0)
+    assert reason_of(cluster, waiting).endswith(f"none is stopped now: {NONE_CHOSEN})")
 
 
 def test_a_spent_budget_of_stops_is_said_in_the_wait() -> None:

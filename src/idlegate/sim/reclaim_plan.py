@@ -566,8 +566,8 @@ class Reclaimer:
 
 
 NONE_CHOSEN = (
-    "no running task the rules let it stop would give it the room now (they spare a task "
-    "near its end, one stopped lately, and on nodes one whose node would not then hold it)"
+    "no running task the rules let it stop would give it the room now: they spare a task "
+    "near its end, one stopped lately, and on nodes one whose node would not then hold it"
 )
 """Why a claimant's question stopped nothing when no victims were found."""
 
@@ -629,6 +629,7 @@ def _above(used: Sequence[float], nominal: Sequence[float]) -> bool:
 
 
 __all__ = [
+    "NONE_CHOSEN",
     "PENDING_FOR",
     "RECHECK",
     "VICTIMS",
