@@ -378,6 +378,23 @@ async def test_a_pod_stopped_as_the_leader_died_is_kept_until_the_next_one_count
     assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
 
 
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_rebuild_lets_go_of_a_stopped_pod_whose_workflow_was_deleted_meanwhile() -> None:
+    # the finalizer must never keep a pod for ever: its workflow deleted while no operator
+    # ran, the next one's rebuild takes it off (nothing to count)
+    from idlegate.operator.edge import intake
+
+    h = await _stopping_as_the_leader_dies(after=True)
+    del h.kube.workflows[("default", "w")]
+    h.kube.grace_over("w-a-0")
+    assert ("default", "w-a-0") in h.kube.pods  # (held)
+    new = Harness(h.kube, h.clock, 2, make_scheduler("fifo"))
+    await intake.rebuild(new.pools)
+    await new.settle()
+    assert ("default", "w-a-0") not in h.kube.pods
+
+
 def test_a_gangs_task_is_not_stopped_on_kubernetes() -> None:
     core = core_of(pool=2)
     admitted(core, "g", stage("a", tasks=2, gang=True))
