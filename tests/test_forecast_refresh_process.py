@@ -192,3 +192,45 @@ def test_a_closed_replay_process_is_ended_and_leaks_no_semaphore(tmp_path: Any) 
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert done.stdout == "ended\n"
     assert "leaked semaphore" not in done.stderr, done.stderr
+
+
+KILLED = """
+import os, signal, time
+from idlegate.operator.forecasting.process import ReplayProcess
+
+if __name__ == "__main__":
+    replays = ReplayProcess()
+    pid = replays.call(os.getpid).result()
+    replays.call(time.sleep, 600)  # (a replay under way as the operator is killed)
+    print(pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # (no close, no finalizer: an OOM kill, kill -9)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits on a pidfd (Linux only)")
+def test_the_replay_process_ends_with_a_killed_operator(tmp_path: Any) -> None:
+    # issue 93, item 5: the replay process outlived the operator. Waited on as an event,
+    # its pidfd (readable once it has exited); the guard only turns the old hang into a
+    # failure
+    import select
+    import subprocess
+    import sys
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    out, err = subprocess.PIPE, subprocess.DEVNULL  # (its tracker warns of what it cleans)
+    operator = subprocess.Popen([sys.executable, str(script)], stdout=out, stderr=err, text=True)
+    assert operator.stdout is not None
+    replays = int(operator.stdout.readline())
+    operator.wait()
+    try:
+        watched = os.pidfd_open(replays)
+    except ProcessLookupError:
+        return  # (ended already)
+    try:
+        ended, _, _ = select.select([watched], [], [], 600)
+    finally:
+        os.close(watched)
+    if not ended:
+        os.kill(replays, signal.SIGKILL)
+    assert ended, "the replay process outlived its operator"

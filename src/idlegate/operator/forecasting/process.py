@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,11 +32,28 @@ the replays less (docs/research/forecasts.md, "In pairs, off and on in turn").""
 
 
 def behind() -> None:
-    """In the replay process as it starts: `NICENESS` below the operator's priority. A
-    platform without `os.nice` runs the replays at the operator's."""
+    """In the replay process as it starts: `NICENESS` below the operator's priority (a
+    platform without `os.nice` runs the replays at the operator's), and ended with the
+    operator however it ends (`ended_with`)."""
     nice = getattr(os, "nice", None)
     if nice is not None:
         nice(NICENESS)
+    ended_with(multiprocessing.parent_process())
+
+
+def ended_with(parent: Any, leave: Callable[[int], object] = os._exit) -> None:
+    """End this process (`leave`) as soon as `parent` has ended: a thread waits on its
+    sentinel. An operator killed (SIGKILL, OOM) runs no `ReplayProcess.close`, and its
+    replay process, blocked on a queue whose write end it holds itself, lived on for ever
+    (issue 93, item 5). None: not a child of the operator."""
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        leave(0)
+
+    threading.Thread(target=watch, name="idlegate-operator-watch", daemon=True).start()
 
 
 def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
