@@ -19,6 +19,7 @@ from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     EvictPod,
+    PatchStatus,
     PostEvent,
     Refused,
     ReleaseStop,
@@ -450,15 +451,44 @@ def test_a_new_leader_says_and_counts_a_stop_whose_answer_the_old_one_lost() -> 
     labels = {"queue": "owners", "reason": "reclaim"}
     assert core.metrics.value("idlegate_preempted_tasks_total", **labels) == 1
     assert core.metrics.value("idlegate_preempted_work_seconds_total") == 8.0
-    assert [r.name for r in of(intents, ReleaseStop)] == ["w-a-0"]  # (counted: let go)
+    (release,) = of(intents, ReleaseStop)  # (counted: let go once the status says so)
+    assert release.name == "w-a-0" and release.after_status
+    assert of(intents[: intents.index(release)], PatchStatus)  # (the status it waits for)
     (kept,) = status_of(intents)["stopped"]
-    assert (kept["pod"], kept["lostSeconds"]) == ("w-a-0", 8.0)
+    assert (kept["pod"], kept["lostSeconds"], kept["attempt"], kept["preempted"]) == (
+        "w-a-0",
+        8.0,
+        0,
+        1,
+    )
     # a later restart reads the stopped attempts back from the status
     body = workflow("w", spec)
     body["status"] = status_of(intents)
     again = core_of(pool=1)
     said(again, Admit(body, [], NamespacePolicy()), T0 + 5)
     assert [a.pod for a in again.workflows[("default", "w")].stopped] == ["w-a-0"]
+
+
+def test_a_stop_counted_before_a_restart_whose_pod_is_gone_runs_its_next_attempt() -> None:
+    # the leader counted the stop, its status landed and the finalizer came off, then it
+    # died before the next attempt's pod was made; the pod is gone: the status says the
+    # stop, so the task runs as attempt 1 (not attempt 0 again), with no second Event
+    core = core_of(pool=1)
+    spec = stage("a", backoffLimit=0)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 5)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Confirmed(evict, marked(pod("w", spec, 0, "Running", executor=0), evict)), T0 + 6)
+    body = workflow("w", spec)
+    body["status"] = status_of(taken(core))
+    later = core_of(pool=1)
+    said(later, Admit(body, [], NamespacePolicy()), T0 + 8)
+    intents = taken(later)
+    task = later.workflows[("default", "w")].stages[0].tasks[0]
+    assert (task.attempt, task.preempted, task.failures) == (1, 1, 0)
+    assert [c.name for c in of(intents, CreatePod)] == ["w-a-0-r1"]
+    assert "Preempted" not in reasons(intents) and status_of(intents)["phase"] != "Failed"
 
 
 def test_a_new_leader_lets_go_of_a_stopped_pod_whose_stop_was_counted_and_counts_none() -> None:

@@ -31,7 +31,9 @@ applier's eviction) as follows:
    Kubernetes' Job controller keeps its pods until it has counted their ends: a leader
    that dies after the eviction was taken leaves the pod there, marked, for the next one
    to count (`uncounted`), however short its grace period. The operator takes it off
-   (`unhold_patch`, the intent ``ReleaseStop``) once the stop is counted, once the pod
+   (`unhold_patch`, the intent ``ReleaseStop``) once the stop is counted and recorded in
+   the workflow's ``status.stopped`` (so that a restart finding the pod gone reads the stop
+   there: the Job controller's order, its end recorded, then its finalizer off), once the pod
    ended by itself or its attempt was dealt with otherwise, when its workflow is deleted,
    and at a restart for a pod whose workflow is gone: every path that writes it takes it
    off, so no pod is kept for ever.

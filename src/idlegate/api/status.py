@@ -164,6 +164,11 @@ class StoppedAttempt(_StatusModel):
     stage: str = Field(
         min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Its stage."
     )
+    index: int = Field(ge=0, description="Its task's index in the stage.")
+    attempt: int = Field(ge=0, description="The attempt stopped (its task runs again as the next).")
+    preempted: int = Field(
+        ge=1, description="Its task's attempts stopped so far, this one included (no failures)."
+    )
     queue: str = Field(max_length=253, description="The queue its stop gave quota back to.")
     start_time: datetime | None = Field(
         default=None, description="When the attempt started to run (absent: not known)."
@@ -329,7 +334,9 @@ class WorkflowStatus(_StatusModel):
         default=None,
         max_length=MAX_STOPPED,
         description="The latest task attempts stopped to give quota back (their pods "
-        "evicted), oldest first: the workflow's page shows them once their pods are gone.",
+        "evicted), oldest first: written before the stop's finalizer is taken off its pod, so "
+        "a restarted operator that finds the pod gone runs its task's next attempt; the "
+        "workflow's page shows them once their pods are gone.",
     )
     history_recorded: bool | None = Field(
         default=None,

@@ -226,9 +226,9 @@ class DagWorkflow(Workflow):
         assert task.executor is not None  # (released on the pool's executor it was asked for)
         (stopped,) = pool.cluster.stop([task.executor], pool.now())
         pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
-        queue = intent.evictions.queue
-        self.note_stop(intent.name, track.spec.name, queue, stopped.start, pool.now(), stopped.lost)
         task.attempt, task.preempted = task.attempt + 1, task.preempted + 1
+        when = (stopped.start, pool.now())
+        self.note_stop(intent.name, track, task, intent.evictions.queue, when, stopped.lost)
         track.replan(task)
         self.top_up(pool, track)
         pool.intents.status(self)
@@ -473,9 +473,16 @@ def classify(
     for (stage, index), infos in attempts.items():
         _classify_task(wf.by_name[stage], index, infos, found)
     _restore_collected(wf, status, found)
-    for raw in status.get("stopped") or []:  # (its stopped attempts, for its page)
+    for raw in status.get("stopped") or []:  # (its stopped attempts: its page, and below)
         with contextlib.suppress(ValueError):
             wf.stopped.append(StoppedAttempt.model_validate(raw))
+    for stopped in wf.stopped:  # (a stop counted whose pod is gone: its next attempt runs)
+        track = wf.by_name.get(stopped.stage)
+        if track is None or not 0 <= stopped.index < track.spec.tasks:
+            continue
+        task = track.task(stopped.index)
+        if task.state is TaskState.PLANNED and task.attempt <= stopped.attempt:
+            task.attempt, task.preempted = stopped.attempt + 1, stopped.preempted
     for raw in status.get("idleSlots") or []:
         try:
             slot = IdleSlot.model_validate(raw)

@@ -156,6 +156,10 @@ class ReleaseStop(_PodWrite):
 
     owner: Owner
     name: str
+    after_status: bool = False
+    """Send it once the workflow's latest :class:`PatchStatus` before it has landed: the
+    one recording the stop in ``status.stopped`` (as Kubernetes' Job controller records a
+    pod's end before it takes its finalizer off)."""
 
 
 @dataclass(frozen=True, slots=True)

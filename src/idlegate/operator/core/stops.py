@@ -120,11 +120,12 @@ class Stops(Pool):
         lost, stop = 0.0, pod.deleted or self.now()
         if pod.started is not None and not track.spec.checkpointed:
             lost = max(0.0, stop - pod.started)
-        wf.note_stop(pod.name, track.spec.name, queue, pod.started, stop, lost)
+        wf.note_stop(pod.name, track, track.task(pod.index), queue, (pod.started, stop), lost)
         self.metrics.preempted_tasks.labels(queue, reason).inc()
         self.metrics.preempted_work.inc(lost)
         self.intents.event(wf.owner, *notices.preempted(track.spec.name, queue, reason, lost, None))
-        self.release_stop(wf, pod.name)
+        self.intents.status(wf)
+        self.release_stop(wf, pod.name, counted=True)
 
     def _refused(self, intent: EvictPod, queue: str, why: str, status: int | None) -> None:
         """A stop's eviction refused (a PodDisruptionBudget's 429): a Warning Event on its
@@ -141,12 +142,14 @@ class Stops(Pool):
             admission.reopen()
             self.cluster.needs_schedule = True
 
-    def release_stop(self, wf: DagWorkflow, name: str) -> None:
+    def release_stop(self, wf: DagWorkflow, name: str, *, counted: bool = False) -> None:
         """Take the stop's finalizer off `wf`'s pod `name` (its stop counted, or none to
         count); `wf.holds` keeps it until the API confirms, for a deletion of `wf` to take
-        it off again (its writes not sent are dropped then)."""
+        it off again (its writes not sent are dropped then). A stop `counted` just now is
+        let go once the status recording it (``status.stopped``) has landed: a restart
+        that then finds the pod gone reads the stop there."""
         wf.holds.add(name)
-        self.intents.add(ReleaseStop(wf.owner, name))
+        self.intents.add(ReleaseStop(wf.owner, name, after_status=counted))
 
     def _evicted(self, intent: EvictPod, outcome: Outcome) -> None:
         """An eviction's answer: its task stopped (counted, said on its workflow), refused,
@@ -176,7 +179,7 @@ class Stops(Pool):
             wf.holds.discard(intent.name)  # (gone, or not marked: nothing to take off)
         elif pod is not None and pod.held:  # (even of a workflow gone meanwhile)
             if isinstance(wf, DagWorkflow):
-                self.release_stop(wf, intent.name)
+                self.release_stop(wf, intent.name, counted=lost is not None)
             else:
                 self.intents.add(ReleaseStop(intent.owner, intent.name))
         self._evict(evictions)

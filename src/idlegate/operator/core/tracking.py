@@ -317,13 +317,24 @@ class Workflow:
         return out
 
     def note_stop(
-        self, pod: str, stage: str, queue: str, start: float | None, stop: float, lost: float
+        self,
+        pod: str,
+        track: StageTrack,
+        task: Task,
+        queue: str,
+        when: tuple[float | None, float],
+        lost: float,
     ) -> None:
-        """Its attempt in `pod` was stopped at `stop` (kept in ``status.stopped``)."""
+        """Its `task`'s attempt in `pod` was stopped (`when`: its start, if known, and its
+        stop), `task` now at its next attempt: kept in ``status.stopped``."""
+        start, stop = when
         began = to_datetime(start) if start is not None else None
         attempt = StoppedAttempt(
             pod=pod,
-            stage=stage,
+            stage=track.spec.name,
+            index=task.index,
+            attempt=task.attempt - 1,
+            preempted=task.preempted,
             queue=queue,
             start_time=began,
             stop_time=to_datetime(stop),

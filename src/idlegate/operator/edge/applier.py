@@ -434,6 +434,7 @@ class Applier:
             run, priority = (lambda k: self._evict(k, intent)), Priority.POD
         elif isinstance(intent, ReleaseStop):
             run, priority = (lambda k: self._release_stop(k, intent)), Priority.POD
+            after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, DeletePod):
             run = lambda k: k.delete_pod(intent.owner.namespace, intent.name)  # noqa: E731
             priority = Priority.POD
