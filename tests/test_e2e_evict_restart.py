@@ -18,6 +18,7 @@ from tests.e2e import (
     OperatorProcess,
     PodMonitor,
     events_of,
+    operator_processes,
     pods_of,
     stage,
     wait,
@@ -59,7 +60,7 @@ def test_an_operator_killed_right_after_an_eviction_has_the_stop_counted_once(
     queues = tmp_path / "queues.yaml"
     queues.write_text(yaml.safe_dump(QUEUES))
     monitor = PodMonitor(api, ns)
-    first = second = None
+    first: OperatorProcess | None = None
     emulator = type(api.emulator)
     take = emulator.evict
 
@@ -72,28 +73,26 @@ def test_an_operator_killed_right_after_an_eviction_has_the_stop_counted_once(
 
     monkeypatch.setattr(emulator, "evict", evict)
     try:
-        first = OperatorProcess(api, ns, 4, tmp_path / "first.log", f"--queues={queues}")
-        x = workflow("x", stage("a", 4, 400))
-        x["spec"]["queueName"] = "a"
-        api.create(DWF, x, namespace=ns)
-        wait(lambda: len(monitor.occupying) == 4, 60, "x's four tasks running")
-        y = workflow("y", stage("b", 1, 5))
-        y["spec"]["queueName"] = "b"
-        api.create(DWF, y, namespace=ns)
-        victim = wait(lambda: evicted(api, ns), 60, "an eviction of x's pods taken")
-        assert first.process.poll() is not None  # (killed -9 as it was taken)
-        wait(lambda: kubelet_done(api, ns, victim), 60, f"{victim} stopped by its kubelet")
-        second = OperatorProcess(api, ns, 4, tmp_path / "second.log", f"--queues={queues}")
-        owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"), timeout=60)
-        lender = wait_phase(api, ns, "x", ("Succeeded", "Failed"), timeout=120)
-        wait(lambda: let_go(api, ns, victim, monitor), 60, f"{victim} let go")
-    except TimeoutError as exc:
-        logs = "\n".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob("*.log")))
-        raise AssertionError(f"{exc}; the operators' last output:\n{logs}") from exc
+        with operator_processes(tmp_path) as started:
+            first = OperatorProcess(api, ns, 4, tmp_path / "first.log", f"--queues={queues}")
+            started.append(first)
+            x = workflow("x", stage("a", 4, 400))
+            x["spec"]["queueName"] = "a"
+            api.create(DWF, x, namespace=ns)
+            wait(lambda: len(monitor.occupying) == 4, 60, "x's four tasks running")
+            y = workflow("y", stage("b", 1, 5))
+            y["spec"]["queueName"] = "b"
+            api.create(DWF, y, namespace=ns)
+            victim = wait(lambda: evicted(api, ns), 60, "an eviction of x's pods taken")
+            assert first.process.poll() is not None  # (killed -9 as it was taken)
+            wait(lambda: kubelet_done(api, ns, victim), 60, f"{victim} stopped by its kubelet")
+            started.append(
+                OperatorProcess(api, ns, 4, tmp_path / "second.log", f"--queues={queues}")
+            )
+            owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"), timeout=60)
+            lender = wait_phase(api, ns, "x", ("Succeeded", "Failed"), timeout=120)
+            wait(lambda: let_go(api, ns, victim, monitor), 60, f"{victim} let go")
     finally:
-        for process in (first, second):
-            if process is not None:
-                process.kill()
         monitor.close()
     assert owner["phase"] == "Succeeded"
     assert lender["phase"] == "Succeeded" and lender["stages"][0]["failed"] == 0
