@@ -373,6 +373,21 @@ class OperatorProcess:
         return self.log.read_text(errors="replace")[-3000:]
 
 
+@contextlib.contextmanager
+def operator_processes(logs: Path) -> Iterator[list[OperatorProcess]]:
+    """The operator processes a test starts (it appends them to the list yielded), each
+    killed at the end; a hang (TimeoutError) fails with their logs' (`logs`/*.log) ends."""
+    started: list[OperatorProcess] = []
+    try:
+        yield started
+    except TimeoutError as exc:
+        said = "\n".join(p.read_text()[-3000:] for p in sorted(logs.glob("*.log")))
+        raise AssertionError(f"{exc}; the operators' last output:\n{said}") from exc
+    finally:
+        for process in started:
+            process.kill()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -35,6 +35,9 @@ from idlegate.sim.protocol import Action, ClusterView, Decision
 from idlegate.sim.task_times import EVIDENCE, TaskTimes
 from tests.k8s._patching import PatchFailed, apply_json_patch, merge_patch
 
+STAMP = "2024-01-01T00:00:00Z"
+"""The deletionTimestamp the fake API stamps."""
+
 
 class FakeClock(Clock):
     """A clock that moves only when told to; it counts epoch seconds, like the wall."""
@@ -256,14 +259,34 @@ class FakeKube:
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
         try:
-            self.pods[(namespace, name)] = apply_json_patch(pod, ops)
+            patched = self.pods[(namespace, name)] = apply_json_patch(pod, ops)
         except PatchFailed as exc:
             raise ApiError(422, "Invalid", str(exc)) from None
         self._took_effect("patch_pod", name)
-        return copy.deepcopy(self.pods[(namespace, name)])
+        self._gone_if_done(namespace, name)
+        return copy.deepcopy(patched)
+
+    def _gone_if_done(self, namespace: str, name: str) -> None:
+        """A pod being deleted goes once it has stopped and no finalizer holds it."""
+        pod = self.pods[(namespace, name)]
+        meta, phase = pod["metadata"], (pod.get("status") or {}).get("phase")
+        stopped = phase in ("Succeeded", "Failed") or meta.get("deletionGracePeriodSeconds") == 0
+        if meta.get("deletionTimestamp") and stopped and not meta.get("finalizers"):
+            del self.pods[(namespace, name)]
+
+    def grace_over(self, name: str, namespace: str = "default") -> None:
+        """A pod being deleted has stopped (its grace period over): it ends Failed and goes,
+        unless a finalizer holds it."""
+        pod = self.pods[(namespace, name)]
+        pod["status"]["phase"] = "Failed"
+        self._gone_if_done(namespace, name)
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         self._maybe_fail("delete_pod", name)
+        pod = self.pods.get((namespace, name))
+        if pod is not None and pod["metadata"].get("finalizers"):  # (held: being deleted)
+            pod["metadata"].update(deletionTimestamp=STAMP, deletionGracePeriodSeconds=0)
+            return
         self.pods.pop((namespace, name), None)  # (gone already: fine)
 
     async def evict_pod(self, namespace: str, name: str) -> None:
@@ -276,7 +299,7 @@ class FakeKube:
         if name in self.budgeted:
             message = "Cannot evict pod as it would violate the pod's disruption budget."
             raise ApiError(429, "TooManyRequests", message)
-        pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        pod["metadata"]["deletionTimestamp"] = STAMP
         self._took_effect("evict_pod", name)
 
     async def patch_workflow_status(self, namespace: str, name: str, status: dict) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from idlegate.api.labels import ANNOTATION_STOP
+from idlegate.api.labels import ANNOTATION_STOP, FINALIZER_STOP
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit
@@ -58,7 +58,8 @@ def status_of(intents: list[Any]) -> dict[str, Any]:
 
 
 def marked(body: dict[str, Any], evict: EvictPod) -> dict[str, Any]:
-    """`body` as the edge leaves it before the eviction: the stop's mark on it."""
+    """`body` as the edge leaves it before the eviction: the stop's mark and finalizer on it."""
     out = copy.deepcopy(body)
     out["metadata"]["annotations"][ANNOTATION_STOP] = evict.stop
+    out["metadata"]["finalizers"] = [FINALIZER_STOP]
     return out

@@ -88,6 +88,44 @@ def test_one_bar_per_pod_that_started():
     assert "No pod has started yet" in svg.gantt_svg([], T0)
 
 
+def test_every_attempt_has_its_bar_and_an_evicted_one_is_marked():
+    # issue 93: a preempted workflow's page said "No pod has started yet" while it ran (its
+    # kubelet reported no start time), and its Gantt dropped the evicted attempt
+    def pod(name: str, status: dict, **meta: object) -> dict:
+        labels = {LABEL_STAGE: "a"}
+        return {"metadata": {"name": name, "labels": labels, **meta}, "status": status}
+
+    stop = {"idlegate.io/stop": '{"queue": "b", "reason": "reclaim"}'}
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": TS.format(5)}
+    deleting = {"deletionTimestamp": TS.format(6)}
+    pods = [
+        pod("w-a-1", {"phase": "Running", "startTime": TS.format(1)}, annotations=stop),
+        pod("w-a-2", {"phase": "Running", "startTime": TS.format(2)}, annotations=stop, **deleting),
+        pod("w-a-0-r1", {"phase": "Running", "conditions": [ready]}),
+    ]
+    stopped = [
+        {
+            "pod": "w-a-0",
+            "stage": "a",
+            "queue": "b",
+            "startTime": TS.format(0),
+            "stopTime": TS.format(3),
+            "lostSeconds": 3.0,
+        },
+        {"pod": "w-a-2", "stage": "a", "queue": "b", "stopTime": TS.format(6), "lostSeconds": 4},
+    ]
+    bars = model.pod_bars(pods, T0, stopped)
+    assert [(b["pod"], b["state"]) for b in bars] == [
+        ("w-a-0", "evicted"),  # (gone: from the status)
+        ("w-a-1", "running"),  # (marked, not yet evicted: it runs)
+        ("w-a-2", "evicted"),  # (being deleted with its mark: its end is the deletion)
+        ("w-a-0-r1", "running"),  # (no start time: when it became ready)
+    ]
+    assert (bars[0]["end"] - bars[0]["start"], bars[2]["end"] - bars[2]["start"]) == (3.0, 4.0)
+    drawn = svg.gantt_svg(bars, T0)
+    assert drawn.count('class="bar state-evicted"') == 2 and "(evicted: stopped" in drawn
+
+
 def test_what_the_cluster_says_is_escaped_in_the_pictures():
     bars = [{"pod": '<img src=x onerror="alert(1)">', "stage": "<b>", "start": T0, "end": T0}]
     drawn = svg.gantt_svg(bars, T0)

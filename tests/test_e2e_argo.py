@@ -29,6 +29,7 @@ from tests.e2e import (
     OperatorProcess,
     PodMonitor,
     events_of,
+    operator_processes,
     running_operator,
     stage,
     status_of,
@@ -352,13 +353,14 @@ def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, 
     dags = [workflow(f"dwf-{i}", stage("a", 2, 10), stage("b", 1, 10, ("a",))) for i in range(20)]
     argo_names = [d["metadata"]["name"] for d in argo_docs]
     dag_names = [d["metadata"]["name"] for d in dags]
-    first = second = None
     try:
         with (
+            operator_processes(tmp_path) as started,
             SimKubelet(api, ns, time_factor=1 / SPEED, failure=first_attempt_of_flaky_fails),
             ArgoController(api, ns),
         ):
             first = OperatorProcess(api, ns, pool, tmp_path / "first.log", "--argo")
+            started.append(first)
             for i, doc in enumerate(argo_docs):
                 api.create(WORKFLOWS, doc, ns)
                 if i < len(dags):
@@ -370,15 +372,9 @@ def test_fifty_argo_and_twenty_dag_workflows_share_one_pool_through_a_kill(api, 
             )
             assert monitor.counts()[0] > 0  # it is killed with pods running
             first.kill()
-            second = OperatorProcess(api, ns, pool, tmp_path / "second.log", "--argo")
+            started.append(OperatorProcess(api, ns, pool, tmp_path / "second.log", "--argo"))
             wait(lambda: all_finished(api, ns, argo_names, dag_names), 300, "every workflow")
-    except TimeoutError as exc:
-        logs = "\n".join(p.read_text()[-3000:] for p in sorted(tmp_path.glob("*.log")))
-        raise AssertionError(f"{exc}; the operators' last output:\n{logs}") from exc
     finally:
-        for process in (first, second):
-            if process is not None:
-                process.kill()
         monitor.close()
         releases.close()
     assert {n: phase(api, ns, n) for n in argo_names} == dict.fromkeys(argo_names, "Succeeded")

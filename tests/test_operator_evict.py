@@ -11,24 +11,28 @@ from typing import Any
 import pytest
 
 from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
-from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP
+from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP, FINALIZER_STOP
+from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import read_task_pod
-from idlegate.operator.core.events import PodSeen, StopTasks
+from idlegate.operator.core.events import Admit, Forget, PodSeen, StopTasks
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
     EvictPod,
+    PatchStatus,
     PostEvent,
     Refused,
+    ReleaseStop,
     RemoveGate,
 )
 from idlegate.operator.edge.kube import ApiError
 from idlegate.policy import make_scheduler
+from idlegate.sim.timestamps import stamp
 from tests.operator_fakes import Harness, harness
 from tests.operator_fakes import stage as fake_stage
 from tests.reclaim_helpers import admitted, marked, of, reasons, status_of
 from tests.test_kube_client import Script, client, serving
-from tests.test_operator_core import T0, core_of, pod, said, stage, taken
+from tests.test_operator_core import T0, core_of, pod, said, stage, taken, workflow
 
 
 def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
@@ -59,6 +63,15 @@ def test_a_stopped_task_runs_again_as_a_new_pod_and_counts_no_failure() -> None:
     (released,) = of(intents, RemoveGate)
     assert (released.name, released.executor) == ("w-a-0-r1", 0)
     assert status_of(intents)["stages"][0]["failed"] == 0
+    # the stopped attempt is in the status (its page draws it once its pod is gone)
+    (gone,) = status_of(intents)["stopped"]
+    assert (gone["pod"], gone["stage"], gone["queue"], gone["lostSeconds"]) == (
+        "w-a-0",
+        "a",
+        "owners",
+        6.0,
+    )
+    assert (gone["stopTime"], gone["startTime"]) == (stamp(T0 + 6), stamp(T0))
     task = core.workflows[("default", "w")].stages[0].tasks[0]
     assert (task.failures, task.preempted, task.attempt) == (0, 1, 1)
     assert core.metrics.value("idlegate_preempted_tasks_total", queue="owners", reason="reclaim")
@@ -205,9 +218,13 @@ async def test_the_applier_marks_the_pod_then_evicts_it_and_the_task_reruns() ->
     evicted = h.kube.pods[("default", "w-a-0")]
     assert evicted["metadata"]["annotations"][ANNOTATION_STOP] == stop_mark("owners", "reclaim")
     assert evicted["metadata"].get("deletionTimestamp")
-    assert [m for _, m, n in h.kube.done if n == "w-a-0"][-2:] == ["patch_pod", "evict_pod"]
+    # marked, evicted, then (its stop counted) its finalizer taken off
+    writes = [m for _, m, n in h.kube.done if n == "w-a-0"]
+    assert writes[-3:] == ["patch_pod", "evict_pod", "patch_pod"]
+    assert not h.kube.pods[("default", "w-a-0")]["metadata"]["finalizers"]
     assert "Preempted" in h.kube.reasons("w")
-    del h.kube.pods[("default", "w-a-0")]  # (its grace period over)
+    h.kube.grace_over("w-a-0")
+    assert ("default", "w-a-0") not in h.kube.pods
     assert h.released("w") == ["w-a-0-r1", "w-a-1"]
     await h.run_to_completion()
     status = h.kube.status("w")
@@ -224,6 +241,7 @@ async def test_a_disruption_budgets_refusal_takes_the_mark_off_and_the_next_task
     await h.settle()
     kept = h.kube.pods[("default", "w-a-0")]
     assert ANNOTATION_STOP not in kept["metadata"]["annotations"]
+    assert not kept["metadata"]["finalizers"]  # (nor the finalizer: it would keep it)
     assert not kept["metadata"].get("deletionTimestamp")
     assert h.kube.pods[("default", "w-a-1")]["metadata"].get("deletionTimestamp")
     assert h.kube.calls.count("evict_pod") == 2  # (the 429 answered once: not retried)
@@ -341,6 +359,43 @@ async def test_a_leader_that_died_once_its_eviction_was_taken_has_the_task_run_a
     assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
 
 
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_pod_stopped_as_the_leader_died_is_kept_until_the_next_one_counts_it() -> None:
+    # issue 93: kill -9 8 ms after the eviction, restart 2 s later, the pod's grace period
+    # over by then: it was gone, and its task ran again as attempt 0 with no Preempted Event
+    h = await _stopping_as_the_leader_dies(after=True)
+    h.clock.advance(2)
+    h.kube.grace_over("w-a-0")
+    assert ("default", "w-a-0") in h.kube.pods  # (its finalizer keeps it)
+    new = await _take_over(h)
+    assert "Preempted" in h.kube.reasons("w")
+    labels = {"queue": "owners", "reason": "reclaim"}
+    assert new.core.metrics.value("idlegate_preempted_tasks_total", **labels) == 1
+    assert ("default", "w-a-0") not in h.kube.pods  # (counted: let go, and gone)
+    await new.run_to_completion()
+    assert sorted(n for _, n in h.kube.pods) == ["w-a-0-r1", "w-a-1"]
+    status = h.kube.status("w")
+    assert status["phase"] == "Succeeded" and status["stages"][0]["failed"] == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_rebuild_lets_go_of_a_stopped_pod_whose_workflow_was_deleted_meanwhile() -> None:
+    # the finalizer must never keep a pod for ever: its workflow deleted while no operator
+    # ran, the next one's rebuild takes it off (nothing to count)
+    from idlegate.operator.edge import intake
+
+    h = await _stopping_as_the_leader_dies(after=True)
+    del h.kube.workflows[("default", "w")]
+    h.kube.grace_over("w-a-0")
+    assert ("default", "w-a-0") in h.kube.pods  # (held)
+    new = Harness(h.kube, h.clock, 2, make_scheduler("fifo"))
+    await intake.rebuild(new.pools)
+    await new.settle()
+    assert ("default", "w-a-0") not in h.kube.pods
+
+
 def test_a_gangs_task_is_not_stopped_on_kubernetes() -> None:
     core = core_of(pool=2)
     admitted(core, "g", stage("a", tasks=2, gang=True))
@@ -384,6 +439,7 @@ def test_a_new_leader_says_and_counts_a_stop_whose_answer_the_old_one_lost() -> 
     spec = stage("a", backoffLimit=0)
     gone = started_at(pod("w", spec, 0, "Running", executor=0), T0 - 10)
     gone["metadata"]["annotations"][ANNOTATION_STOP] = stop_mark("owners", "reclaim")
+    gone["metadata"]["finalizers"] = [FINALIZER_STOP]  # (its stop not counted)
     gone["metadata"]["deletionTimestamp"] = to_datetime(T0 - 2)
     core = core_of(pool=1)
     admitted(core, "w", spec, [gone])
@@ -395,3 +451,104 @@ def test_a_new_leader_says_and_counts_a_stop_whose_answer_the_old_one_lost() -> 
     labels = {"queue": "owners", "reason": "reclaim"}
     assert core.metrics.value("idlegate_preempted_tasks_total", **labels) == 1
     assert core.metrics.value("idlegate_preempted_work_seconds_total") == 8.0
+    (release,) = of(intents, ReleaseStop)  # (counted: let go once the status says so)
+    assert release.name == "w-a-0" and release.after_status
+    assert of(intents[: intents.index(release)], PatchStatus)  # (the status it waits for)
+    (kept,) = status_of(intents)["stopped"]
+    assert (kept["pod"], kept["lostSeconds"], kept["attempt"], kept["preempted"]) == (
+        "w-a-0",
+        8.0,
+        0,
+        1,
+    )
+    # a later restart reads the stopped attempts back from the status
+    body = workflow("w", spec)
+    body["status"] = status_of(intents)
+    again = core_of(pool=1)
+    said(again, Admit(body, [], NamespacePolicy()), T0 + 5)
+    assert [a.pod for a in again.workflows[("default", "w")].stopped] == ["w-a-0"]
+
+
+def test_a_stop_counted_before_a_restart_whose_pod_is_gone_runs_its_next_attempt() -> None:
+    # the leader counted the stop, its status landed and the finalizer came off, then it
+    # died before the next attempt's pod was made; the pod is gone: the status says the
+    # stop, so the task runs as attempt 1 (not attempt 0 again), with no second Event
+    core = core_of(pool=1)
+    spec = stage("a", backoffLimit=0)
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 5)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Confirmed(evict, marked(pod("w", spec, 0, "Running", executor=0), evict)), T0 + 6)
+    body = workflow("w", spec)
+    body["status"] = status_of(taken(core))
+    later = core_of(pool=1)
+    said(later, Admit(body, [], NamespacePolicy()), T0 + 8)
+    intents = taken(later)
+    task = later.workflows[("default", "w")].stages[0].tasks[0]
+    assert (task.attempt, task.preempted, task.failures) == (1, 1, 0)
+    assert [c.name for c in of(intents, CreatePod)] == ["w-a-0-r1"]
+    assert "Preempted" not in reasons(intents) and status_of(intents)["phase"] != "Failed"
+
+
+def test_a_new_leader_lets_go_of_a_stopped_pod_whose_stop_was_counted_and_counts_none() -> None:
+    # attempt 0 stopped and counted (attempt 1 made), its finalizer not yet off; attempt 1
+    # ended by itself while marked: nothing to count, both let go
+    spec = stage("a", tasks=1)
+    first = marked_pod(pod("w", spec, 0, "Failed", executor=0), deleting=True)
+    second = marked_pod(pod("w", spec, 0, "Succeeded", executor=0), deleting=False)
+    second["metadata"]["name"] = "w-a-0-r1"
+    second["metadata"]["annotations"].update({"idlegate.io/attempt": "1"})
+    core = core_of(pool=1)
+    admitted(core, "w", spec, [first, second])
+    intents = taken(core)
+    assert "Preempted" not in reasons(intents)
+    assert sorted(r.name for r in of(intents, ReleaseStop)) == ["w-a-0", "w-a-0-r1"]
+    assert not core.metrics.value("idlegate_preempted_tasks_total", queue="q", reason="reclaim")
+
+
+def marked_pod(body: dict[str, Any], *, deleting: bool) -> dict[str, Any]:
+    """`body` carrying a stop's mark and finalizer, being deleted if `deleting`."""
+    body["metadata"]["annotations"][ANNOTATION_STOP] = stop_mark("q", "reclaim")
+    body["metadata"]["finalizers"] = [FINALIZER_STOP]
+    if deleting:
+        body["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    return body
+
+
+def test_a_deleted_workflow_lets_go_of_the_pods_its_stops_hold() -> None:
+    # the workflow deleted while its pod's eviction was asked: the answer may never come
+    # (its writes are dropped), the pod would be kept for ever by the finalizer
+    core = core_of(pool=1)
+    admitted(core, "w", stage("a"))
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 1)
+    (evict,) = of(taken(core), EvictPod)
+    said(core, Forget("default", "w", evict.owner.uid), T0 + 2)
+    assert [r.name for r in of(taken(core), ReleaseStop)] == ["w-a-0"]
+
+
+def test_a_stopped_pod_seen_ending_is_let_go_unless_its_answer_is_awaited() -> None:
+    core = core_of(pool=1)
+    spec = stage("a")
+    admitted(core, "w", spec)
+    taken(core)
+    said(core, StopTasks((0,), 1, "reclaim", "owners"), T0 + 1)
+    (evict,) = of(taken(core), EvictPod)
+    deleting = marked(pod("w", spec, 0, "Running", executor=0), evict)
+    deleting["metadata"]["deletionTimestamp"] = "2023-11-14T22:13:30Z"
+    said(core, PodSeen(deleting), T0 + 2)
+    assert not of(taken(core), ReleaseStop)  # (its answer counts it first)
+    said(core, Confirmed(evict, marked(pod("w", spec, 0, "Running", executor=0), evict)), T0 + 3)
+    assert [r.name for r in of(taken(core), ReleaseStop)] == ["w-a-0"]
+
+
+def test_a_rebuild_lets_go_of_the_held_pods_of_workflows_deleted_meanwhile() -> None:
+    from idlegate.operator.edge.intake import orphans_held
+
+    spec = stage("a")
+    held = marked_pod(pod("w", spec, 0, "Failed", executor=0), deleting=True)
+    kept = marked_pod(pod("v", spec, 0, "Failed", executor=0), deleting=True)
+    uid = kept["metadata"]["ownerReferences"][0]["uid"]
+    (release,) = orphans_held([held, kept, pod("x", spec, 0, "Running", executor=0)], {uid})
+    assert (release.name, release.owner.name) == ("w-a-0", "w")

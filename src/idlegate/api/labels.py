@@ -28,6 +28,10 @@ none): they are no failures (`idlegate.api.eviction`)."""
 ANNOTATION_STOP = "idlegate.io/stop"
 """On a running pod being stopped to give quota back: the queue that reclaims and why,
 written before its eviction is asked (`idlegate.api.eviction`)."""
+FINALIZER_STOP = "idlegate.io/stop"
+"""The finalizer written with :data:`ANNOTATION_STOP`: it keeps the stopped pod in the API
+until the operator has counted its stop (a leader taking over reads it there), then the
+operator takes it off (`idlegate.api.eviction`, point 6)."""
 HOSTNAME = "kubernetes.io/hostname"
 """The node label a released pod's nodeSelector pins it to its node by (a pool on nodes)."""
 LABEL_POOL = "idlegate.io/pool"

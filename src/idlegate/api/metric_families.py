@@ -162,6 +162,21 @@ class MetricFamilies:
             "queue",
             "why",
         )
+        self.preemption_refusals = counter(
+            "idlegate_preemption_refusals",
+            "Stops asked to give quota back whose eviction was refused (a "
+            "PodDisruptionBudget's no, status 429; other refusals), by the queue they were "
+            "for; the pod runs on.",
+            "queue",
+            "status",
+        )
+        self.reclaim_verdicts = counter(
+            "idlegate_reclaim_verdicts",
+            "Verdicts on a decide: Forecast queue's stops, by queue and case (declined: "
+            "nothing stopped; bound, pays, cut: the stops go ahead).",
+            "queue",
+            "case",
+        )
         self.preempted_work = counter(
             "idlegate_preempted_work_seconds",
             "Executor-seconds of work the stopped tasks lost (none for checkpointed stages).",

@@ -348,6 +348,26 @@ def succeeded(dag: Dag, jct: float, idle: float) -> Notice:
     return ("Normal", "Succeeded", message)
 
 
+def stop_refused(pod: str, stage: str, queue: str, why: str) -> Notice:
+    """The eviction of `pod`, asked to give quota back to `queue`, was refused (`why`: a
+    PodDisruptionBudget's no, `idlegate.api.eviction.refused`): it runs on."""
+    message = (
+        f"Task pod {pod} of stage {stage!r} was not stopped for queue {queue!r}: {why}. It "
+        "runs on; the queue's waiting workflows say so while nothing is stopped for them."
+    )
+    return ("Warning", "StopRefused", message)
+
+
+def preempt_declined(queue: str, sentence: str, recheck: float) -> Notice:
+    """A ``decide: Forecast`` queue's stops were declined by their verdict (`sentence`,
+    `ReclaimVerdict.sentence`): its waiting workflow waits for borrowed tasks to end."""
+    message = (
+        f"No task was stopped for queue {queue!r}: {sentence}. It waits for the borrowed "
+        f"tasks to end; stops for it are not judged again for {recheck:.0f} s."
+    )
+    return ("Normal", "PreemptionDeclined", message)
+
+
 def preempted(
     stage: str, queue: str, reason: str, lost: float, decided: str | None = None
 ) -> Notice:

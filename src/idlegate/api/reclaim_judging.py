@@ -54,7 +54,7 @@ from idlegate.sim.rollout import planning_fork
 
 if TYPE_CHECKING:
     from idlegate.sim.cluster import Cluster
-    from idlegate.sim.protocol import Scheduler, Stage
+    from idlegate.sim.protocol import Job, Scheduler, Stage
     from idlegate.sim.reclaim_verdict import ReclaimVerdict
 
 WAIT = 10.0
@@ -140,12 +140,17 @@ class Asked(NamedTuple):
 class Carry(NamedTuple):
     """What the core does with an answer: evict `plan`'s stops (None: nothing), each
     ``Preempted`` Event ending with `clause`; `warning`, `why`: a fallback's Event and
-    metric label (None: none)."""
+    metric label (None: none); `verdict`: the judge's, counted by case, for the queue
+    `queue`, and where it declined, `waiting`: the claimant's workflow that waits on (its
+    job; the Event saying so goes there)."""
 
     plan: Reclaim | None
     clause: str | None = None
     warning: str | None = None
     why: str | None = None
+    verdict: ReclaimVerdict | None = None
+    queue: str | None = None
+    waiting: Job | None = None
 
 
 class Judging:
@@ -201,9 +206,12 @@ class Judging:
             return Carry(None)
         if verdict is not None:
             if verdict.stops:
-                return Carry(plan._replace(verdict=verdict), verdict.sentence())
+                sentence = verdict.sentence()
+                return Carry(plan._replace(verdict=verdict), sentence, verdict=verdict)
             self.reclaimer.withdraw(plan, asked.at, now + RECHECK)
-            return Carry(None)
+            first = min(_waiting(pool, asked.queue), key=lambda w: w[1], default=None)
+            job = None if first is None else first[0].job
+            return Carry(None, verdict=verdict, queue=plan.queue, waiting=job)
         if answer.error is not None:
             why, what = FAILED, f"the forecast's judge failed ({answer.error})"
         else:

@@ -149,6 +149,33 @@ class StageStatus(_StatusModel):
     )
 
 
+MAX_STOPPED = 20
+"""Most stopped attempts a workflow's status keeps (the latest)."""
+
+
+class StoppedAttempt(_StatusModel):
+    """A task attempt stopped to give quota back (its pod evicted): what the workflow's
+    page draws once the pod is gone (issue 93)."""
+
+    pod: str = Field(min_length=1, max_length=253, description="The evicted pod's name.")
+    stage: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Its stage."
+    )
+    index: int = Field(ge=0, description="Its task's index in the stage.")
+    attempt: int = Field(ge=0, description="The attempt stopped (its task runs again as the next).")
+    preempted: int = Field(
+        ge=1, description="Its task's attempts stopped so far, this one included (no failures)."
+    )
+    queue: str = Field(max_length=253, description="The queue its stop gave quota back to.")
+    start_time: datetime | None = Field(
+        default=None, description="When the attempt started to run (absent: not known)."
+    )
+    stop_time: datetime = Field(description="When its stop was taken (its eviction).")
+    lost_seconds: float = Field(
+        ge=0, description="Executor-seconds of work it lost (0: a checkpointed stage)."
+    )
+
+
 class IdleSlot(_StatusModel):
     """A deliberate idle slot: the stage is held back until releaseTime (at most once per stage)."""
 
@@ -299,6 +326,14 @@ class WorkflowStatus(_StatusModel):
         description="The scheduler spec its pool ran when the workflow finished (--scheduler, "
         "default without one, or the ExecutorPool's policy): what a replay of its history "
         "rebuilds, where policy names the rule (a portfolio's candidate, a model file's name).",
+    )
+    stopped: list[StoppedAttempt] | None = Field(
+        default=None,
+        max_length=MAX_STOPPED,
+        description="The latest task attempts stopped to give quota back (their pods "
+        "evicted), oldest first: written before the stop's finalizer is taken off its pod, so "
+        "a restarted operator that finds the pod gone runs its task's next attempt; the "
+        "workflow's page shows them once their pods are gone.",
     )
     history_recorded: bool | None = Field(
         default=None,

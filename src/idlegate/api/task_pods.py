@@ -24,6 +24,7 @@ from idlegate.api.labels import (
     ANNOTATION_PREEMPTED,
     ANNOTATION_STOP,
     DEFAULT_SERVICE_ACCOUNT,
+    FINALIZER_STOP,
     GATE,
     HOSTNAME,
     LABEL_STAGE,
@@ -258,11 +259,14 @@ class TaskPod:
     stop: str | None = None
     """Its stop asked (`idlegate.api.eviction`: queue and why), if one was."""
     started: float | None = None
-    """A pod not ended: when it started to run, in wall epoch seconds (its first running
-    container's start, else the pod's ``startTime``; None: not said), so that a restart
-    counts the work a later stop of it loses from then, not from the restart (issue 93)."""
+    """A pod not succeeded: when it started to run, in wall epoch seconds (its first
+    container's start, running or ended, else the pod's ``startTime``; None: not said), so
+    that a restart counts the work a stop of it loses from then, not from the restart."""
     deleted: float | None = None
     """Its ``deletionTimestamp`` in wall epoch seconds (None: not being deleted)."""
+    held: bool = False
+    """It carries the stop's finalizer (`labels.FINALIZER_STOP`): its stop was asked and
+    is not counted yet (`idlegate.api.eviction`)."""
 
     @property
     def terminal(self) -> bool:
@@ -313,13 +317,12 @@ def ran(pod: Mapping[str, Any]) -> tuple[float, float] | None:
 
 
 def running_since(pod: Mapping[str, Any]) -> float | None:
-    """When a pod not ended started to run, in wall epoch seconds: its containers' earliest
-    running start, else its ``startTime``; None when its status says neither."""
+    """When a pod started to run, in wall epoch seconds: its containers' earliest start
+    (running, or ended: a stopped pod's), else its ``startTime``; None when its status says
+    neither."""
     status = pod.get("status") or {}
-    starts = [
-        ((cs.get("state") or {}).get("running") or {}).get("startedAt")
-        for cs in status.get("containerStatuses") or []
-    ]
+    states = [cs.get("state") or {} for cs in status.get("containerStatuses") or []]
+    starts = [(s.get("running") or s.get("terminated") or {}).get("startedAt") for s in states]
     try:
         found = [from_datetime(t) for t in starts if t]
         if not found and status.get("startTime"):
@@ -365,8 +368,9 @@ def read_task_pod(pod: Mapping[str, Any]) -> TaskPod | None:
         ran=ran(pod) if phase == "Succeeded" else None,
         preempted=_int(annotations.get(ANNOTATION_PREEMPTED)) or 0,
         stop=annotations.get(ANNOTATION_STOP),
-        started=None if phase in TERMINAL_PHASES else running_since(pod),
+        started=None if phase == "Succeeded" else running_since(pod),
         deleted=_stamp(meta.get("deletionTimestamp")),
+        held=FINALIZER_STOP in (meta.get("finalizers") or ()),
     )
 
 

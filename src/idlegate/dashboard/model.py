@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from idlegate.api.forecast_status import describe, parse_forecast
-from idlegate.api.labels import LABEL_STAGE
+from idlegate.api.labels import ANNOTATION_STOP, LABEL_STAGE
 from idlegate.api.visibility import only_namespaces
 from idlegate.errors import IdlegateError
 from idlegate.sim.resources import MILLI, binary_units, parse_quantity
@@ -402,22 +402,29 @@ def stage_views(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def pod_bars(pods: Sequence[Mapping[str, Any]], now: float) -> list[dict[str, Any]]:
-    """One bar per pod that started: its stage, start and end (None while it runs)."""
-    bars = []
+def pod_bars(
+    pods: Sequence[Mapping[str, Any]], now: float, stopped: Iterable[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """One bar per attempt that started: its pod's stage, start and end (None while it
+    runs), and state; a pod stopped to give quota back (its stop's mark, being deleted or
+    ended) is ``evicted``, and so is each attempt of the workflow's ``status.stopped`` whose
+    pod is gone (issue 93: the page dropped it, and said no pod had started)."""
+    bars, named = [], set()
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        start, end = timestamp(status.get("startTime")), None
+        named.add(meta.get("name", ""))
+        start, end = _started(status), None
         for c in status.get("containerStatuses") or ():
-            state = c.get("state") or {}
-            done = state.get("terminated") or {}
-            start = start or timestamp((state.get("running") or {}).get("startedAt"))
-            start = start or timestamp(done.get("startedAt"))
+            done = (c.get("state") or {}).get("terminated") or {}
             end = max(end or 0.0, timestamp(done.get("finishedAt")) or 0.0) or end
         if start is None:
             continue
         phase = status.get("phase")
         state = {"Succeeded": "done", "Failed": "failed"}.get(str(phase), "running")
+        marked = ANNOTATION_STOP in (meta.get("annotations") or {})
+        deleting = meta.get("deletionTimestamp")
+        if marked and phase != "Succeeded" and (deleting or phase == "Failed"):
+            state, end = "evicted", end or timestamp(deleting)
         stage = (meta.get("labels") or {}).get(LABEL_STAGE, "")
         bars.append(
             {
@@ -428,7 +435,31 @@ def pod_bars(pods: Sequence[Mapping[str, Any]], now: float) -> list[dict[str, An
                 "state": state,
             }
         )
+    for gone in stopped:
+        end = timestamp(gone.get("stopTime"))
+        if end is None or gone.get("pod") in named:
+            continue
+        start = timestamp(gone.get("startTime"))
+        if start is None:  # (not known: as long as the work it lost)
+            start = end - float(gone.get("lostSeconds") or 0.0)
+        bar = {"pod": gone.get("pod", ""), "stage": gone.get("stage", ""), "start": start}
+        bars.append(bar | {"end": end, "state": "evicted"})
     return sorted(bars, key=lambda b: (b["start"], b["pod"]))
+
+
+def _started(status: Mapping[str, Any]) -> float | None:
+    """When a pod started to run: its ``startTime``, else its containers' start, else when
+    it became ready (a kubelet that reports no times: it ran all the same)."""
+    start = timestamp(status.get("startTime"))
+    for c in status.get("containerStatuses") or ():
+        state = c.get("state") or {}
+        for key in ("running", "terminated"):
+            start = start or timestamp((state.get(key) or {}).get("startedAt"))
+    for condition in status.get("conditions") or ():
+        ready = condition.get("type") in ("Ready", "ContainersReady")
+        if ready and condition.get("status") == "True" and start is None:
+            start = timestamp(condition.get("lastTransitionTime"))
+    return start
 
 
 def event_rows(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

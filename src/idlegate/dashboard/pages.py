@@ -26,6 +26,7 @@ padding:4px 8px;text-align:left;vertical-align:top}th{font-weight:600;background
 .dag .edge{stroke:#9ca3af;stroke-width:1.5}.dag rect{stroke:#374151;stroke-width:1}
 .dag text{font-size:12px}.state-done rect,.bar.state-done{fill:#86efac}
 .state-running rect,.bar.state-running{fill:#93c5fd}.state-failed rect,.bar.state-failed{fill:#fca5a5}
+.bar.state-evicted{fill:#fdba74;stroke:#c2410c;stroke-dasharray:3 2}
 .state-idle rect{fill:#fde68a}.state-ready rect{fill:#e5e7eb}.state-blocked rect{fill:#fff}
 .fc-unavailable{color:#b45309}.fc-bad{color:#b42318}.fc-none{color:#6b7280}
 """

@@ -131,8 +131,8 @@ class Dashboard:
         except Outage as exc:
             return {"found": None, "outage": str(exc)}
         stages = model.stage_views(body)
-        bars = model.pod_bars(pods, now)
         status = body.get("status") or {}
+        bars = model.pod_bars(pods, now, status.get("stopped") or ())
         started = model.started_of(status.get("phase") or "Pending")
         forecast, state = model.forecast_text(status, now, started)
         return {

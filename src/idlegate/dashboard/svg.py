@@ -68,8 +68,9 @@ def dag_svg(stages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def gantt_svg(bars: Sequence[Mapping[str, Any]], now: float, width: int = 720) -> str:
-    """One bar per pod (``pod``, ``stage``, ``start``, ``end`` or None while it runs,
-    ``state``), one row each, on a time axis from the first start to the last end."""
+    """One bar per attempt (``pod``, ``stage``, ``start``, ``end`` or None while it runs,
+    ``state``: an evicted one drawn apart and said in its title), one row each, on a time
+    axis from the first start to the last end."""
     if not bars:
         return '<p class="muted" id="gantt-empty">No pod has started yet.</p>'
     t0 = min(b["start"] for b in bars)
@@ -89,6 +90,7 @@ def gantt_svg(bars: Sequence[Mapping[str, Any]], now: float, width: int = 720) -
             f'<text class="small" x="4" y="{y + 12}">{escape(str(b["stage"]))}</text>'
             f'<rect class="bar state-{state}" data-pod="{pod}" x="{x:.1f}" y="{y}" '
             f'width="{w:.1f}" height="{row - 5}"><title>{pod}: {end - b["start"]:.1f} s'
+            f"{' (evicted: stopped to give quota back)' if state == 'evicted' else ''}"
             "</title></rect>"
         )
     parts.append(

@@ -145,10 +145,10 @@ class Entries:
             return Verdict(Reason.RECLAIMING, RECLAIMING, (n, name))
         size, free = cluster.num_executors, cluster.free_executors
         if not live:
+            text = "all {} executors of the pool are busy"
             if cluster.follows_nodes:
                 text = "the pool runs as many task pods as its size allows ({})"
-                return Verdict(Reason.FREE_RESOURCES, text, (size,))
-            return Verdict(Reason.FREE_RESOURCES, "all {} executors of the pool are busy", (size,))
+            return Verdict(Reason.FREE_RESOURCES, text + self._unstopped(stage), (size,))
         need, tasks = stage.need, need_of(stage)
         if stage.gang and tasks > free:
             text = "it is a gang of {} tasks and only {} executors are free"
@@ -165,6 +165,18 @@ class Entries:
             return Verdict(Reason.FREE_RESOURCES, unfit + lent)
         text = "the pool has {} free, too little for its task{}"
         return Verdict(Reason.FREE_RESOURCES, text, (cluster.free_resources.format(), lent))
+
+    def _unstopped(self, stage: Stage) -> str:
+        """Where the reclaim said why it stops nothing for `stage`'s queue (its patience, a
+        declined verdict, the budget, a refused eviction: `Reclaimer.still_for`), the
+        clause that says it (issue 93); "" where it said nothing."""
+        q = stage.job.queue
+        still = self.reclaimer.still_for(q) if self.reclaimer is not None else None
+        return (
+            ""
+            if still is None
+            else f"; none is stopped for queue {self.queues[q].name} now: {still}"
+        )
 
     def _lent(self, cluster: PoolState, stage: Stage) -> str:
         """The clause a wait for room adds when the room short is its queue's own quota,
@@ -195,8 +207,11 @@ class Entries:
             parts.append(f"{self.dims[i]} {have}/{own}")
         names = ", ".join(self.queues[p].name for p in borrowers)
         comes = "it comes back as their borrowed tasks end"
+        still = self.reclaimer.still_for(q) if self.reclaimer is not None else None
         if spec.preemption.reclaim == "Never":
             comes += " (its preemption's reclaim is Never)"
+        elif still is not None:  # (why, as the reclaim decided it: issue 93)
+            comes += f" or are stopped (reclaim: {spec.preemption.reclaim}; none is stopped now: {still})"
         else:
             comes += f" or are stopped (reclaim: {spec.preemption.reclaim}; none is stopping now)"
         return (

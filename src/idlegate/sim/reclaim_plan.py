@@ -74,7 +74,7 @@ candidates, not every running task; one with no claimant, or no queue borrowing 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from math import inf
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -190,6 +190,13 @@ class Reclaimer:
         self.wake = inf
         """When the patience of a claimant that waits for room (`_patient`) ends: the
         driver asks the question again then (`Admission.next_bound`); inf: none waits."""
+        self.still: dict[int, str] = {}
+        """Per claimant queue that does not fit, why the last question stopped nothing for
+        it (its patience, a declined verdict, the budget), recorded where it is decided:
+        its wait's reason says it (`idlegate.sim.admission_entries`, issue 93)."""
+        self.refusals: dict[int, str] = {}
+        """Per queue, why its last stop asked was refused (a PodDisruptionBudget's no: the
+        operator's `refused`), until a stop is asked for it again."""
 
     @property
     def forecasts(self) -> bool:
@@ -202,7 +209,7 @@ class Reclaimer:
         twin = object.__new__(Reclaimer)
         twin.__dict__.update(self.__dict__)
         twin.ledger = self.ledger.copy()
-        twin.pending = dict(self.pending)
+        twin.pending, twin.refusals = dict(self.pending), dict(self.refusals)
         twin.judge, twin.verdicts, twin.declined = None, [], {}
         return twin
 
@@ -213,9 +220,12 @@ class Reclaimer:
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
         at once), tried in the admission's order (`queues`: priority, then weighted
         dominant share); only a claimant that does not fit is read further."""
-        self.wake = inf
-        if not self.ledger.left(now):
-            return None  # (the budget spent: no choice fits)
+        self.wake, self.still = inf, {}
+        if not self.ledger.left(now):  # (the budget spent: no choice fits)
+            per = self.ledger.calm.per_minute
+            spent = f"the pool's budget of {per} stop(s) a minute is spent"
+            self.still = {q: spent for q, _stage, _tasks in claims}
+            return None
         self._settle(pool, now)
         if not claims:
             return None
@@ -259,7 +269,8 @@ class Reclaimer:
             if not wanted:
                 continue
             judged = self.judge is not None and settings.decide == "Forecast"
-            if now < self.declined.get(q, -inf):
+            if now < (until := self.declined.get(q, -inf)):
+                self.still[q] = _declined(until - now)
                 continue  # (declined lately: its task waits for borrowed tasks to end)
             if self._patient(pool, now, queues, (q, stage, need), wanted, free, nodes, where):
                 continue  # (running tasks give it the room soon: it waits for them)
@@ -268,7 +279,9 @@ class Reclaimer:
             mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
             due = queues.waits_since[q].get(stage, now) + queues.bound[q] <= now
             got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on, due)
-            if got is not None and judged:
+            if got is None:
+                self.still[q] = NONE_CHOSEN
+            elif judged:
                 got = self._judged(pool, got, q, now)
             if got is not None:
                 return got
@@ -300,14 +313,21 @@ class Reclaimer:
         if left <= 0:
             return False
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
-        running = []
+        running, coming = [], []
         for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
             if ends is not None and ends <= left and start < now:  # (not this round's own)
                 running.append((ends, self._demand_of(task), on(executor)))
+                coming.append((start, executor, task))
         if not room_within(need, rooms, running, left):
             return False
         self.wake = min(self.wake, since + patience)
+        own = sum(1 for _s, _e, task in coming if task.job.queue == q)
+        mine = f", {own} of them its own queue's, counted as room coming" if own else ""
+        self.still[q] = (
+            f"its patience holds {left:.0f} s more, as {len(coming)} running task(s) are "
+            f"expected to end within it and give the room{mine}"
+        )
         return True
 
     def waking(self, now: float) -> float:
@@ -322,6 +342,7 @@ class Reclaimer:
         self.verdicts.append(verdict)
         if not verdict.stops:
             self.declined[q] = now + RECHECK
+            self.still[q] = _declined(RECHECK)
             return None
         return got._replace(verdict=verdict)
 
@@ -489,6 +510,8 @@ class Reclaimer:
         """The driver stopped `plan`'s victims (`carried`), or asked for their stops (the
         operator's evictions): the ledger records them, and those asked are pending."""
         names = []
+        for q in self._index(plan.queue):  # (a stop asked for it again)
+            self.refusals.pop(q, None)
         for executor, start in zip(plan.executors, plan.starts, strict=True):
             stage = pool.stage_on(executor)
             if stage is None:
@@ -510,8 +533,24 @@ class Reclaimer:
                 names.append((stage.job.id, stage.index, executor, start))
         self.ledger.withdraw(names, asked)
         if until is not None:
-            q = next(i for i, spec in enumerate(self.queues) if spec.name == plan.queue)
-            self.declined[q] = until
+            for q in self._index(plan.queue):
+                self.declined[q] = until
+
+    def refused(self, executor: int, queue: str, why: str) -> None:
+        """The stop asked of the task on `executor` for `queue` was refused (`why`: a
+        PodDisruptionBudget's no): pending no more (nothing is being stopped), and its
+        queue's wait says so until a stop is asked for it again."""
+        self.pending.pop(executor, None)
+        for q in self._index(queue):
+            self.refusals[q] = why
+
+    def still_for(self, q: int) -> str | None:
+        """Why nothing is being stopped for queue `q`'s waiting task, if it was said: the
+        refusal of its last stop asked, else why the last question stopped nothing."""
+        return self.refusals.get(q) or self.still.get(q)
+
+    def _index(self, queue: str) -> Iterator[int]:
+        return (i for i, spec in enumerate(self.queues) if spec.name == queue)
 
     def stopping_for(self, queue: str) -> int:
         """How many stops asked for `queue` are not carried out yet (its ready task waits
@@ -524,6 +563,20 @@ class Reclaimer:
         for executor, (start, at, _stage, _for) in list(pending.items()):
             if not pool.runs(executor, start) or now - at >= PENDING_FOR:
                 del pending[executor]
+
+
+NONE_CHOSEN = (
+    "no running task the rules let it stop would give it the room now: they spare a task "
+    "near its end, one stopped lately, and on nodes one whose node would not then hold it"
+)
+"""Why a claimant's question stopped nothing when no victims were found."""
+
+
+def _declined(left: float) -> str:
+    return (
+        f"the forecast declined its stops (they would cost more than they save), and they "
+        f"are not judged again for {left:.0f} s"
+    )
 
 
 def oldest_waiting(
@@ -576,6 +629,7 @@ def _above(used: Sequence[float], nominal: Sequence[float]) -> bool:
 
 
 __all__ = [
+    "NONE_CHOSEN",
     "PENDING_FOR",
     "RECHECK",
     "VICTIMS",

@@ -13,6 +13,7 @@ spec and puts that progress into the state machine before its first decision.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -21,7 +22,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, was_stopped
+from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, uncounted, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
@@ -29,6 +30,7 @@ from idlegate.api.status import (
     IdleSlot,
     Phase,
     SlotState,
+    StoppedAttempt,
     check_object_size,
     generation_of,
     parse_indexes,
@@ -44,6 +46,7 @@ from idlegate.operator.core.intents import (
     LiveStatus,
     PatchStatus,
     Refused,
+    ReleaseStop,
     RemoveGate,
 )
 from idlegate.operator.core.kinds import Pool
@@ -65,6 +68,11 @@ class DagWorkflow(Workflow):
     def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> None:
         track = self.by_name.get(pod.stage)
         task = track.tasks.get(pod.index) if track is not None else None
+        if pod.held and not deleted and (pod.deleting or pod.terminal):
+            awaited = task is not None and task.evicting and task.attempt == pod.attempt
+            if not awaited:  # (its stop counted, or none to count: `eviction`, point 6)
+                self.holds.add(pod.name)
+                pool.intents.add(ReleaseStop(self.owner, pod.name))
         if track is None or task is None or task.attempt != pod.attempt:
             return  # not ours, or an attempt already dealt with
         if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting):
@@ -141,6 +149,8 @@ class DagWorkflow(Workflow):
             self.persisted_slots |= intent.status.slots
             if body is not None:  # (it was found)
                 pool.intents.add(StatusLanded(self, intent.status.counted))
+        elif isinstance(intent, ReleaseStop):
+            self.holds.discard(intent.name)
         elif isinstance(intent, CreatePod | RemoveGate) and body is not None:
             if isinstance(intent, CreatePod) and intent.owner_check:
                 self.pod_vanished = False  # (the workflow is there)
@@ -185,6 +195,7 @@ class DagWorkflow(Workflow):
         if task is None or task.evicting:
             return "it is being stopped" if task else "its task is not running on it now"
         task.evicting, mark = True, stop_mark(evictions.queue, evictions.reason)
+        self.holds.add(name)
         args = (self.owner, name, track.spec.name, task.index, task.attempt, executor, mark)
         pool.intents.add(EvictPod(*args, evictions))
         return None
@@ -223,6 +234,8 @@ class DagWorkflow(Workflow):
         (stopped,) = pool.cluster.stop([task.executor], pool.now())
         pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
         task.attempt, task.preempted = task.attempt + 1, task.preempted + 1
+        when = (stopped.start, pool.now())
+        self.note_stop(intent.name, track, task, intent.evictions.queue, when, stopped.lost)
         track.replan(task)
         self.top_up(pool, track)
         pool.intents.status(self)
@@ -435,8 +448,11 @@ class Restore:
     of one after the restart loses the work since then (issue 93)."""
     stopped: list[tuple[StageTrack, TaskPod]] = field(default_factory=list)
     """Pods whose stop the operator before the restart asked and whose eviction was taken
-    (being deleted with the mark) without its answer being taken in: their stop is
-    counted and said now, as the answer would have (issue 93)."""
+    (being deleted with the mark and its finalizer) without its answer being taken in:
+    their stop is counted and said now, as the answer would have (issue 93)."""
+    unheld: list[str] = field(default_factory=list)
+    """Other pods that carry the stop's finalizer and ended or are being deleted: nothing
+    to count, the finalizer to take off (`idlegate.api.eviction`, point 6)."""
 
 
 def classify(
@@ -464,6 +480,16 @@ def classify(
     for (stage, index), infos in attempts.items():
         _classify_task(wf.by_name[stage], index, infos, found)
     _restore_collected(wf, status, found)
+    for raw in status.get("stopped") or []:  # (its stopped attempts: its page, and below)
+        with contextlib.suppress(ValueError):
+            wf.stopped.append(StoppedAttempt.model_validate(raw))
+    for stopped in wf.stopped:  # (a stop counted whose pod is gone: its next attempt runs)
+        track = wf.by_name.get(stopped.stage)
+        if track is None or not 0 <= stopped.index < track.spec.tasks:
+            continue
+        task = track.task(stopped.index)
+        if task.state is TaskState.PLANNED and task.attempt <= stopped.attempt:
+            task.attempt, task.preempted = stopped.attempt + 1, stopped.preempted
     for raw in status.get("idleSlots") or []:
         try:
             slot = IdleSlot.model_validate(raw)
@@ -508,8 +534,12 @@ def _classify_task(track: StageTrack, index: int, infos: list[TaskPod], found: R
     latest = max(infos, key=lambda p: p.attempt)
     stopped = was_stopped(latest)  # (its next attempt is made, as after its stop answered)
     task.attempt, task.preempted = latest.attempt + stopped, latest.preempted + stopped
-    if stopped and latest.deleting and not latest.terminal:
+    counting = uncounted(latest)
+    if counting:
         found.stopped.append((track, latest))  # (evicted; its answer lost with the leader)
+    for pod in infos:  # (earlier attempts: their answers were taken, their next pods made)
+        if pod.held and (pod.deleting or pod.terminal) and not (counting and pod is latest):
+            found.unheld.append(pod.name)
     failed = sum(p.phase == "Failed" and not was_stopped(p) for p in infos)
     failing = latest.phase == "Failed" and not stopped
     track.attempt_failed(task, max(failed, latest.attempt - latest.preempted + failing))

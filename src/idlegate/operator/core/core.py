@@ -20,19 +20,18 @@ into a pool made smaller, count against the pool (``Cluster.started_unasked``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from math import inf
 from typing import Any, cast
 
 from idlegate.api import eviction, notices
-from idlegate.api.eviction import Evictions
 from idlegate.api.forecast_first import restore_first, restore_started
 from idlegate.api.kinds import KIND
 from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.queueing import bound_hit
-from idlegate.api.reclaim_judging import Carry, Judged, JudgeStops, Judging
+from idlegate.api.reclaim_judging import Judged, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
@@ -46,7 +45,7 @@ from idlegate.api.status import (
     invalid_status,
     judged,
 )
-from idlegate.api.task_pods import Owner, TaskPod, read_task_pod
+from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
 from idlegate.operator.core.admission import (
     DagWorkflow,
@@ -89,13 +88,14 @@ from idlegate.operator.core.intents import (
     Outcome,
     PostEvent,
     Refused,
+    ReleaseStop,
     RemoveGate,
     Timing,
 )
 from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
+from idlegate.operator.core.stops import Stops
 from idlegate.operator.core.tracking import (
-    StageTrack,
     Workflow,
     WorkflowKey,
     timer_key,
@@ -105,7 +105,6 @@ from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
-from idlegate.sim.reclaim_plan import Reclaim
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.task_times import TaskTimes
 
@@ -119,7 +118,7 @@ Output = Intent | Timing | Fact
 """What :meth:`Core.handle` returns: writes, timers, and facts for the features."""
 
 
-class Core(Lifecycle):
+class Core(Lifecycle, Stops):
     """One pool's workflows, pods and state machine; what to write, as intents."""
 
     def __init__(
@@ -369,6 +368,8 @@ class Core(Lifecycle):
         self._resume(wf, restore)
         for track, stopped in restore.stopped:  # (a stop taken before a restart: said)
             self._preempted_before(wf, track, stopped)
+        for name in restore.unheld:  # (nothing to count: the stop's finalizer off)
+            self.release_stop(wf, name)
         for task, mark in restore.stopping:  # (a stop asked before a restart: finished)
             if task.executor is not None:  # (not beyond the pool)
                 queue, reason = eviction.read_mark(mark)
@@ -455,6 +456,8 @@ class Core(Lifecycle):
         if wf is None or (uid and wf.owner.uid != uid):
             return
         self.intents.cancel_writes(wf.owner)
+        for held in sorted(wf.holds):  # (its pods kept for a stop's count: go with it)
+            self.intents.add(ReleaseStop(wf.owner, held))
         self.drop(wf)
         self.end(wf.owner.uid)
         self.metrics.workflows_finished.labels("deleted").inc()
@@ -504,91 +507,6 @@ class Core(Lifecycle):
             return
         self.cluster.idle_expired(stage, self.now())
         wf.idle_ended(self, stage_index)
-        self.schedule()
-
-    # -- stopping tasks (a reclaim's: `idlegate.api.eviction`) ------------------------------
-
-    def stop_tasks(
-        self, victims: Sequence[int], needed: int, reason: str, queue: str, said: str | None = None
-    ) -> Evictions:
-        """Stop `needed` of the tasks running on the executors `victims`, tried in that
-        order, to give quota back to `queue` (`reason`): each by its pod's eviction, the
-        intents added here; the answers fill the returned `Evictions` as they come (which
-        were stopped, refused, ended by themselves). The entry a reclaim's plan calls;
-        `said`: how it was decided (a ``Forecast`` queue's verdict, the Events' clause)."""
-        evictions = Evictions(tuple(victims), needed, queue, reason, decided=said)
-        self._evict(evictions)
-        return evictions
-
-    def _stops(self, plan: Reclaim | Carry) -> None:
-        """A plan's stops (the cluster's `stopper`), evicted, the chosen first, then the other
-        candidates; a ``Forecast`` queue's judged first, off the loop (`api.reclaim_judging`:
-        its question sent, then its `Carry`, evicted or withdrawn, with a fallback's Warning)."""
-        got: Carry | JudgeStops = plan if isinstance(plan, Carry) else Carry(plan)
-        if self.judging is not None and isinstance(plan, Reclaim):
-            policy = (self.scheduler, self.spec, self.decider.learns)
-            got = self.judging.ask(self.cluster, plan, self.at, policy, self.settings.seed)
-        if isinstance(got, JudgeStops):  # (for the bridge: the replay process answers `Judged`)
-            self.intents.add(got)
-            self.intents.set_timer(f"judge:{got.token}", got.due, Judged(got.token))
-        elif (stops := got.plan) is not None:
-            if got.warning is not None and got.why is not None:
-                log.warning("%s", got.warning)
-                self.metrics.preemption_fallbacks.labels(stops.queue, got.why).inc()
-                if self.reporter is not None:
-                    self.intents.event(self.reporter, "Warning", "PreemptionFallback", got.warning)
-            victims, needed = (*stops.executors, *stops.spare), len(stops.executors)
-            self.stop_tasks(victims, needed, stops.reason, stops.queue, got.clause)
-
-    def pod_of(self, executor: int) -> tuple[str, str] | None:
-        """The namespace and name of the DagWorkflow task pod on `executor`, if one runs."""
-        if (stage := self.cluster.stage_on(executor)) is None:
-            return None
-        wf: JobKind = stage.job.payload  # (a controller's kind names none: its pods stay)
-        name = wf.pod_on(stage.index, executor)[1]
-        return (wf.owner.namespace, name) if name else None
-
-    def _evict(self, evictions: Evictions) -> None:
-        """Ask for the evictions of the next victims, while too few are stopped or asked."""
-        running = {e: stage for e, stage, _ in self.cluster.running_tasks()}
-
-        def evict(executor: int) -> str | None:
-            if (stage := running.get(executor)) is None:
-                return "no task runs on it now"
-            wf: JobKind = stage.job.payload  # (a job of the pool: in it)
-            return wf.evict(self, stage.index, executor, evictions)
-
-        evictions.ask(evict)
-
-    def _preempted_before(self, wf: DagWorkflow, track: StageTrack, pod: TaskPod) -> None:
-        """`pod`'s stop, taken by the API before a restart that lost its answer, counted and
-        said as its answer would have been (`_evicted`): the work lost from its start to
-        its deletion (none for a checkpointed stage or where its pod did not say)."""
-        queue, reason = eviction.read_mark(pod.stop or "")
-        lost = 0.0
-        if pod.started is not None and not track.spec.checkpointed:
-            lost = max(0.0, (pod.deleted or self.now()) - pod.started)
-        self.metrics.preempted_tasks.labels(queue, reason).inc()
-        self.metrics.preempted_work.inc(lost)
-        self.intents.event(wf.owner, *notices.preempted(track.spec.name, queue, reason, lost, None))
-
-    def _evicted(self, intent: EvictPod, outcome: Outcome) -> None:
-        """An eviction's answer: its task stopped (counted, said on its workflow), refused,
-        or ended first; then the next victims are asked if need be."""
-        evictions, wf = intent.evictions, self.holding(intent.owner)
-        lost = wf.evicted(self, intent, outcome) if wf is not None and wf.active else None
-        why = None
-        if isinstance(outcome, Refused):
-            why = eviction.refused(outcome.status, outcome.message)
-        evictions.settle(intent.executor, stopped=lost is not None, why=why)
-        if lost is not None:
-            self.metrics.preempted_tasks.labels(evictions.queue, evictions.reason).inc()
-            self.metrics.preempted_work.inc(lost)
-            said = notices.preempted(
-                intent.stage, evictions.queue, evictions.reason, lost, evictions.decided
-            )
-            self.intents.event(intent.owner, *said)
-        self._evict(evictions)
         self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------

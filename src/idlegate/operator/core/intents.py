@@ -149,6 +149,20 @@ class EvictPod(_PodWrite):
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseStop(_PodWrite):
+    """Take the stop's finalizer off the pod `name` (`idlegate.api.eviction`, point 6):
+    read, then a guarded patch (read again while the finalizers move under the guard); a
+    pod gone, or without it, is success. Confirmed with the pod the API returned."""
+
+    owner: Owner
+    name: str
+    after_status: bool = False
+    """Send it once the workflow's latest :class:`PatchStatus` before it has landed: the
+    one recording the stop in ``status.stopped`` (as Kubernetes' Job controller records a
+    pod's end before it takes its finalizer off)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DeletePod(_PodWrite):
     """Delete a pod (gone already is success). `frees`: it holds an executor the core gave
     back already (a failed or suspended workflow's running pod): a gate removal decided
@@ -216,8 +230,10 @@ class CreateWorkflow:
 
 
 Intent = (
-    CreatePod | RemoveGate | EvictPod | DeletePod | PatchStatus | PostEvent | DeleteWorkflow
-) | CreateWorkflow
+    (CreatePod | RemoveGate | EvictPod | ReleaseStop | DeletePod | PatchStatus | PostEvent)
+    | DeleteWorkflow
+    | CreateWorkflow
+)
 """Everything the core asks the edge to write."""
 
 

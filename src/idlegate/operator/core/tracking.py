@@ -20,10 +20,12 @@ from idlegate.api.forecast_first import first_status
 from idlegate.api.forecast_status import UNAVAILABLE_REASON, Forecast, Unavailable, forecast_fields
 from idlegate.api.status import (
     FINISHED,
+    MAX_STOPPED,
     Conditions,
     Phase,
     SlotState,
     StageStatus,
+    StoppedAttempt,
     WorkflowStatus,
     dump,
     format_indexes,
@@ -194,6 +196,12 @@ class Workflow:
         self.job: Job = None  # type: ignore[assignment]  # set right after add_job
         self.idle_slots: dict[int, SlotState] = {}
         self.completion: float | None = None
+        self.stopped: list[StoppedAttempt] = []
+        """Its latest attempts stopped (``status.stopped``: its page draws them once their
+        pods are gone), read back from the status after a restart."""
+        self.holds: set[str] = set()
+        """Its pods that may carry the stop's finalizer not taken off yet (an eviction asked,
+        a release not confirmed): a deletion of it takes each off (`Core.forget`)."""
         self.pod_vanished = False
         """A pod of it was deleted by someone else: check that the workflow still exists
         before the next pod is created (GC's deletions may come before the workflow's)."""
@@ -304,6 +312,7 @@ class Workflow:
                 pool_size=self.pool_size,
                 scheduler=self.scheduler,
                 history_recorded=self.history_recorded or None,
+                stopped=self.stopped or None,
             )
         )
         # (a merge patch: a cap the policy no longer sets is removed, not left as it was)
@@ -320,6 +329,32 @@ class Workflow:
         """A pod of it was seen running at `at` (the first: its start, `started_at`)."""
         if self.started_at is None or at < self.started_at:
             self.started_at = at
+
+    def note_stop(
+        self,
+        pod: str,
+        track: StageTrack,
+        task: Task,
+        queue: str,
+        when: tuple[float | None, float],
+        lost: float,
+    ) -> None:
+        """Its `task`'s attempt in `pod` was stopped (`when`: its start, if known, and its
+        stop), `task` now at its next attempt: kept in ``status.stopped``."""
+        start, stop = when
+        began = to_datetime(start) if start is not None else None
+        attempt = StoppedAttempt(
+            pod=pod,
+            stage=track.spec.name,
+            index=task.index,
+            attempt=task.attempt - 1,
+            preempted=task.preempted,
+            queue=queue,
+            start_time=began,
+            stop_time=to_datetime(stop),
+            lost_seconds=round(lost, 3),
+        )
+        self.stopped = [*self.stopped, attempt][-MAX_STOPPED:]
 
     def measured(
         self,

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from idlegate.api.eviction import mark_patch, unmark_patch
+from idlegate.api.eviction import mark_patch, unhold_patch, unmark_patch
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
 from idlegate.api.nodes import Releasing
 from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Priority, Series, Slots
@@ -67,6 +67,7 @@ from idlegate.operator.core.intents import (
     PatchStatus,
     PostEvent,
     Refused,
+    ReleaseStop,
     RemoveGate,
 )
 from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
@@ -431,6 +432,9 @@ class Applier:
             after = (*self._after(intent.owner, intent.after_status), *freeing)
         elif isinstance(intent, EvictPod):
             run, priority = (lambda k: self._evict(k, intent)), Priority.POD
+        elif isinstance(intent, ReleaseStop):
+            run, priority = (lambda k: self._release_stop(k, intent)), Priority.POD
+            after = self._after(intent.owner, intent.after_status)
         elif isinstance(intent, DeletePod):
             run = lambda k: k.delete_pod(intent.owner.namespace, intent.name)  # noqa: E731
             priority = Priority.POD
@@ -531,6 +535,24 @@ class Applier:
                     await kube.patch_pod(namespace, name, unmarking)
             raise
         return pod
+
+    @staticmethod
+    async def _release_stop(kube: KubeApi, intent: ReleaseStop) -> Mapping[str, Any] | None:
+        """As `ReleaseStop` says: the stop's finalizer off, read again while the guard is
+        refused (the finalizers moved); a pod gone, or without it, is done."""
+        namespace, name = intent.owner.namespace, intent.name
+        for _ in range(3):
+            try:
+                pod = await kube.get_pod(namespace, name)
+                if (ops := unhold_patch(pod)) is None:
+                    return pod
+                return await kube.patch_pod(namespace, name, ops)
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                if exc.status not in (409, 422):
+                    raise
+        raise Retry(f"the finalizers of pod {name} kept changing")
 
     async def _release_argo(self, kube: KubeApi, intent: RemoveGate) -> Mapping[str, Any] | None:
         # (as RemoveGate says: read, then patch, again while the gates move under the guard)

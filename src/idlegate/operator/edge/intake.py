@@ -19,10 +19,18 @@ from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.status import Phase, generation_of, judged
-from idlegate.api.task_pods import Owner, arrival_key, owner_of, pod_name, task_pod
+from idlegate.api.task_pods import (
+    Owner,
+    arrival_key,
+    owner_of,
+    pod_name,
+    read_task_pod,
+    task_pod,
+)
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Forget, PodSeen, Schedule, SpecChanged
+from idlegate.operator.core.intents import ReleaseStop
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError, KubeApi
@@ -94,6 +102,7 @@ async def rebuild(
     admitted = _admit_unknown(pools, bodies, pods, namespaces)
     for admit in admits:
         admit()
+    pools.carry(orphans_held(pods, {uid for _, _, uid in listed}))
     pools.default.rebuilt = True  # (the operator's readiness)
     log.info(
         f"Rebuilt the state from {len(bodies)} DagWorkflow(s) and {len(pods)} pod(s)"
@@ -101,6 +110,18 @@ async def rebuild(
     )
     pools.handle(Schedule())
     return len(bodies), len(pods)
+
+
+def orphans_held(pods: Iterable[Mapping[str, Any]], workflows: set[str]) -> list[ReleaseStop]:
+    """The stop's finalizer taken off the pods that carry it and whose workflow (by uid) is
+    not in `workflows`: deleted while no operator ran, there is no stop of it to count."""
+    found = []
+    for body in pods:
+        pod = read_task_pod(body)
+        if pod is not None and pod.held and pod.owner_uid not in workflows:
+            namespace = (body.get("metadata") or {}).get("namespace") or "default"
+            found.append(ReleaseStop(Owner(namespace, pod.workflow, pod.owner_uid or ""), pod.name))
+    return found
 
 
 _Held = tuple[Workflow, StageTrack, Task, str, int, TaskState]

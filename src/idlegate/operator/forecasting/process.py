@@ -10,8 +10,10 @@ new one.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -30,11 +32,28 @@ the replays less (docs/research/forecasts.md, "In pairs, off and on in turn").""
 
 
 def behind() -> None:
-    """In the replay process as it starts: `NICENESS` below the operator's priority. A
-    platform without `os.nice` runs the replays at the operator's."""
+    """In the replay process as it starts: `NICENESS` below the operator's priority (a
+    platform without `os.nice` runs the replays at the operator's), and ended with the
+    operator however it ends (`ended_with`)."""
     nice = getattr(os, "nice", None)
     if nice is not None:
         nice(NICENESS)
+    ended_with(multiprocessing.parent_process())
+
+
+def ended_with(parent: Any, leave: Callable[[int], object] = os._exit) -> None:
+    """End this process (`leave`) as soon as `parent` has ended: a thread waits on its
+    sentinel. An operator killed (SIGKILL, OOM) runs no `ReplayProcess.close`, and its
+    replay process, blocked on a queue whose write end it holds itself, lived on for ever
+    (issue 93, item 5). None: not a child of the operator."""
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        leave(0)
+
+    threading.Thread(target=watch, name="idlegate-operator-watch", daemon=True).start()
 
 
 def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
@@ -81,8 +100,24 @@ class ReplayProcess:
             return self.call(work, *args)
 
     def close(self) -> None:
-        """Stop the process (a refresh it runs is dropped); no refresh starts after."""
+        """Stop the process (a refresh it runs is dropped); no refresh starts after. The
+        process is ended and reaped, and the executor's queues released, before this
+        returns: the operator leaves by ``os._exit``, which runs no finalizer, so a process
+        left running outlived it (with the resource tracker it holds open), and the
+        queues' semaphores were reported leaked (issue 93, item 5)."""
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            end(executor)
+
+
+def end(executor: ProcessPoolExecutor) -> None:
+    """Shut `executor` down now: its work dropped, its processes ended (a replay is
+    disposable: nothing of it is kept) and reaped, its queues' semaphores unlinked."""
+    workers = list((getattr(executor, "_processes", None) or {}).values())  # (no public way)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)
+    del executor  # (its queues' last reference: their semaphores' finalizers run on collection)
+    gc.collect()
