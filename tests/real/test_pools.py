@@ -116,8 +116,13 @@ def test_a_stage_no_node_can_hold_waits_for_one_and_runs_once_a_node_joins(
             )
             api.create(DWF, workflow("fine", stage("a", 2, 5)), namespace=ns)
             fine = wait_phase(api, ns, "fine", ("Succeeded", "Failed"))
-            said = wait(lambda: [e for e in events_of(api, ns, "huge") if e["reason"] == "NoNodeFits"],
-                        30, "the reason it waits")  # fmt: skip
+            # (why: its cpu, or, while a new Node is tainted not-ready until KWOK reports it
+            # Ready as a kubelet does, that no node may take it)
+            said = wait(
+                lambda: [e for e in events_of(api, ns, "huge") if e["reason"] == "NoNodeFits"],
+                30,
+                "the reason it waits",
+            )
             waiting = status_of(api, ns, "huge")
             # a node that can hold it joins the pool: KWOK makes it Ready, the stage runs
             api.create("nodes", node(big, cpu="128", memory="256Gi", labels={"fits": ns}))
@@ -128,7 +133,7 @@ def test_a_stage_no_node_can_hold_waits_for_one_and_runs_once_a_node_joins(
                 api.delete("nodes", None, name)
     assert fine["phase"] == "Succeeded"
     assert waiting.get("phase") in (None, "Pending"), waiting
-    assert "Stage 'big' asks cpu=100" in said[0]["message"], said
+    assert "Stage 'big'" in said[0]["message"], said
     assert done["phase"] == "Succeeded", done
     (pod,) = pods_of(api, ns, "huge")
     assert pod["spec"]["nodeName"] == big
