@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from idlegate.controlplane import launcher
+from idlegate.errors import IdlegateError
 from tests.helpers import load_benchmark
 
 LOG = Path(__file__).parent / "data" / "audit" / "live_pool.log"
@@ -79,3 +80,29 @@ def test_the_planes_audit_policy_keeps_the_objects_written_and_no_reads(tmp_path
     core = objects["resources"][0]["resources"]
     assert objects["level"] == "RequestResponse" and {"pods/binding", "events"} <= set(core)
     assert others["level"] == "Metadata"
+
+
+def test_live_pool_refuses_a_plane_it_does_not_know_or_cannot_start(monkeypatch) -> None:
+    live_pool = load_benchmark("live_pool")
+    with pytest.raises(IdlegateError, match="no plane 'kind': give test or real"):
+        live_pool.check_planes("test,kind")
+
+    def unbuilt() -> None:
+        raise RuntimeError("The real control plane's binaries are not built: run `make cluster`")
+
+    monkeypatch.setattr(live_pool, "need_binaries", unbuilt)
+    with pytest.raises(IdlegateError, match="make cluster"):
+        live_pool.check_planes("test,real")
+    assert live_pool.check_planes("test") == ["test"]
+
+
+def test_scale_real_sets_the_planes_side_by_side() -> None:
+    scale_real = load_benchmark("scale_real")
+    run = {"nodes": 1000, "pods": 4992, "wall_seconds": 312.4, "pods_per_second": 16.0,
+           "decision_p99_ms": 0.8, "cpu_ms_per_pod": 9.1, "operator": {"peak_rss_mib": 300}}  # fmt: skip
+    lines = scale_real.table({"test": run, "real": {**run, "decision_p99_ms": None}}).splitlines()
+    assert lines[0].split()[:4] == ["plane", "nodes", "pods", "wall"]
+    assert lines[1].split() == ["test", "1000", "4992", "312", "16.0", "0.80", "9.1", "300"]
+    assert lines[2].split()[5] == "-"
+    with pytest.raises(IdlegateError, match="12 pods or more"):
+        scale_real.measure(scale_real.parser().parse_args(["--pods", "5"]))
