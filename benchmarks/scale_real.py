@@ -21,11 +21,14 @@ kubelet), then on the real plane. Per plane one JSON object, and a table of both
   ``pods_per_second``: pods over the wall;
 * ``decision_p99_ms``, ``peak_waiting_workflows``, ``operator`` (its CPU and memory from
   /proc) and ``cpu_ms_per_pod``, as benchmarks/scale.py reads them;
-* on the real plane, ``plane``: per component (etcd, kube-apiserver, kube-scheduler,
+* on the real plane, ``components``: per component (etcd, kube-apiserver, kube-scheduler,
   kube-controller-manager, kwok) its CPU seconds over the run and its resident memory at
   the end and at its peak, from /proc; ``idle_cores``: the plane's CPU per wall second over
   `--idle` seconds with its nodes and nothing else (KWOK renewing their Leases and
-  status), before the operator starts; ``start_seconds``: the plane's start with its nodes.
+  status), before the operator starts; ``start_seconds``: the plane's start until every
+  node takes pods (Ready, and its ``not-ready`` taint lifted);
+* on the real plane, every minute of the run a line: wall seconds, pods created, workflows
+  ended, each process's CPU seconds and resident memory (MiB) (what a run cut short says).
 
     python -m benchmarks.scale_real [--nodes 1000] [--pods 5000] [--planes test,real]
         [--idle 30] [--scheduler fair] [--log FILE] [--out scale-real.json]
@@ -71,19 +74,38 @@ def plane_cpu(pids: dict[str, int]) -> dict[str, dict[str, float]]:
     return {name: process(pid) for name, pid in pids.items()}
 
 
-def wait_nodes_ready(api: Any, count: int) -> None:
-    """Until KWOK has made `count` Nodes Ready."""
+def usable(node: dict[str, Any]) -> bool:
+    """Whether a Node takes pods: Ready (KWOK's doing) and without a NoSchedule or NoExecute
+    taint left (kube-controller-manager's node lifecycle controller lifts the ``not-ready``
+    taint of a new node once it sees it Ready: at a thousand nodes, a minute or more after)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints)
+
+
+def reading(
+    began: float, created: int, ended: int, pids: dict[str, int], operator_pid: int
+) -> dict[str, Any]:
+    """A minute's line of a run: wall seconds, pods created, workflows ended, and each
+    process's CPU seconds and resident memory (MiB)."""
+    found = {**plane_cpu(pids), "operator": process(operator_pid)}
+    return {
+        "t": round(time.monotonic() - began),
+        "pods_created": created,
+        "workflows_ended": ended,
+        **{k: [v["cpu_seconds"], v["rss_mib"]] for k, v in found.items()},
+    }
+
+
+def wait_nodes_usable(api: Any, count: int) -> None:
+    """Until `count` Nodes take pods (`usable`)."""
     deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
-        ready = sum(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
-            for n in api.list("nodes")
-            if n.get("status", {}).get("conditions")
-        )
-        if ready >= count:
+        if sum(usable(n) for n in api.list("nodes")) >= count:
             return
         time.sleep(2)
-    raise TimeoutError(f"KWOK made fewer than {count} Nodes Ready in {HANG:g} s")
+    raise TimeoutError(f"fewer than {count} Nodes were Ready and untainted after {HANG:g} s")
 
 
 def real_run(nodes: int, workflows: int, scheduler: str, idle: float, log: Any) -> dict[str, Any]:
@@ -97,7 +119,7 @@ def real_run(nodes: int, workflows: int, scheduler: str, idle: float, log: Any) 
                 api.create("customresourcedefinitions", render_crd(kind))
             api.create("namespaces", {"metadata": {"name": NAMESPACE}})
             api.namespace_ready(NAMESPACE)
-            wait_nodes_ready(api, nodes)
+            wait_nodes_usable(api, nodes)
             started = time.monotonic() - began
             before, at = plane_cpu(plane.pids), time.monotonic()
             time.sleep(idle)
@@ -147,13 +169,19 @@ def _run_operator(
                 bodies = [scale.dag_workflow(i) for i in range(workflows)]
                 list(creating.map(lambda b: api.create(DWF, b, NAMESPACE), bodies))
             print(f"{workflows} workflows created in {time.monotonic() - began:.0f} s", flush=True)
+            minute = began + 60
             with stderr_progress("workflows ended", workflows) as bar:
                 while (done := sum(p in ENDED for p in list(phases.values()))) < workflows:
                     if proc.poll() is not None:
                         raise RuntimeError("the operator exited (its log: --log)")
-                    if time.monotonic() - began > HANG * 4:
+                    if time.monotonic() - began > HANG + workflows:
                         raise TimeoutError(f"{done} of {workflows} workflows ended in time")
-                    bar(done, workflows, f"{sampler.peak_waiting} waiting at most")
+                    created = int(metric(sampler.text, "idlegate_pods_created_total"))
+                    said = f"{created} pods created, {sampler.peak_waiting} waiting at most"
+                    bar(done, workflows, said)
+                    if time.monotonic() >= minute:  # (what a run cut short leaves)
+                        minute += 60
+                        print(json.dumps(reading(began, created, done, pids, proc.pid)), flush=True)
                     time.sleep(1)
             wall = time.monotonic() - began
             sampler.tick()
@@ -174,7 +202,7 @@ def _run_operator(
         "peak_waiting_workflows": sampler.peak_waiting,
         "operator": spent,
         "cpu_ms_per_pod": round(spent["cpu_seconds"] * 1000 / max(pods, 1), 2),
-        "plane": {
+        "components": {
             name: {
                 "cpu_seconds": round(after[name]["cpu_seconds"] - before[name]["cpu_seconds"], 1),
                 "rss_mib": after[name]["rss_mib"],
