@@ -16,9 +16,20 @@ clock `--speed` times the wall's pace:
    half a CPU for 4 s), and ``b`` and ``c`` submit as in 1; ρ of a steady team = its mean
    JCT here / its mean JCT alone (the operator's ``status.jctSeconds``).
 
-Measured from the API server's side, from every write it saw (an emulator subscriber, and
-its audit of the requests, whose senders here are only the operator's; benchmarks/
-live_figures.py):
+With `--planes test,real` the same scenario runs on both API servers in turn
+(benchmarks/live_planes.py): the test API server above, and a real control plane (etcd,
+kube-apiserver, kube-scheduler, kube-controller-manager and KWOK on loopback, ``make
+cluster``'s binaries) with the same three Nodes played by KWOK, which runs each pod for its
+declared duration over `--speed` as the simulated kubelets do.
+
+Measured from the API server's side, from every write it saw (benchmarks/live_figures.py).
+On the test API server: an emulator subscriber (each write when the API server told its
+subscribers) and its audit of the HTTP requests, whose senders there are only the
+operator's. On the real plane: kube-apiserver's audit log (benchmarks/live_audit.py), each
+write at its ``stageTimestamp`` (when its response was complete) with the object after it,
+the operator's requests told by their User-Agent (``kopf/…``, ``idlegate/…``), a pod's end
+as KWOK's status write (user ``kwok``), a binding as kube-scheduler's ``pods/binding``;
+the rest is the same on both:
 
 * *watch lag*: from a pod's end (the kubelet's write) to the operator's next write about its
   workflow (the workflow's status, the next stage's pod), wall seconds;
@@ -59,7 +70,7 @@ with `--variant FLAGS` this checkout's operator runs it once more given FLAGS be
 ``--variant=--gated-workflows-ahead=0``), in the same turn. Under each run: the operator's
 write requests in the flood's first `BURST` seconds, by what they wrote.
 
-    python -m benchmarks.live_pool [--policies default,fair] [--flood 100] [--flood-seconds 4]
+    python -m benchmarks.live_pool [--policies default,fair] [--planes test,real] [--flood 100] [--flood-seconds 4]
         [--speed 2] [--burn 2] [--burn-nice 0,3] [--runs 1] [--against /tmp/before68/src]
         [--visibility 4]
         [--variant=--gated-workflows-ahead=0]
@@ -79,7 +90,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -90,18 +100,18 @@ from typing import Any
 
 from idlegate.api.kinds import API_VERSION, POOL_KIND
 from idlegate.api.visibility import PATH as VISIBILITY
+from idlegate.controlplane.launcher import NodeSpec
 from idlegate.errors import IdlegateError
 from idlegate.flags import description, run_script, script_extras
 
 with script_extras(__name__):  # (the live harness: the dev and operator extras)
-    from benchmarks.live_figures import Figures, Recorder, category, figures, quantile
+    from benchmarks.live_figures import Figures, category, figures, quantile
     from benchmarks.live_operator import (
         POOLS,
         ROOT,
         check_live_options,
         harness_missing,
         operator_process,
-        prepare,
         wait_ended,
         wait_pool,
     )
@@ -109,7 +119,8 @@ with script_extras(__name__):  # (the live harness: the dev and operator extras)
     from benchmarks.operator_burst import children, fetch
 
 try:  # (the test API server: tests/ and the dev and operator extras)
-    from benchmarks.live_harness import DWF, ApiServer, SimKubelet, node, stage, workflow
+    from benchmarks.live_harness import DWF, need_binaries, stage, workflow
+    from benchmarks.live_planes import PLANES, opened
 except ModuleNotFoundError as exc:
     if __name__ != "__main__":
         raise
@@ -255,9 +266,7 @@ def _stat(path: Path) -> list[str]:
     return path.read_text().rsplit(")", 1)[1].split()
 
 
-def submit_steady(
-    api: ApiServer, namespaces: dict[str, str], speed: float
-) -> list[tuple[str, str]]:
+def submit_steady(api: Any, namespaces: dict[str, str], speed: float) -> list[tuple[str, str]]:
     """Each team (queue -> namespace) submits one workflow every STEADY_EVERY seconds of
     the clock for STEADY_FOR seconds; their (namespace, name)."""
     out, start = [], time.monotonic()
@@ -281,22 +290,19 @@ def run(
     extra: tuple[str, ...] = (),
     profile: Path | None = None,
     burners: tuple[int, ...] = (),
+    plane: str = "test",
 ) -> dict[str, Any]:
-    """One run of the scenario (the module docstring) under `policy` with `src`'s operator
-    given the flags `extra` besides, the flood's tasks `flood_seconds` long, its visibility
-    API asked every `visibility` wall seconds (None: never), the flood's first seconds
-    profiled into `profile` (None: not; `burners` the CPU-bound processes'
-    pids, live_profile.py): its figures."""
-    with tempfile.TemporaryDirectory() as tmp, ApiServer(Path(tmp)) as api:
-        nodes = [node(f"node-{i}", cpu=NODE_CPU, memory=NODE_MEMORY) for i in range(NODE_COUNT)]
-        prepare(api, [*TEAMS.values(), *ALONE.values()], nodes)
-        recorder = Recorder(api)
+    """One run of the scenario (the module docstring) on `plane` (live_planes.PLANES) under
+    `policy` with `src`'s operator given the flags `extra` besides, the flood's tasks
+    `flood_seconds` long, its visibility API asked every `visibility` wall seconds (None:
+    never), the flood's first seconds profiled into `profile` (None: not; `burners` the
+    CPU-bound processes' pids, live_profile.py): its figures."""
+    served = [*TEAMS.values(), *ALONE.values()]
+    nodes = NodeSpec(NODE_COUNT, NODE_CPU, NODE_MEMORY, prefix="node")
+    with opened(plane, speed, served, nodes) as (api, recorder, pids):
         anchor = time.time()
         try:
             with contextlib.ExitStack() as stack:
-                for ns in [*TEAMS.values(), *ALONE.values()]:
-                    stack.enter_context(SimKubelet(api, ns, time_factor=1 / speed))
-                served = [*TEAMS.values(), *ALONE.values()]
                 flags = [f"--pool-size={POOL_PODS}", *extra]
                 proc, port = stack.enter_context(
                     operator_process(api, src, speed, anchor, log, served, flags)
@@ -311,7 +317,7 @@ def run(
                 floods = [(TEAMS["a"], f"f{i:03d}") for i in range(flood)]
                 flooding = dataclasses.replace(FLOOD, seconds=flood_seconds)
                 flooded = time.time()
-                profiled = stack.enter_context(profiling(profile, proc.pid, burners))
+                profiled = stack.enter_context(profiling(profile, proc.pid, burners, pids))
                 for ns, name in floods:
                     api.create(DWF, sized(name, flooding), ns)
                 shared = submit_steady(api, {q: TEAMS[q] for q in ALONE}, speed)
@@ -322,7 +328,6 @@ def run(
                 wall = time.monotonic() - began
         finally:
             entries, writes, jcts = recorder.close()
-        api.assert_no_internal_errors()
     found = figures(entries, writes)
     jct = {  # a steady team's mean JCT (s of the clock): alone, shared
         q: tuple(mean(jcts[k] for k in keys if k[0] == ns) for keys, ns in pair)
@@ -330,6 +335,7 @@ def run(
     }
     return {
         "policy": policy,
+        "plane": plane,
         "rho": {q: shared_jct / alone_jct for q, (alone_jct, shared_jct) in jct.items()},
         "jct": jct,
         "figures": found,
@@ -371,7 +377,7 @@ def seconds(value: float | None) -> str:
 
 
 HEADER = (
-    f"{'policy':8} {'code':14} {'rho b / c':>11} {'watch p50/p99':>14} {'event p50/p99/max':>18} "
+    f"{'policy':8} {'code':14} {'plane':5} {'rho b / c':>11} {'watch p50/p99':>14} {'event p50/p99/max':>18} "
     f"{'bind p50/p99':>13} {'req/pod':>7} {'(pods ev st pool)':>19} {'CPU ms/pod':>10} "
     f"{'wall':>5} {'load':>4}"
 )
@@ -390,7 +396,7 @@ def row(code: str, result: dict[str, Any]) -> str:
         for c in (("pod creates", "pod patches"), ("events",), ("status",), ("pool status",))
     )
     return (
-        f"{result['policy']:8} {code:14} {rho:>11} {watch:>14} {events:>18} {binds:>13} "
+        f"{result['policy']:8} {code:14} {result['plane']:5} {rho:>11} {watch:>14} {events:>18} {binds:>13} "
         f"{f.per_pod():7.2f} {kinds:>19} {result['cpu_ms_per_pod']:10.1f} "
         f"{result['wall_seconds']:5.0f} {result['load']:4.1f}"
     )
@@ -407,6 +413,13 @@ def parser() -> argparse.ArgumentParser:
         "--policies",
         default="default,fair",
         help="the pool's scheduler specs, in turn (default default,fair)",
+    )
+    parser.add_argument(
+        "--planes",
+        default="test",
+        help="the API servers it runs on, in turn, comma-separated: test (tests/k8s's, in "
+        "this process) and real (kube-apiserver with etcd, kube-scheduler and KWOK: `make "
+        "cluster`'s binaries, from IDLEGATE_CLUSTER_BIN or out/cluster/bin) (default test)",
     )
     parser.add_argument(
         "--flood", type=int, default=100, help="workflows team a floods (default 100)"
@@ -472,6 +485,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run the scenario as `args` say and print its rows (the options are checked before
     anything starts)."""
     check_live_options(args.speed, args.policies.split(","), args.runs)
+    planes = check_planes(args.planes)
     try:
         nices = [int(n) for n in args.burn_nice.split(",")]
     except ValueError:
@@ -501,6 +515,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     command = [
         "python -m benchmarks.live_pool",
         f"--policies {args.policies}",
+        *([f"--planes {args.planes}"] if args.planes != "test" else []),
         f"--flood {args.flood}",
         f"--flood-seconds {args.flood_seconds:g}",
         f"--speed {args.speed:g}",
@@ -527,7 +542,8 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     log = open(args.log, "ab") if args.log else open(os.devnull, "wb")  # noqa: SIM115
     with log:
         for policy in args.policies.split(","):
-            for _, nice, (src, code, extra) in itertools.product(range(args.runs), nices, codes):
+            runs = itertools.product(range(args.runs), nices, codes, planes)
+            for _, nice, (src, code, extra), plane in runs:
                 with burning(args.burn, nice) as burners:
                     try:
                         result = run(
@@ -541,6 +557,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                             extra,
                             args.profile,
                             tuple(burners),
+                            plane,
                         )
                     except (RuntimeError, TimeoutError) as exc:
                         sys.exit(f"Error: {exc} (the operators' output: --log FILE)")
@@ -553,6 +570,23 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
     print("rerun: " + " ".join(command))
     return results
+
+
+def check_planes(text: str) -> list[str]:
+    """The planes `--planes` names, refused before anything starts if one is unknown or the
+    real plane's binaries are not built."""
+    planes = text.split(",")
+    if unknown := [p for p in planes if p not in PLANES]:
+        raise IdlegateError(
+            f"--planes {text}: no plane {', '.join(map(repr, unknown))}: give "
+            f"{' or '.join(PLANES)}, comma-separated (e.g. test,real)"
+        )
+    if "real" in planes:
+        try:
+            need_binaries()
+        except RuntimeError as exc:
+            raise IdlegateError(str(exc)) from None
+    return planes
 
 
 def print_run(label: str, result: dict[str, Any], visibility: bool) -> None:

@@ -3,7 +3,9 @@
 From the flood's submission on, for `SECONDS` wall seconds, in every run: every second
 the CPU each party got is read from /proc: the operator's main thread (kopf's event loop), its
 other threads, its children (the forecasts' replay process), this process (the test API
-server, the kube-scheduler, the simulated kubelets and the recorder: one interpreter), the
+server, the kube-scheduler, the simulated kubelets and the recorder: one interpreter; on the
+real control plane, the recorder and the submissions only), the real control plane's
+processes (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, KWOK), the
 CPU-bound burners, py-spy itself; with the operator main thread's time waiting on a run
 queue (``/proc/PID/task/PID/schedstat``: runnable, no core free), and the same wait summed
 over the threads of the operator's other threads, its children and this process. Its
@@ -63,9 +65,12 @@ def waited(pid: int) -> float:
     return total
 
 
-def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str, float]:
-    """Cumulative CPU seconds of each party (module docstring), the loop's run-queue wait,
-    and the other parties' (`WAITS`)."""
+def reading(
+    operator: int, burners: Sequence[int], spy: int | None, plane: Sequence[int] = ()
+) -> dict[str, float]:
+    """Cumulative CPU seconds of each party (module docstring; `plane` the real control
+    plane's processes, none on the test API server), the loop's run-queue wait, and the
+    other parties' (`WAITS`)."""
     main = ticks(Path(f"/proc/{operator}/task/{operator}/stat"))
     wait, slices = scheduled(operator)
     whole = ticks(Path(f"/proc/{operator}/stat"))
@@ -73,6 +78,7 @@ def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str,
         "operator threads": waited(operator) - wait,
         "operator children": sum(waited(c) for c in children(operator)),
         "api server, kubelets": waited(os.getpid()),
+        **({"control plane": sum(waited(p) for p in plane)} if plane else {}),
     }
     return {
         **{f"{k} waiting": v for k, v in waits.items()},
@@ -80,6 +86,7 @@ def reading(operator: int, burners: Sequence[int], spy: int | None) -> dict[str,
         "operator threads": whole - main,
         "operator children": sum(ticks(Path(f"/proc/{c}/stat")) for c in children(operator)),
         "api server, kubelets": ticks(Path(f"/proc/{os.getpid()}/stat")),
+        **({"control plane": sum(ticks(Path(f"/proc/{p}/stat")) for p in plane)} if plane else {}),
         "burners": sum(ticks(Path(f"/proc/{b}/stat")) for b in burners),
         "py-spy": ticks(Path(f"/proc/{spy}/stat")) if spy else 0.0,
         "machine": machine(),
@@ -152,8 +159,10 @@ def summary(first: dict[str, float], last: dict[str, float], wall: float) -> str
 
 
 @contextlib.contextmanager
-def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> Iterator[list[str]]:
-    """From enter on, for `SECONDS`, a reading of each party's CPU each second (into
+def profiling(
+    directory: Path | None, operator: int, burners: Sequence[int], plane: Sequence[int] = ()
+) -> Iterator[list[str]]:
+    """From enter on (`plane`: the real control plane's processes, reading), for `SECONDS`, a reading of each party's CPU each second (into
     ``cpu-PID.tsv`` in `directory` if given) and, with a `directory`, py-spy on `operator`
     there; the summary line is appended to the list yielded once the window ended (or at
     exit)."""
@@ -172,11 +181,11 @@ def profiling(directory: Path | None, operator: int, burners: Sequence[int]) -> 
 
     def sample() -> None:
         began, rows, before = time.monotonic(), [], processes()
-        first = reading(operator, burners, spied)
+        first = reading(operator, burners, spied, plane)
         while not stop.wait(1.0) and time.monotonic() - began < SECONDS:
-            rows.append((time.monotonic() - began, reading(operator, burners, spied)))
+            rows.append((time.monotonic() - began, reading(operator, burners, spied, plane)))
         if rows:
-            known = {operator, os.getpid(), *burners, *children(operator), spied or 0}
+            known = {operator, os.getpid(), *burners, *plane, *children(operator), spied or 0}
             said.append(summary(first, rows[-1][1], rows[-1][0]))
             said.append("the others' heaviest: " + heaviest(before, processes(), known))
             said.append(f"the loop's scheduling slice: {slice_of(operator)}")

@@ -24,7 +24,7 @@ from typing import Any
 
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.api.status import MAX_CR_STAGES
-from idlegate.controlplane.client import ApiError
+from idlegate.controlplane.client import ApiRefusal
 from idlegate.controlplane.launcher import Plane, start, stop
 from tests.security_cases import SC0, edit, escalated, restricted_template, workflow
 
@@ -40,7 +40,7 @@ def answer(plane: Plane, obj: dict[str, Any]) -> str:
     path = f"/apis/idlegate.io/v1alpha1/namespaces/{NAMESPACE}/dagworkflows"
     try:
         plane.client().request("POST", path, obj, query={"dryRun": "All"})
-    except ApiError as exc:
+    except ApiRefusal as exc:
         return str(exc.body.get("message") or exc)
     return ""
 

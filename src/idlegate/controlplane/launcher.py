@@ -9,6 +9,11 @@ certificates are kept. ``down`` (:func:`stop`) ends them in the reverse order, S
 period, and removes the record. Logs go to ``logs/<component>.log``. The binaries are
 ``make cluster``'s, built from the Go modules pinned in ``deploy/local/go.mod``.
 
+With ``audit=True`` kube-apiserver also keeps an audit log, ``logs/audit.log``
+(:data:`AUDIT_POLICY`): one JSON line per request once answered, the object after each
+write of the kinds whose timing a benchmark reads. It is off by default, so the tests pay
+nothing for it.
+
 Every port is chosen free at start, so several planes (one per test worker) can run side
 by side. etcd runs without fsync: a local plane is thrown away, and fsync on a busy disk
 is what makes an API server slow to answer writes.
@@ -44,6 +49,32 @@ STOP_SECONDS = 10.0
 SERVICE_RANGE = "10.96.0.0/16"
 K8S_VERSION = "v1.36.3"
 """The release built (deploy/local/go.mod); its version is stamped into the binaries."""
+AUDIT_LOG = Path("logs") / "audit.log"
+"""The audit log's place in a plane's folder (with ``start(audit=True)``)."""
+WRITES = ["create", "update", "patch", "delete", "deletecollection"]
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # one line per request, once answered: the timestamps a reader needs are on it
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # reads are most requests and tell nothing of who wrote what and when
+        {"level": "None", "verbs": ["get", "list", "watch"]},
+        # a write's response carries the object after it (a patch's request is only the
+        # delta) and its resourceVersion, which orders it among every other write
+        {
+            "level": "RequestResponse",
+            "verbs": WRITES,
+            "resources": [
+                {"group": "", "resources": ["pods", "pods/status", "pods/binding", "events"]},
+                {"group": "idlegate.io", "resources": ["*"]},
+            ],
+        },
+        {"level": "Metadata", "verbs": WRITES},
+    ],
+}
+"""What the audit log keeps: the object after each write of pods (their status and binding
+too), Events and idlegate's kinds; who made every other write; no reads."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +150,11 @@ def start(
     bin_dir: Path,
     nodes: Iterable[NodeSpec] = (NodeSpec(),),
     time_factor: float = 1.0,
+    audit: bool = False,
 ) -> Plane:
-    """Start a plane in `directory` (see the module's docstring); stops what it started if
-    a component fails to come up, and says which, with the end of its log."""
+    """Start a plane in `directory` (see the module's docstring), kube-apiserver keeping an
+    audit log if `audit` (:data:`AUDIT_LOG`); stops what it started if a component fails to
+    come up, and says which, with the end of its log."""
     if time_factor <= 0:
         raise IdlegateError(f"--time-factor must be above 0, not {time_factor}.")
     exes = binaries(bin_dir)
@@ -140,9 +173,12 @@ def start(
     for name in ("admin", *_CLIENTS):
         _write_kubeconfig(_kubeconfig_path(directory, name), url, pki, name)
     (directory / "kwok.yaml").write_text(yaml.safe_dump_all(kwok.stages(time_factor)))
+    (directory / AUDIT_LOG).unlink(missing_ok=True)  # (a fresh cluster's requests only)
     try:
         for name in COMPONENTS:
             command = _command(name, exes[name], directory, pki, ports)
+            if audit and name == "kube-apiserver":
+                command += audit_flags(directory)
             plane.pids[name] = _spawn(command, directory / "logs" / f"{name}.log")
             plane.save()
             _wait_ready(plane, name, ports)
@@ -170,6 +206,22 @@ def stop(plane: Plane) -> list[str]:
             killed.append(name)
     (plane.directory / "state.json").unlink(missing_ok=True)
     return killed
+
+
+def audit_flags(directory: Path) -> list[str]:
+    """kube-apiserver's flags for an audit log in `directory` (:data:`AUDIT_LOG`), its
+    policy written beside it."""
+    policy = directory / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={directory / AUDIT_LOG}",
+        # never rotated during a run (the default rotates at 100 MB), nor batched: each
+        # line is written before its request is answered
+        "--audit-log-maxsize=100000",
+        "--audit-log-mode=blocking",
+        "--audit-log-format=json",
+    ]
 
 
 _CLIENTS = ("kube-scheduler", "kube-controller-manager", "kwok")
