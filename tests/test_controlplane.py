@@ -31,6 +31,11 @@ def test_missing_binaries_say_how_to_build_them(tmp_path: Path) -> None:
         (["up", "--time-factor", "0"], "Error: --time-factor must be above 0, not 0.0."),
         (["up", "--nodes", "-1"], "Error: --nodes and --node-gpu must be 0 or more."),
         (["up"], "build the control plane first with `make cluster`"),
+        (
+            ["up", "--node-memory", "lots"],
+            "--node-memory 'lots' is not a quantity Kubernetes reads",
+        ),
+        (["up", "--node-cpu", "-4"], "--node-cpu '-4' is not a quantity Kubernetes reads"),
     ],
 )
 def test_up_refuses_in_one_line(tmp_path: Path, args: list[str], said: str) -> None:

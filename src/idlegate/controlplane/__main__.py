@@ -8,6 +8,7 @@ status  say whether each process runs, and where the kubeconfig is
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from idlegate.controlplane.launcher import NodeSpec, Plane, start, stop
 from idlegate.errors import IdlegateError
 
 DEFAULT_DIR = Path("out/cluster")
+QUANTITY = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+"""A Node's capacity as Kubernetes reads it (positive; no exponent form)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="pods run their TASK_DURATION_SECONDS divided by this (default 1: as declared)",
     )
-    for name in ("down", "status"):
-        sub = commands.add_parser(name, help=f"{name} the control plane in DIR")
+    for name, what in (
+        ("down", "stop the control plane in DIR"),
+        ("status", "say whether it runs"),
+    ):
+        sub = commands.add_parser(name, help=what)
         sub.add_argument(
             "--dir", type=Path, default=DEFAULT_DIR, help="its folder (default %(default)s)"
         )
@@ -64,9 +70,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "up":
         if args.nodes < 0 or args.node_gpu < 0:
             raise IdlegateError("--nodes and --node-gpu must be 0 or more.")
+        for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+            if not QUANTITY.fullmatch(value):
+                raise IdlegateError(
+                    f"{flag} {value!r} is not a quantity Kubernetes reads: give a positive "
+                    "number with an optional suffix, e.g. 8, 500m, 32Gi."
+                )
         nodes = NodeSpec(args.nodes, args.node_cpu, args.node_memory, args.node_gpu)
         plane = start(args.dir, args.bin or args.dir / "bin", [nodes], args.time_factor)
-        print(f"The control plane runs at {plane.url}, with {args.nodes} KWOK nodes.")
+        said = f"{args.nodes} KWOK node" + ("" if args.nodes == 1 else "s")
+        print(f"The control plane runs at {plane.url}, with {said}.")
         print(f"export KUBECONFIG={plane.kubeconfig}")
         return 0
     recorded = Plane.load(args.dir.resolve())
