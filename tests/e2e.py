@@ -407,14 +407,15 @@ def new_namespace(api: ApiServer, prefix: str) -> str:
 
 
 def kubelet_for(
-    api: ApiServer, namespace: str, **options: Any
+    api: ApiServer, namespace: str, speed: float = SPEED, **options: Any
 ) -> contextlib.AbstractContextManager:
-    """What runs the namespace's pods, from enter to exit, at the e2e clock's SPEED: the
-    simulated kubelet on the test API server (`options` are its own); nothing on the real
-    control plane, where KWOK runs every pod (tests/k8s/real.py)."""
+    """What runs the namespace's pods, from enter to exit, `speed` times faster than they
+    declare: the simulated kubelet on the test API server (`options` are its own); nothing
+    on the real control plane, where KWOK runs every pod at the plane's time factor (the
+    e2e clock's SPEED: tests/real/conftest.py)."""
     if getattr(api, "real", False):
         return contextlib.nullcontext()
-    return SimKubelet(api, namespace, time_factor=1 / SPEED, **options)
+    return SimKubelet(api, namespace, time_factor=1 / speed, **options)
 
 
 def wait(predicate: Any, timeout: float, what: str) -> Any:

@@ -56,16 +56,10 @@ def runs(api: ApiServer, ns: str, name: str) -> list[float]:
     return sorted(float(r["metadata"]["annotations"][ANNOTATION_SCHEDULED]) for r in found)
 
 
-@pytest.mark.xfail(
-    reason="a regression of this stop, not yet found: after the restart not every run but the "
-    "last succeeds within 300 s (it failed on the code before issue 97's merge too, with the "
-    "control plane's and issue 93's first changes); the next stop bisects it",
-    strict=False,
-)
 def test_a_day_of_hourly_runs_with_a_restart_in_the_middle(api: ApiServer, ns: str):
     clock = ScaledClock(SPEED)  # one clock across both operator runs, as the wall is
     body = cron("hourly", startingDeadlineSeconds=int(2 * HOUR), successfulJobsHistoryLimit=100)
-    with kubelet_for(api, ns):
+    with kubelet_for(api, ns, speed=SPEED):
         with running_operator(api, ns, pool=2, clock=clock):
             api.create(DCWF, body, namespace=ns)
             wait(lambda: len(runs(api, ns, "hourly")) >= 10, 60, "ten hourly runs")

@@ -30,7 +30,7 @@ import kmock
 
 from idlegate.api.crd import KINDS, render_crd
 from idlegate.controlplane.client import PATCH_TYPES, ApiRefusal
-from idlegate.controlplane.launcher import NodeSpec, Plane, start, stop
+from idlegate.controlplane.launcher import NodeSpec, Plane, binaries, start, stop
 from tests.k8s.harness import says_nothing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,19 +40,6 @@ BIN = Path(os.environ.get("IDLEGATE_CLUSTER_BIN", ROOT / "out" / "cluster" / "bi
 PANIC = re.compile(r"Observed a panic|^panic: ")
 """A panic the API server recovered from (it answers 500), or one it died of."""
 Callback = Callable[[kmock.resource, str, dict[str, Any]], None]
-
-CORE = {
-    "pods",
-    "namespaces",
-    "events",
-    "nodes",
-    "services",
-    "serviceaccounts",
-    "configmaps",
-    "secrets",
-    "persistentvolumeclaims",
-}
-"""Resources of the core group (v1)."""
 
 
 class RealApiServer:
@@ -83,10 +70,11 @@ class RealApiServer:
         return kmock.resource(group, version, spec)
 
     def _group_version(self, plural: str) -> tuple[str, str]:
-        if plural in CORE:
-            return "", "v1"
-        self._discover()
+        if plural not in self._resources:  # (a CRD created since the last discovery)
+            self._discover()
         prefix, _ = self._resources[plural]
+        if prefix == "/api/v1":
+            return "", "v1"
         _, _, group, version = prefix.split("/", 3)
         return group, version
 
@@ -246,17 +234,8 @@ class RealApiServer:
 
 
 def need_binaries() -> Path:
-    """``make cluster``'s binaries, or a failure that says to build them."""
-    missing = [
-        name
-        for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
-        if not (BIN / name).exists()
-    ]
-    if missing:
-        raise RuntimeError(
-            f"The real control plane's binaries are not built ({', '.join(missing)} missing "
-            f"in {BIN}): run `make cluster` (make test does it first)."
-        )
+    """``make cluster``'s binaries (:data:`BIN`), or the launcher's error saying to build them."""
+    binaries(BIN)
     return BIN
 
 

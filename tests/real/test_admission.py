@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import itertools
 import json
@@ -26,19 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from idlegate.api.argo_pods import NODE_NAME, WORKFLOW_LABEL
 from idlegate.api.labels import GATE
 from idlegate.api.podsecurity import Level, check_template, namespace_policy
 from idlegate.controlplane.client import ApiRefusal
-from idlegate.controlplane.pki import serving
 from tests import security_cases as cases
-from tests.e2e import DWF, OperatorProcess, _free_port, stage, wait, workflow
+from tests.e2e import DWF, OperatorProcess, stage, wait, workflow
 from tests.k8s.real import ROOT, RealApiServer
+from tests.real.gate import argo_gate
 
 POLICY = ROOT / "deploy" / "components" / "pod-security" / "policy.yaml"
-WEBHOOK = ROOT / "deploy" / "components" / "argo" / "webhook.yaml"
 BY_POLICY = (
     "ValidatingAdmissionPolicy 'idlegate-pod-security' with binding 'idlegate-pod-security'"
     " denied request: "
@@ -232,24 +229,7 @@ def argo_pod(name: str) -> dict[str, Any]:
 def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
     api: RealApiServer, ns: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
-    crt, key = serving(api.plane.pki, "webhook", ("IP:127.0.0.1",))
-    certs = tmp_path / "certs"
-    certs.mkdir()
-    (certs / "tls.crt").write_bytes(crt.read_bytes())
-    (certs / "tls.key").write_bytes(key.read_bytes())
-    config = yaml.safe_load(WEBHOOK.read_text())
-    config = copy.deepcopy(config)
-    config["metadata"] = {"name": f"argo-gate-{ns}"}
-    (hook,) = config["webhooks"]
-    hook["clientConfig"] = {
-        "url": f"https://127.0.0.1:{port}/argo-gate",
-        "caBundle": base64.b64encode(api.plane.pki.ca.read_bytes()).decode(),
-    }
-    # the namespace opts in as a user's does (the configuration's own namespaceSelector)
-    api.patch("namespaces", None, ns, {"metadata": {"labels": {"idlegate.io/argo": "enabled"}}})
-    api.create("mutatingwebhookconfigurations", config)
-    try:
+    with argo_gate(api, ns, tmp_path) as flags:
         # no operator answers yet: failurePolicy Fail keeps Argo's pod out, ungated or not
         def refused() -> bool:
             try:
@@ -260,7 +240,6 @@ def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
             return False
 
         wait(refused, 60, "the webhook configuration to be in force")
-        flags = ("--argo", f"--webhook-port={port}", f"--webhook-certs={certs}")
         operator = OperatorProcess(api, ns, 2, tmp_path / "operator.log", *flags)
         try:
             created = wait(lambda: _create_once_served(api, ns), 120, "the webhook to answer")
@@ -270,8 +249,6 @@ def test_the_argo_gate_webhook_gates_argos_pods_at_their_creation(
         assert GATE in gates, (created["spec"], operator.tail())
         plain = api.create("pods", {**argo_pod("plain"), "metadata": {"name": "plain"}}, ns)
         assert not plain["spec"].get("schedulingGates")  # (not Argo's: the webhook never saw it)
-    finally:
-        api.delete("mutatingwebhookconfigurations", None, config["metadata"]["name"])
 
 
 def _create_once_served(api: RealApiServer, ns: str) -> dict[str, Any] | None:

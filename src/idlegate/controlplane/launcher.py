@@ -37,7 +37,7 @@ import yaml
 
 from idlegate.controlplane import kwok
 from idlegate.controlplane.client import ApiRefusal, Client
-from idlegate.controlplane.pki import Pki, ensure_pki
+from idlegate.controlplane.pki import CLIENTS, Pki, ensure_pki
 from idlegate.errors import IdlegateError
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -224,7 +224,8 @@ def audit_flags(directory: Path) -> list[str]:
     ]
 
 
-_CLIENTS = ("kube-scheduler", "kube-controller-manager", "kwok")
+_CLIENTS = tuple(name for name in CLIENTS if name != "admin")
+"""The components with a kubeconfig of their own (the admin's is ``kubeconfig``)."""
 
 
 def _kubeconfig_path(directory: Path, name: str) -> Path:
