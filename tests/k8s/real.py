@@ -206,9 +206,9 @@ class RealApiServer:
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
         for _ in range(600):
             crd = self.client.request("GET", path)
-            conditions = {
-                c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])
-            }
+            # A new CRD's status says `conditions: null` until its controller has looked.
+            status = crd.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
             if conditions.get("Established") == "True":
                 self._discover()
                 return
