@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.argo_pods import ArgoPod
-from idlegate.api.external_jobs import Release
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.external import ExternalJob
+from idlegate.operator.kinds.pairing import Release
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision

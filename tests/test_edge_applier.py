@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import GATE
-from idlegate.api.pacing import Slots
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.operator.core.intents import (
@@ -27,6 +26,7 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.edge.applier import EVENTS_QUEUED, Applier, EventRecorder, Lanes, Op
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.lag.pacing import Slots
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage

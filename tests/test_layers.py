@@ -223,6 +223,73 @@ def test_the_simulator_imports_nothing_above_it():
     assert _offenders("sim", *banned) == []
 
 
+RUNTIME = ("asyncio", "threading", "_thread", "concurrent.futures", "multiprocessing")
+"""What runs: an event loop, threads, processes (issue 94: api/ is what users write and read)."""
+
+
+def test_the_api_is_the_contract_and_runs_nothing():
+    # issue 94: api/ holds what users write and read (the CRDs and their models, specs,
+    # status, lint, the visibility API's types); what runs (loops, timers, threads,
+    # processes, caches, stateful books) is the operator's, in rooms named by concept
+    assert _offenders("api", *RUNTIME) == []
+    assert _offenders("api", "idlegate.operator") == []
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a module of the package: its subpackage under idlegate (``api``,
+    ``operator``, ``sim`` ...); None for a top-level module (``errors``, ``config``: the
+    foundation every layer builds on)."""
+    src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and (src / parts[1]).is_dir() else None
+
+
+def _inherited(src: Path, package: str = "idlegate") -> list[str]:
+    """Each class of the package under `src` whose base is a class imported from another
+    layer (`_layer`), as "module.Class <- module.Base"."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        parts = (package, *path.relative_to(src).with_suffix("").parts)
+        module = ".".join(parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.update({a.asname or a.name: node.module for a in node.names})
+            elif isinstance(node, ast.Import):
+                imported.update({a.asname or a.name: a.name for a in node.names})
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for base in cls.bases:
+                name = ast.unparse(base).split("[")[0]
+                origin = imported.get(name.split(".")[0], "")
+                if origin.startswith(package + ".") and _layer(origin) not in (None, _layer(module)):
+                    found.append(f"{module}.{cls.name} <- {origin}.{name}")
+    return found
+
+
+def test_no_class_subclasses_a_class_of_another_layer():
+    # issue 94: `ForecastRefresh(ForecastBook)` subclassed api/'s book from the operator, so
+    # its runtime's path ran through `super()` into another layer; composition, or both in
+    # one layer
+    assert _inherited(Path(__file__).resolve().parents[1] / "src" / "idlegate") == []
+
+
+def test_the_subclass_finder_finds_a_class_of_another_layer(tmp_path):
+    # (the test above, on the code it was written against: the operator's refresh)
+    for where in ("api", "operator"):
+        (tmp_path / where).mkdir()
+    (tmp_path / "api" / "book.py").write_text("class ForecastBook:\n    pass\n")
+    (tmp_path / "operator" / "refresh.py").write_text(
+        "from idlegate.api.book import ForecastBook\n"
+        "from idlegate.errors import IdlegateError\n\n"
+        "class ForecastRefresh(ForecastBook):\n    pass\n\n"
+        "class RefreshError(IdlegateError):\n    pass\n"
+    )
+    assert _inherited(tmp_path) == [
+        "idlegate.operator.refresh.ForecastRefresh <- idlegate.api.book.ForecastBook"
+    ]
+
+
 def test_no_operator_object_assigns_its_method_over_anothers():
     # a callback is given at construction: `other.on_x = self.method` hides from a reader
     # (and from tools) the path from an event to its write

@@ -12,7 +12,6 @@ import threading
 import pytest
 
 from idlegate.api.history import rotated, sink_files
-from idlegate.api.history_sink import read_prior
 from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
@@ -21,6 +20,7 @@ from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import pool_status
 from idlegate.operator.edge.reload import model_files
+from idlegate.operator.features.history_sink import read_prior
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api import pacing
-from idlegate.api.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.operator.core.events import PodSeen
+from idlegate.operator.lag import pacing
+from idlegate.operator.lag.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.policy import make_scheduler
 from tests.operator_fakes import harness, stage
 

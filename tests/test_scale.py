@@ -72,7 +72,7 @@ def test_one_index_of_pods_reads_as_the_two_it_replaces():
     """`Tagged` reads the one index of pods (kopf's: a key to a store of bodies) as the
     index of every pod by name and the index of task pods by workflow: a task pod in
     both, counted once in each."""
-    from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
+    from idlegate.operator.edge.pod_index import POD, TASK, Tagged, pod_keys
 
     index: dict[tuple[str | None, ...], list[str]] = {}
     for name, labels in (("a", {LABEL_WORKFLOW: "w"}), ("b", {LABEL_WORKFLOW: "w"}), ("c", {})):
@@ -216,7 +216,7 @@ def test_the_operators_index_of_pods_follows_each_event_and_its_listing_ends_onc
 
     from kopf._cogs.clients import watching
 
-    from idlegate.api.pod_index import Listing, PodIndex, install
+    from idlegate.operator.edge.pod_index import Listing, PodIndex, install
 
     def pod(name: str, uid: str, **labels: str) -> dict:
         return {"metadata": {"namespace": "ns", "name": name, "uid": uid, "labels": labels}}
@@ -272,8 +272,8 @@ def test_a_kopf_that_does_not_tell_the_listing_is_refused_with_a_sentence(
     refused at start with what to install (constraints.txt pins the kopf it reads)."""
     from kopf._cogs.clients import watching
 
-    from idlegate.api.pod_index import Listing, install
     from idlegate.errors import IdlegateError
+    from idlegate.operator.edge.pod_index import Listing, install
 
     monkeypatch.setattr(watching, "Bookmark", type("Bookmark", (), {}))
     with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):

@@ -45,10 +45,8 @@ from typing import Any
 import kopf
 
 from idlegate.api.kinds import CRON_PLURAL, GROUP, PLURAL, POOL_PLURAL, VERSION
-from idlegate.api.kopf_retries import KopfRetryLog
 from idlegate.api.labels import LABEL_CRON, LABEL_WORKFLOW
 from idlegate.api.notices import Notice
-from idlegate.api.pod_index import POD, TASK, Listing, PodIndex, Tagged, install, plain
 from idlegate.api.pool_spec import namespace_labels, parse_pool_spec, pool_conditions
 from idlegate.api.queueing import priority_classes
 from idlegate.api.settings import Settings
@@ -67,12 +65,14 @@ from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints, bind
 from idlegate.operator.edge.kube import ApiError, KubeApi, connection_info
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
+from idlegate.operator.edge.pod_index import POD, TASK, Listing, PodIndex, Tagged, install, plain
 from idlegate.operator.edge.pools import Pools, pool_status
 from idlegate.operator.edge.reload import Reloads
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import ApiHealth, Watchdog, operator_pod
 from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
+from idlegate.operator.kopf_retries import KopfRetryLog
 from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.protocol import Scheduler, followed
@@ -137,7 +137,7 @@ class Operator:
         self.kopf_posting: Any = None
         """kopf's posting settings (its own Events: the leader's only)."""
         self.pod_index, self.listing = PodIndex(), Listing(settings.namespaces, self.room_read)
-        """The pods, kept by the pod event handler, and their first listing's end (api.pod_index)."""
+        """The pods, kept by the pod event handler, and their first listing's end (operator.edge.pod_index)."""
         self.indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
         """The task pods' index and kopf's of namespaces; `filled`: kopf ran a handler."""
         self.cluster_indexes: tuple[Mapping[Any, Any], Mapping[Any, Any]] = {}, {}
@@ -660,7 +660,7 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     def running(name: str, body: kopf.Body) -> list[dict[str, Any]]:
         """Ready for a pool that runs: False, NoNodes, while it has no node to release onto;
         ForecastArrivalsFallback while its forecasts invent other arrivals than it
-        inherits (`Pools.arrivals_fallback`); Lagging while the operator lags (`api.lag`)."""
+        inherits (`Pools.arrivals_fallback`); Lagging while the operator lags (`operator.lag.lag`)."""
         pools = operator.pools
         why, now = pools.bridges[name].no_room, clock.now()
         held = pools.arrivals_fallback.get(name), operator.lag.lagging  # (what they say)

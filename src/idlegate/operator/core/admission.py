@@ -22,7 +22,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, uncounted, was_stopped
+from idlegate.api.eviction import GANG_NOT_STOPPED, stop_mark, uncounted, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
@@ -39,6 +39,7 @@ from idlegate.api.task_pods import TaskPod, arrival_of, owner_of, pod_name, read
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,

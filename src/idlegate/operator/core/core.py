@@ -27,11 +27,9 @@ from typing import Any, cast
 from idlegate.api import eviction, notices
 from idlegate.api.forecast_first import restore_first, restore_started
 from idlegate.api.kinds import KIND
-from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.queueing import bound_hit
-from idlegate.api.reclaim_judging import Judged, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
@@ -92,6 +90,7 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     Timing,
 )
+from idlegate.operator.core.judging import Judged, Judging
 from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.stops import Stops
@@ -101,6 +100,7 @@ from idlegate.operator.core.tracking import (
     timer_key,
 )
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.nodes.ledger import named
 from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.pool import Allows
@@ -153,7 +153,7 @@ class Core(Lifecycle, Stops):
         self.bound = inf
         """When the wait bound's timer is armed for (`Admission.next_bound`)."""
         self.judging: Judging | None = None
-        """The ``decide: Forecast`` queues' stops being judged (`api.reclaim_judging`)."""
+        """The ``decide: Forecast`` queues' stops being judged (`operator.core.judging`)."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)

@@ -1,6 +1,6 @@
 """A workflow whose pods another controller creates (Argo's, Airflow's) as a job kind of the
 core (:mod:`.kinds`): its job and its pods' pairing with the executors are
-:class:`idlegate.api.external_jobs.PodPairing`'s (pure); as a kind it says each pairing to
+:class:`idlegate.operator.kinds.pairing.PodPairing`'s (pure); as a kind it says each pairing to
 the API (a gate removal recording the executor), and a remap's or a move's outcome.
 """
 
@@ -10,16 +10,17 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from idlegate.api.eviction import NEVER_EXTERNAL, Evictions
-from idlegate.api.external_jobs import PodPairing, Release
+from idlegate.api.eviction import NEVER_EXTERNAL
 from idlegate.api.external_pods import ExternalPod
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import Confirmed, EvictPod, Outbox, Refused, RemoveGate
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
+from idlegate.operator.kinds.pairing import PodPairing, Release
 from idlegate.sim.external import Mapped
 from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Launch
@@ -35,7 +36,7 @@ class ExternalJob(PodPairing, JobKind):
 
     stoppable = False  # (never evicted: `evict` says why)
     forecast_made: Forecast | None = None
-    """Its job's first forecast made while it waited (`api.forecast_book`, as a
+    """Its job's first forecast made while it waited (`operator.forecasting.book`, as a
     DagWorkflow's): an Argo Workflow's history record keeps it, so that a restarted pool's
     calibration scores it as the live pool did."""
     forecast_replayed: tuple[Span, Span] | None = None

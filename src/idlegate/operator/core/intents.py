@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from idlegate.api.eviction import Evictions
 from idlegate.api.notices import accepted_waiting
 from idlegate.api.task_pods import Owner, pod_name, task_pod
+from idlegate.operator.core.evictions import Evictions
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow

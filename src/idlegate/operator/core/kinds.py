@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from idlegate.api.eviction import Evictions
 from idlegate.api.settings import Settings
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import Confirmed, EvictPod, Outbox, Refused
 from idlegate.operator.core.tracking import Workflow
 from idlegate.operator.metrics import Metrics

@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from idlegate.api import eviction, notices
-from idlegate.api.eviction import Evictions
-from idlegate.api.reclaim_judging import Carry, Judged, JudgeStops, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, TaskPod, read_task_pod
 from idlegate.operator.core.admission import DagWorkflow
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import (
     Confirmed,
     EvictPod,
@@ -24,6 +23,7 @@ from idlegate.operator.core.intents import (
     Refused,
     ReleaseStop,
 )
+from idlegate.operator.core.judging import Carry, Judged, JudgeStops, Judging
 from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.sim.reclaim_plan import RECHECK, Reclaim
 
@@ -66,7 +66,7 @@ class Stops(Pool):
 
     def _stops(self, plan: Reclaim | Carry) -> None:
         """A plan's stops (the cluster's `stopper`), evicted, the chosen first, then the other
-        candidates; a ``Forecast`` queue's judged first, off the loop (`api.reclaim_judging`:
+        candidates; a ``Forecast`` queue's judged first, off the loop (`operator.core.judging`:
         its question sent, then its `Carry`, evicted or withdrawn, with a fallback's Warning)."""
         got: Carry | JudgeStops = plan if isinstance(plan, Carry) else Carry(plan)
         if self.judging is not None and isinstance(plan, Reclaim):

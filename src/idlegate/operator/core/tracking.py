@@ -231,7 +231,7 @@ class Workflow:
         self.unfit: dict[str, str] = {}
         """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
         self.forecast: Forecast | Unavailable | None = None
-        """Its last forecast written (``status.forecast``: `api.forecast_book`)."""
+        """Its last forecast written (``status.forecast``: `operator.forecasting.book`)."""
         self.forecast_made: Forecast | None = None
         """Its first forecast made while it waited (its history record's)."""
         self.forecast_replayed: tuple[Span, Span] | None = None

@@ -26,8 +26,8 @@ never holds back the Events saying what was decided. At most `EVENTS_QUEUED` wai
 more is dropped, counted and logged, as client-go's recorder drops Events past its
 queue, so a stalled API never grows the operator's memory. One that cannot be posted is
 logged and dropped, it never fails a workflow. An Event said again adds to its count,
-and an object's distinct Events are bounded (:mod:`idlegate.api.pacing`). How late each
-write lands after its decision is ``idlegate_write_lag_seconds`` (:mod:`idlegate.api.lag`).
+and an object's distinct Events are bounded (:mod:`idlegate.operator.lag.pacing`). How late each
+write lands after its decision is ``idlegate_write_lag_seconds`` (:mod:`idlegate.operator.lag.lag`).
 
 The write gate (:class:`WriteGate`) is given to the API client, the lanes and the applier
 as they are built, so none needs rewiring when :func:`idlegate.operator.edge.leader.elect`
@@ -49,8 +49,6 @@ from typing import Any
 
 from idlegate.api.eviction import mark_patch, unhold_patch, unmark_patch
 from idlegate.api.kinds import CRON_KIND, KIND, POOL_KIND
-from idlegate.api.nodes import Releasing
-from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, Priority, Series, Slots
 from idlegate.api.settings import Settings
 from idlegate.api.status import FINISHED, clip
 from idlegate.api.task_pods import EXECUTOR_PATH, read_task_pod, release_patch, task_pod
@@ -71,7 +69,9 @@ from idlegate.operator.core.intents import (
     RemoveGate,
 )
 from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
+from idlegate.operator.lag.pacing import SERIES_SECONDS, EventBook, Pace, Priority, Series, Slots
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.nodes.ledger import Releasing
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
-from idlegate.api.external_jobs import too_large
 from idlegate.api.notices import pool_of
-from idlegate.api.pacing import pause_after
 from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
@@ -60,6 +58,8 @@ from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import gate_pods
+from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.lag.pacing import pause_after
 
 if TYPE_CHECKING:
     from idlegate.operator.features.external import FeaturePools, Host

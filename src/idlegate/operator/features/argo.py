@@ -37,10 +37,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 
 from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.external_jobs import too_large
-from idlegate.api.forecast_book import history_forecast
 from idlegate.api.notices import pool_of
-from idlegate.api.pacing import pause_after
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
@@ -49,6 +46,9 @@ from idlegate.operator.core.events import Ended, Join, Observed, Schedule
 from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import FeaturePool, FeaturePools, Host, gate_pods
+from idlegate.operator.forecasting.book import history_forecast
+from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.lag.pacing import pause_after
 from idlegate.sim.argo import (
     GROUP,
     ArgoJob,

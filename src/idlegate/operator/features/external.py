@@ -17,8 +17,8 @@ from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
-    from idlegate.api.lag import Lag
     from idlegate.operator.features.history import HistoryRecorder
+    from idlegate.operator.lag.lag import Lag
     from idlegate.operator.metrics import Metrics
 
 
