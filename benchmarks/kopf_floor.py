@@ -14,7 +14,7 @@ the other, `--repeat` times):
 * ``two-each``: the operator's pod handlers until they were merged: the indexes
   ``task_pods`` (pods with the workflow label) and ``live_pods`` (every pod), the event
   handlers ``room-events`` (every pod) and ``pod-events`` (the workflow label);
-* ``one-each``: the operator's since (src/idlegate/operator/main.py): one index of every
+* ``one-each``: the operator's since (src/idlegate/operator/handlers/): one index of every
   pod (a task pod under two keys, `idlegate.operator.edge.pod_index`) and one event handler;
 * ``event-only``: one event handler only;
 * ``own-index`` (with ``--own-index``): the operator's since issue 79's lag's seventh part,

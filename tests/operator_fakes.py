@@ -724,7 +724,8 @@ def pool_handler(h: Harness, monkeypatch: Any) -> Any:
     """kopf's handler of ExecutorPools, registered by an `Operator` (of two executors, on
     fake time) whose pools are `h`'s (the tests that drive the pool's handler itself)."""
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
     operator._pools = h.pools

@@ -21,7 +21,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, ANNOTATION_STOP
 from idlegate.operator.core.events import StopTasks
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from tests.e2e import (
     DWF,
     HANG_SECONDS,

@@ -262,7 +262,10 @@ def _inherited(src: Path, package: str = "idlegate") -> list[str]:
             for base in cls.bases:
                 name = ast.unparse(base).split("[")[0]
                 origin = imported.get(name.split(".")[0], "")
-                if origin.startswith(package + ".") and _layer(origin) not in (None, _layer(module)):
+                if origin.startswith(package + ".") and _layer(origin) not in (
+                    None,
+                    _layer(module),
+                ):
                     found.append(f"{module}.{cls.name} <- {origin}.{name}")
     return found
 
@@ -288,6 +291,58 @@ def test_the_subclass_finder_finds_a_class_of_another_layer(tmp_path):
     assert _inherited(tmp_path) == [
         "idlegate.operator.refresh.ForecastRefresh <- idlegate.api.book.ForecastBook"
     ]
+
+
+def _handlers() -> list[tuple[str, str, str]]:
+    """(resource plural or "" for the process's, module, qualified name) of every kopf
+    handler `build_registry` registers, Argo's, Airflow's and the webhooks' included, each
+    unwrapped from the object it is given."""
+    import functools
+
+    kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
+
+    settings = Settings(
+        pool_size=1, policy="fair", argo=True, airflow_url="http://airflow:8080", webhook_port=1
+    )
+    registry = build_registry(Operator(settings))
+    assert isinstance(registry, kopf.OperatorRegistry)
+    found = []
+    for part in ("_activities", "_indexing", "_watching", "_spawning", "_changing", "_webhooks"):
+        for handler in getattr(registry, part).get_all_handlers():
+            fn = handler.fn
+            while isinstance(fn, functools.partial):
+                fn = fn.func
+            selector = getattr(handler, "selector", None)
+            plural = "" if selector is None else selector.any_name
+            found.append((plural, fn.__module__, fn.__qualname__))
+    return found
+
+
+def test_each_resources_kopf_handlers_are_one_modules_module_level_functions():
+    # issue 94: the 24 handlers were closures inside `build_registry`, so neither a reader
+    # nor a tool could follow a pod event from its handler; now each is a function at
+    # module level, one module per resource it watches, given what it serves by name
+    found = _handlers()
+    assert [f"{m}.{q}" for _, m, q in found if "<locals>" in q or "." in q] == []
+    modules: dict[str, set[str]] = {}
+    for plural, module, _ in found:
+        modules.setdefault(plural, set()).add(module.removeprefix("idlegate.operator.handlers."))
+    assert modules == {
+        "": {"process"},
+        "namespaces": {"namespaces"},
+        "nodes": {"nodes"},
+        "pods": {"pods"},
+        "dagworkflows": {"workflows"},
+        "dagcronworkflows": {"cronworkflows"},
+        "executorpools": {"pools"},
+        "priorityclasses": {"priorityclasses"},
+        "workflows": {"argo_workflows"},
+        "workflowtemplates": {"argo_templates"},
+        "clusterworkflowtemplates": {"argo_templates"},
+    }
 
 
 def test_no_operator_object_assigns_its_method_over_anothers():

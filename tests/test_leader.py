@@ -23,8 +23,9 @@ from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteG
 from idlegate.operator.edge.kube import ApiError, NotLeaderError
 from idlegate.operator.edge.leader import Elector, identity
 from idlegate.operator.kopf_settings import quiet_event_handlers
-from idlegate.operator.main import Operator, build_registry
+from idlegate.operator.main import build_registry
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.runtime import Operator
 from tests.operator_fakes import FakeKube
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]

@@ -440,7 +440,8 @@ async def test_an_executor_pools_ready_condition_says_its_selector_picks_no_node
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.pool_spec import pool_conditions
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -520,7 +521,8 @@ async def test_the_nodes_are_read_once_a_handler_ran_and_the_pods_listing_ended(
     signal)."""
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
@@ -578,7 +580,7 @@ async def test_the_operator_with_namespace_lists_the_other_namespaces_pods_every
 
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, harness
 
     h = harness(pool=4, pool_nodes="")

@@ -40,8 +40,8 @@ from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pod_index import TASK, Tagged
 from idlegate.operator.edge.watchdog import Watchdog, operator_pod
 from idlegate.operator.kopf_retries import KopfRetryLog, RetryForever
-from idlegate.operator.main import Operator
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.runtime import Operator
 from tests.clocks import run_in_loop_time
 from tests.e2e import (
     DWF,

@@ -123,7 +123,7 @@ async def test_a_pool_without_a_policy_runs_default_a_portfolio_of_its_own():
 @pytest.mark.asyncio
 async def test_each_pools_history_records_the_spec_it_runs_not_the_candidate_followed():
     # (a portfolio's status.policy names the candidate it followed, which is not what ran)
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
 
     settings = Settings(pool_size=2, metrics_port=None, health_port=None, clock=FakeClock())
     operator = Operator(settings, kube=FakeKube())  # no --scheduler: default

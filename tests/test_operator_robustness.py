@@ -28,7 +28,7 @@ from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime, to_datetime
@@ -512,7 +512,7 @@ def test_a_namespace_that_does_not_exist_is_warned_about(caplog):
             pool_size=1, namespaces=("default", "team-a"), metrics_port=None, scheduler=_fifo()
         )
         operator = Operator(settings, kube=FakeKube())
-        with caplog.at_level(logging.WARNING, "idlegate.operator.main"):
+        with caplog.at_level(logging.WARNING, "idlegate.operator.runtime"):
             return await operator.warn_missing_namespaces()
 
     assert run(scenario()) == ["team-a"]

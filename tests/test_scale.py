@@ -23,7 +23,8 @@ def test_every_index_runs_in_kopfs_loop():
     per index and event was a tenth of the operator's CPU at 50 nodes (benchmarks/scale.py
     profiled with py-spy)."""
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -42,7 +43,8 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
     operator's (a kopf index of pods cost 0.95 ms of CPU a pod, `benchmarks.kopf_floor`)."""
     from idlegate.api.settings import Settings
     from idlegate.operator.core.events import PodSeen
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -92,7 +94,8 @@ async def test_a_pods_writes_that_change_no_room_read_no_room(monkeypatch):
     does not."""
     from idlegate.api.labels import ANNOTATION_EXECUTOR
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -185,7 +188,8 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     from idlegate.api.kinds import GROUP
     from idlegate.api.settings import Settings
     from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())

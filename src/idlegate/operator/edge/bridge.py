@@ -52,12 +52,11 @@ from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
 from idlegate.operator.forecasting.process import ReplayProcess
 from idlegate.operator.forecasting.refresh import ForecastRefresh
-from idlegate.operator.forecasting.request import scheduler_copy
+from idlegate.operator.forecasting.request import ForecastRequest, scheduler_copy
 from idlegate.operator.forecasting.whatif import what_if
 from idlegate.operator.lag.pacing import Coalesced
 from idlegate.operator.metrics import Metrics
 from idlegate.policy.spec import SchedulerSpec
-from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.forecast_calibration import WINDOW
@@ -233,10 +232,12 @@ class Bridge:
         """The resources its pool counts beyond pods (a pool on nodes: told their room)."""
         return self.core.cluster.resource_names
 
-    def what_if(self, body: Mapping[str, Any], queue: int, priority: int) -> tuple[Cluster, int]:
-        """A fork of the pool now with the DagWorkflow `body` submitted to `queue` at
-        `priority`, under a copy of its scheduler (`forecasting.whatif.what_if`), and the
-        id of its job there."""
+    def what_if(
+        self, body: Mapping[str, Any], queue: int, priority: int
+    ) -> tuple[ForecastRequest, int]:
+        """The replays' request of a fork of the pool now with the DagWorkflow `body`
+        submitted to `queue` at `priority`, under a copy of its scheduler
+        (`forecasting.whatif.what_if`), and the id of its job there."""
         core = self.core
         policy = scheduler_copy(core.scheduler, core.spec, core.decider.learns)
         return what_if(core.cluster, policy, body, queue, priority, self.now())
