@@ -132,11 +132,68 @@ def _offenders(root: str, *banned: str) -> list[str]:
     return [f"{where}: {name}" for where, name in _imports(Path(root)) if name.startswith(banned)]
 
 
-def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions():
-    # the core is what happened in, intents out: nothing it imports may reach the API, a
-    # clock, or a module that calls back into it
+@pytest.mark.parametrize("room", ["operator/core", "operator/kinds"])
+def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions(room):
+    # the core (and the job kinds it holds) is what happened in, intents out: nothing it
+    # imports may reach the API, a clock, or a module that calls back into it
     banned = ("idlegate.operator.edge", "idlegate.operator.features", "idlegate.operator.decisions")
-    assert _offenders("operator/core", *banned) == []
+    assert _offenders(room, *banned) == []
+
+
+def _rounds_asked(root: Path) -> list[str]:
+    """The calls of a round (``.schedule()``) in the modules under `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if call and node.func.attr == "schedule":
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_job_kinds_hand_the_pool_what_to_do_and_never_call_its_round():
+    # issue 94: a kind's step (a pod seen, a write refused) called back into the pool's
+    # `schedule()`; it returns what the pool is to do (`Then`), and the core does it
+    # (`Core.then`). Nor is the DagWorkflow kind named "admission": that is the queues'
+    # (`sim/admission.py`)
+    operator = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator"
+    assert _rounds_asked(operator / "kinds") == []
+    from idlegate.operator.kinds.protocol import Pool
+
+    assert not hasattr(Pool, "schedule")
+    assert [p.name for p in operator.rglob("admission*.py")] == []
+
+
+def test_the_round_finder_finds_a_kind_that_asks_for_a_round(tmp_path):
+    (tmp_path / "workflow.py").write_text("def observe(pool, pod):\n    pool.schedule()\n")
+    assert _rounds_asked(tmp_path) == ["workflow.py:2: pool.schedule()"]
+
+
+WRITE_PATH = {
+    "applier.py": {"lanes", "writes", "recorder", "kube"},  # (and what is not the edge)
+    "recorder.py": {"lanes", "writes", "kube"},
+    "lanes.py": {"writes", "kube"},
+    "writes.py": {"kube"},
+    "kube.py": set(),
+}
+"""The write path, top to bottom: each module and the edge modules it may import."""
+
+
+def test_the_write_path_goes_down_one_way():
+    # issue 94: `Applier.apply` visited the applier, the pods' manifests, the API client
+    # and the evictions and came back up (the lanes ran the applier's own closures); now
+    # the applier turns intents into ops, the lanes run them, the writes make the requests
+    # and hand the outcome back, and none imports a module above it
+    # (`python benchmarks/write_path.py` lists the calls: no climb)
+    above = {}
+    for name, below in WRITE_PATH.items():
+        edge = {
+            module.removeprefix("idlegate.operator.edge.").split(".")[0]
+            for where, module in _imports(Path("operator/edge"))
+            if where == f"operator/edge/{name}" and module.startswith("idlegate.operator.edge.")
+        }
+        above[name] = sorted(edge - below)
+    assert above == {name: [] for name in WRITE_PATH}
 
 
 def test_the_operator_features_do_not_import_the_edge():

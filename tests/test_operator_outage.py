@@ -34,9 +34,9 @@ from idlegate.api.settings import Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.applier import Op
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Op
 from idlegate.operator.edge.pod_index import TASK, Tagged
 from idlegate.operator.edge.watchdog import Watchdog, operator_pod
 from idlegate.operator.kopf_retries import KopfRetryLog, RetryForever

@@ -20,8 +20,8 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
 from idlegate.operator.core.events import PodSeen
-from idlegate.operator.edge.applier import Lanes, Op
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes, Op
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.lag.pacing import Priority, Slots
 from idlegate.operator.metrics import Metrics

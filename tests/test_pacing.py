@@ -15,7 +15,7 @@ import pytest
 
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PatchStatus, PostEvent
-from idlegate.operator.edge.applier import Op
+from idlegate.operator.edge.lanes import Op
 from idlegate.operator.lag import pacing
 from idlegate.operator.lag.pacing import SERIES_SECONDS, EventBook, Pace, event_name
 from tests.test_edge_applier import Edge, create, release

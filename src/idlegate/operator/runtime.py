@@ -53,16 +53,14 @@ from idlegate.api.status import FINISHED, FINISHED_OR_INVALID, Conditions
 from idlegate.api.task_pods import Owner
 from idlegate.errors import IdlegateError
 from idlegate.kubeconfig import load_configuration
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Forget, PodSeen
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake, leader
-from idlegate.operator.edge.applier import WriteGate
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.cron import CronController
 from idlegate.operator.edge.endpoints import Endpoints
-from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
 from idlegate.operator.edge.nodes import SWEEP_SECONDS
 from idlegate.operator.edge.pod_index import POD, TASK, Listing, PodIndex, Tagged, install, plain
 from idlegate.operator.edge.pools import Pools, pool_status
@@ -71,6 +69,7 @@ from idlegate.operator.edge.timers import Timers
 from idlegate.operator.edge.watchdog import ApiHealth, Watchdog, operator_pod
 from idlegate.operator.features import airflow, argo
 from idlegate.operator.features.shadow import make_shadow
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.kopf_retries import KopfRetryLog
 from idlegate.operator.kopf_settings import configure_kopf
 from idlegate.operator.metrics import Metrics

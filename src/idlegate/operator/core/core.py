@@ -1,6 +1,6 @@
 """The operator's core: one pool's workflows and pods in, the cluster state machine
 (:class:`idlegate.sim.cluster.Cluster`) in the middle, intents out; docs/architecture.md
-("Clock 2") follows a workflow through it, :mod:`.kinds` says what differs by kind.
+("Clock 2") follows a workflow through it, :mod:`idlegate.operator.kinds` says what differs by kind.
 
 It reads no API and no clock: :meth:`Core.handle` is given each event with its time and
 returns what to write (:mod:`.intents`) and the facts for the features (:mod:`.events`).
@@ -45,13 +45,6 @@ from idlegate.api.status import (
 )
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import (
-    DagWorkflow,
-    Restore,
-    classify,
-    new_workflow,
-    owner_of,
-)
 from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
@@ -76,7 +69,6 @@ from idlegate.operator.core.events import (
     Unpooled,
     WorkflowAdmitted,
 )
-from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
     Confirmed,
     EvictPod,
@@ -89,15 +81,24 @@ from idlegate.operator.core.intents import (
     ReleaseStop,
     RemoveGate,
     Timing,
+    follow_ups,
 )
 from idlegate.operator.core.judging import Judged, Judging
-from idlegate.operator.core.kinds import JobKind
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.stops import Stops
 from idlegate.operator.core.tracking import (
     Workflow,
     WorkflowKey,
     timer_key,
+)
+from idlegate.operator.kinds.external import ExternalJob, refused_release
+from idlegate.operator.kinds.protocol import JobKind, Then
+from idlegate.operator.kinds.workflow import (
+    DagWorkflow,
+    Restore,
+    classify,
+    new_workflow,
+    owner_of,
 )
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.nodes.ledger import named
@@ -178,7 +179,7 @@ class Core(Lifecycle, Stops):
         self.unsaid = Outbox()
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
-        """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
+        """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`idlegate.operator.kinds`);
         :attr:`workflows`, the DagWorkflows, is one of them."""
         self.ended: dict[str, None] = {}
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
@@ -295,7 +296,7 @@ class Core(Lifecycle, Stops):
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
-            for pod in event.seen:
+            for pod in event.seen:  # (an ExternalJob hands back nothing: its releases are intents)
                 wf.observe(self, pod)
 
     # -- admission -------------------------------------------------------------------------
@@ -473,12 +474,14 @@ class Core(Lifecycle, Stops):
         namespace = (body.get("metadata") or {}).get("namespace", "")
         wf = self.workflows.get((namespace, info.workflow))
         if wf is not None and wf.active and wf.owner.uid == info.owner_uid:
-            wf.observe(self, info, deleted=deleted)
+            self.then(wf, wf.observe(self, info, deleted=deleted))
 
     def outcome(self, outcome: Outcome) -> None:
-        """A write ended (the edge's report): what it means is its workflow's kind's
-        (`JobKind.confirmed`, `JobKind.refused`)."""
+        """A write ended (the edge's report): what it asks next (`follow_ups`: a cron's run
+        said started), and what it means is its workflow's kind's (`JobKind.confirmed`,
+        `JobKind.refused`)."""
         intent = outcome.intent
+        self.intents.intents += follow_ups(outcome)
         if isinstance(intent, EvictPod):
             self._evicted(intent, outcome)
             return
@@ -489,11 +492,11 @@ class Core(Lifecycle, Stops):
             live = cast(DagWorkflow, status.workflow) if isinstance(status, LiveStatus) else None
             wf = live if live is not None else self.holding(intent.owner)
             if wf is not None:
-                wf.confirmed(self, outcome)
+                self.then(wf, wf.confirmed(self, outcome))
             return
         wf = self.holding(intent.owner)
         if wf is not None and wf.active:
-            wf.refused(self, outcome)
+            self.then(wf, wf.refused(self, outcome))
         elif isinstance(intent, RemoveGate) and intent.spec is None:  # (released unscheduled)
             refused_release(self.intents, outcome)
 
@@ -508,6 +511,13 @@ class Core(Lifecycle, Stops):
         self.cluster.idle_expired(stage, self.now())
         wf.idle_ended(self, stage_index)
         self.schedule()
+
+    def then(self, wf: JobKind, then: Then | None) -> None:
+        """Do what a kind's step handed back (a kind never calls the pool's round)."""
+        if then is Then.FORGET:
+            self.forget(wf.owner.namespace, wf.owner.name, wf.owner.uid)
+        elif then is Then.ROUND:
+            self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from idlegate.operator.core.judging import Judged, JudgeStops
 
 if TYPE_CHECKING:
     from idlegate.api.external_pods import ExternalPod
-    from idlegate.operator.core.external import ExternalJob
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.operator.kinds.external import ExternalJob
     from idlegate.operator.nodes.ledger import Placing
     from idlegate.sim.external import Mapped
     from idlegate.sim.pool import Allows
@@ -81,7 +81,7 @@ class IdleEnded:
 @dataclass(frozen=True, slots=True)
 class Join:
     """The workflow `owner`, whose pods another controller creates, is the job `mapped`
-    (:class:`~.external.ExternalJob`): it enters the pool, arrived at `arrival`, with
+    (:class:`~idlegate.operator.kinds.external.ExternalJob`): it enters the pool, arrived at `arrival`, with
     the `pods` listed and then those `seen` since; in the pool, its job is `mapped` now
     (its controller settled more of it)."""
 

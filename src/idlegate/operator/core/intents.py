@@ -268,6 +268,27 @@ Outcome = Confirmed | Refused
 """What the applier hands back for an intent that needed an answer."""
 
 
+def follow_ups(outcome: Outcome) -> tuple[Intent, ...]:
+    """What an ended write asks next, written by whoever takes the outcome in: a cron's run
+    created, the Event and status saying it started (`CreateWorkflow.then`); one refused
+    for good, a Warning on its cron, its run not recorded (it is tried again)."""
+    intent = outcome.intent
+    if not isinstance(intent, CreateWorkflow):
+        return ()
+    if isinstance(outcome, Confirmed):
+        return intent.then
+    said = (
+        f"{outcome.status} {outcome.reason}: {outcome.message}"
+        if outcome.status
+        else outcome.message
+    )
+    return (
+        PostEvent(
+            intent.owner, "Warning", "RunNotStarted", f"Cannot create {intent.lane[2]}: {said}"
+        ),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SetTimer:
     """At ``at`` (the operator clock's seconds), hand ``fire`` to the pool: an event for the

@@ -4,7 +4,7 @@ A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster stat
 (``job``), which has every count of tasks and executors; a :class:`StageTrack` keeps only
 what Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
 executor slot). The status is built from both (:meth:`Workflow.status`). Plain state,
-changed by the core (:mod:`.core`) and the DagWorkflow kind (:class:`.kinds.DagWorkflow`).
+changed by the core (:mod:`.core`) and the DagWorkflow kind (:class:`idlegate.operator.kinds.workflow.DagWorkflow`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from idlegate.api.queueing import queue_status, queues_summary
 from idlegate.api.settings import Settings
 from idlegate.api.status import Phase, with_nulls
 from idlegate.api.task_pods import Owner, owner_of
-from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.core import Core, Output
 from idlegate.operator.core.decider import Onlooker
 from idlegate.operator.core.events import Admit, Event, Observed, PodSeen, ReadAgain, Schedule
@@ -44,8 +43,10 @@ from idlegate.operator.core.intents import (
 from idlegate.operator.core.judging import Judged, JudgeStops, judge_stops, judged
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
 from idlegate.operator.core.tracking import WorkflowKey
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
-from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
+from idlegate.operator.edge.lanes import Lanes
+from idlegate.operator.edge.recorder import EventRecorder
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
@@ -54,6 +55,7 @@ from idlegate.operator.forecasting.process import ReplayProcess
 from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.operator.forecasting.request import ForecastRequest, scheduler_copy
 from idlegate.operator.forecasting.whatif import what_if
+from idlegate.operator.kinds.workflow import DagWorkflow
 from idlegate.operator.lag.pacing import Coalesced
 from idlegate.operator.metrics import Metrics
 from idlegate.policy.spec import SchedulerSpec

@@ -50,7 +50,6 @@ from idlegate.api.routing import (
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, owner_of, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import (
     Admit,
     Ended,
@@ -65,13 +64,14 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.nodes import Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
+from idlegate.operator.kinds.external import ExternalJob
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.lag.pacing import ROOM_SECONDS, Coalesced
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.nodes.ledger import named

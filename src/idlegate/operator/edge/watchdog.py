@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 
 from idlegate.api.kinds import GROUP, PLURAL
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pools import Pools
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)

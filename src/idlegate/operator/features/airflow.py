@@ -52,11 +52,11 @@ from idlegate.integrations.airflow_pods import (
     QueuedTimeout,
     run_name,
 )
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import PostEvent
+from idlegate.operator.kinds.external import unscheduled
 from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.lag.pacing import pause_after
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ beside DagWorkflows.
   (`ArgoSide.restore`) the Workflows there are joined before the first decision, so that
   the pods released before a restart hold their executors again.
 * **Releases.** The job's payload is the core's `ExternalJob` (the kind of the
-  workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
+  workflows whose pods another controller creates, :mod:`idlegate.operator.kinds.protocol`):
   a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
   slot a `SetTimer`. What its pods and ``status.nodes`` show is handed to the core as
   events (``Join``, ``Observed``, ``Ended``). Argo's objects are never
@@ -39,13 +39,13 @@ from idlegate.api.notices import pool_of
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.features.external import FeaturePool, FeaturePools, Host
 from idlegate.operator.forecasting.book import history_forecast
+from idlegate.operator.kinds.external import ExternalJob, unscheduled
 from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.lag.pacing import pause_after
 from idlegate.sim.argo import (
     GROUP,
