@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -519,19 +520,17 @@ def test_the_twin_finder_finds_two_classes_of_one_name(tmp_path):
 
 COMPUTED = re.compile(r"\+= |\+ ?1\b|\benumerate\(|\bsorted\(|\.sort\(")
 """What working out a position looks like, in a function that names one: counting, ranking."""
-MADE = re.compile(r"\b(Verdict|Entry|Limit|QueueResult|AdmissionResult)\(|\bReason\.[A-Z]")
-"""What deciding a reason looks like: building a verdict or an entry, naming a `Reason`."""
 
 
-def _worked_out(text: str, ours: bool) -> list[str]:
+def _worked_out(text: str) -> list[str]:
     """The functions of a module's `text` that work out a position (name one and count
-    or rank) or, in a module that reads the admission's result (`ours`), a reason."""
+    or rank)."""
     found = []
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         body = "\n".join(line.split("#")[0] for line in ast.unparse(node).splitlines())
-        if ("position" in body.lower() and COMPUTED.search(body)) or (ours and MADE.search(body)):
+        if "position" in body.lower() and COMPUTED.search(body):
             found.append(node.name)
     return found
 
@@ -547,25 +546,21 @@ READERS = [
 """The functions the grep below meets that read a position, or name another kind."""
 
 
-def test_no_module_outside_the_admission_computes_a_reason_or_a_position():
-    # issue 81: the admission writes each reason where its phase decides it, and each
-    # position in its order (`sim.admission_entries`); everything else reads them (the
-    # forecast's ranking by arrival and the visibility API's count of the waiting ahead
-    # were the second position; `reason_of`, `_limit` and the Waiting Event's guesses the
-    # second reasons)
+def test_no_module_outside_the_admission_computes_a_position():
+    # issue 81: the admission numbers each position in its order (`sim.admission_entries`);
+    # everything else reads them (the forecast's ranking by arrival and the visibility
+    # API's count of the waiting ahead were the second position). Its reasons: below
     src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
     offenders = []
     for path in sorted(src.rglob("*.py")):
         where = path.relative_to(src).as_posix()
         if where.startswith(("sim/admission", "policy/", "training/")):
             continue  # (the admission; a policy ranks what it decides, not a queue)
-        text = path.read_text(encoding="utf-8")
-        ours = "admission_result" in text  # (another module's Reason is its own)
-        offenders += [f"{where}: {name}" for name in _worked_out(text, ours)]
+        offenders += [f"{where}: {n}" for n in _worked_out(path.read_text(encoding="utf-8"))]
     assert offenders == READERS
 
 
-def test_the_grep_finds_a_position_worked_out_and_a_reason_made():
+def test_the_grep_finds_a_position_worked_out():
     # (the test above, on the code it was written against: main's two positions)
     ranked = """
 def queue_positions(cluster):
@@ -581,10 +576,111 @@ def pool_entry(name, core):
         ahead += not started
         waiting.append({"position": None if started else ahead})
 """
-    reason = """
-def reason_of(adm, stage):
-    return Reason.QUOTA, "beyond its nominal quota"
-"""
-    assert _worked_out(ranked, False) == ["queue_positions"]
-    assert _worked_out(counted, False) == ["pool_entry"]
-    assert _worked_out(reason, True) == ["reason_of"] and _worked_out(reason, False) == []
+    assert _worked_out(ranked) == ["queue_positions"]
+    assert _worked_out(counted) == ["pool_entry"]
+
+
+class _OnePerWorkflow:
+    """A policy that gives each workflow one executor (cap 1), then waits."""
+
+    name = "one-per-workflow"
+
+    def reset(self, rng: object) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        from idlegate.sim.protocol import WAIT, Decision
+
+        stage = next((s for s in view.runnable_stages() if not s.job.held), None)
+        return WAIT if stage is None else Decision(stage, 1)
+
+
+class _Waits:
+    """A policy that waits whatever it is shown."""
+
+    name = "waits"
+
+    def reset(self, rng: object) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        from idlegate.sim.protocol import WAIT
+
+        return WAIT
+
+
+def _shown(policy: Any, pool: int, queues: Any, workflows: list[tuple[str, int, int]]) -> list[Any]:
+    """Admit `workflows` (name, queue, priority; each two stages of one 10 s task, side by
+    side) one a second into a core of `pool` executors deciding by `policy`, and for each
+    Waiting reason it says: (the verdict shown, the verdict each decider wrote: the cap
+    rule's, the admission entry's hold, the round's, and the Event's text)."""
+    from unittest import mock
+
+    from idlegate.api import notices
+    from idlegate.api.settings import Settings
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.core.decider import Decider
+    from idlegate.operator.core.events import Admit
+    from idlegate.operator.metrics import Metrics
+    from idlegate.sim.legality import cap_holds
+
+    core = Core(Settings(pool_size=pool, queues=queues), policy, metrics=Metrics(pool, policy.name))
+    rounds: list[Any] = []
+    seen: list[Any] = []
+    decide, waiting = Decider.decide, notices.waiting
+
+    def deciding(self: Any, cluster: Any, now: float) -> Any:
+        rounds.append(done := decide(self, cluster, now))
+        return done
+
+    def said(stage: Any, cluster: Any, verdict: Any) -> Any:
+        notice = waiting(stage, cluster, verdict)
+        entry = cluster.admission_result().of(stage.job)
+        hold = None if entry is None else entry.holds.get(stage)
+        capped = cap_holds(stage.job) if cluster.free_executors else None
+        seen.append((verdict, capped, hold, rounds[-1].ended, notice[2]))
+        return notice
+
+    one = {"tasks": 1, "taskDurationSeconds": 10.0}
+    with (
+        mock.patch.object(Decider, "decide", deciding),
+        mock.patch.object(notices, "waiting", said),
+    ):
+        for i, (name, queue, priority) in enumerate(workflows):
+            meta = {"name": name, "namespace": "default", "uid": f"uid-{name}", "generation": 1}
+            stages = [{"name": "a", **one}, {"name": "b", **one}]
+            body = {"metadata": meta, "spec": {"stages": stages}}
+            core.handle(Admit(body, [], queue=queue, priority=priority), 1_700_000_000.0 + i)
+    return seen
+
+
+def test_the_reason_shown_is_the_one_its_decider_wrote_on_every_path():
+    # issue 94: a Waiting Event said "parallelism cap" worked out from `job.cap` after the
+    # round, and guessed between "pod not created yet" and "policy started other work";
+    # now each reason is written where it is decided (the cap rule, the admission's phases
+    # in the entry, the round's end) and the Event says the one that decided, adding
+    # nothing but the executors left free
+    from idlegate.api.queueing import QueueFile
+    from idlegate.sim.admission_result import Reason
+    from idlegate.sim.queues import QueueSpec
+
+    pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    queues = QueueFile(
+        (
+            QueueSpec("a", {"pods": 1000}, borrowing_limit={"pods": 0}),
+            QueueSpec("b", {"pods": 1000}),
+        )
+    )
+    said = [
+        *_shown(_OnePerWorkflow(), 2, None, [("w", 0, 0)]),  # (the cap rule)
+        *_shown(_Waits(), 1, None, [("w", 0, 0)]),  # (the round: the policy waits)
+        *_shown(_OnePerWorkflow(), 1, None, [("w", 0, 0), ("v", 0, 0)]),  # (the pool's room)
+        *_shown(_OnePerWorkflow(), 3, queues, [("w", 0, 0), ("v", 0, 0)]),  # (the queue's limit)
+        *_shown(_OnePerWorkflow(), 2, None, [("w", 0, 0), ("v", 0, 1)]),  # (a priority)
+    ]
+    for verdict, capped, hold, ended, text in said:
+        assert verdict == (capped or hold or ended)  # (one verdict, its decider's)
+        assert f"waits for an executor: {verdict.message}" in text
+    decided = {verdict.reason for verdict, *_ in said}
+    assert {Reason.PARALLELISM_CAP, Reason.POLICY, Reason.FREE_RESOURCES} <= decided, decided
+    assert decided & {Reason.BORROWING_LIMIT, Reason.QUOTA, Reason.COHORT_FULL}, decided

@@ -103,7 +103,9 @@ from idlegate.operator.kinds.workflow import (
 from idlegate.operator.metrics import Metrics
 from idlegate.operator.nodes.ledger import named
 from idlegate.sim.admission import Admission
+from idlegate.sim.admission_result import AdmissionResult, Verdict
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.legality import cap_holds
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
 from idlegate.sim.resources import ResourceVector
@@ -542,7 +544,7 @@ class Core(Lifecycle, Stops):
             released, waits = sum(len(a.launches) for a in done.taken), self.cluster.jobs
             self.times.dispatched(self.now(), released, any(j.runnable for j in waits))
             post_round(done, self.cluster, self.intents.event, self.reporter)
-            self._note_waiting(done.waited)
+            self._note_waiting(done.ended)
             if (admission := self.cluster.admission) is not None:
                 for hit in self.metrics.note_queues(admission):
                     if self.reporter is not None:
@@ -613,11 +615,14 @@ class Core(Lifecycle, Stops):
                 self.intents.set_timer(timer_key(wf.owner, stage.index), stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
-    def _note_waiting(self, why: str | None) -> None:
+    def _note_waiting(self, ended: Verdict) -> None:
         """One Event per stage that became runnable but got no executor: why it waits.
         Only a job whose runnable stages changed since the last round can have one (the
-        cluster's `changed`, read in arrival order); the reason is its entry's hold, as
-        the admission's phase wrote it (`Cluster.admission_result`), else `why`."""
+        cluster's `changed`, read in arrival order). The reason is the verdict of what
+        decided it, as that wrote it: with executors free, the cap rule's on a workflow
+        at its cap (`cap_holds`); else the hold the admission's phase wrote in its entry
+        (`Cluster.admission_result`); else the round's (`ended`: the policy chose to wait,
+        every rule failed, or it started other work). Nothing is worked out here."""
         changed = self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
@@ -630,13 +635,19 @@ class Core(Lifecycle, Stops):
                     wf.noted.add(stage.name)
                     if result is None:  # (once a round, and only when something is said)
                         result = self.cluster.admission_result()
-                    entry = result.of(job)
-                    hold = None if entry is None else entry.holds.get(stage)
-                    said = why if hold is None else hold.message
-                    notice = notices.waiting(stage, job, self.cluster, said)
+                    notice = notices.waiting(
+                        stage, self.cluster, self._verdict(result, stage, ended)
+                    )
                     first = accepted.pop(job, None)  # (its Accepted says why it waits too)
                     if first is None or not self.intents.amend(first, notice):
                         self.intents.event(wf.owner, *notice)
+
+    def _verdict(self, result: AdmissionResult, stage: Stage, ended: Verdict) -> Verdict:
+        """The one verdict that decided `stage` waits (`_note_waiting`), as it was written."""
+        capped = cap_holds(stage.job) if self.cluster.free_executors else None
+        entry = result.of(stage.job)
+        hold = None if entry is None else entry.holds.get(stage)
+        return capped or hold or ended
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold
