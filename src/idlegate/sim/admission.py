@@ -139,12 +139,12 @@ from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
 from idlegate.sim.admission_entries import (
     BLOCKED,
-    FORCED,
     PRIORITY,
-    RESERVED,
     Entries,
     first_limit,
+    forced_hold,
     quota_holds,
+    reserved_hold,
 )
 from idlegate.sim.admission_ledger import Usage
 from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
@@ -159,9 +159,6 @@ from idlegate.sim.resources import MILLI, ResourceVector
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
-
-WITHIN_FIRST = "queues start within theirs first"
-"""Why a queue's stages beyond its nominal quota wait while no queue borrows (phase 5)."""
 
 
 class Admission(Usage, Entries, Views):
@@ -253,7 +250,7 @@ class Admission(Usage, Entries, Views):
         self._full: list[bool] = [False] * len(queues)
         """Phase 3: per queue, whether it has room for no pod (none of its stages shows)."""
         self.limits = [(None, {}) for _ in queues]
-        self.quota = quota_holds(queues, WITHIN_FIRST)
+        self.quota = quota_holds(queues)
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
         """Each queue's view, while the pool and its entitlement are the same."""
         self._pool_view: PoolView | None = None
@@ -448,7 +445,6 @@ class Admission(Usage, Entries, Views):
         blocked: dict[int, Stage] = {}
         holds: dict[int, Verdict] = {}
         reserve: Reserve | None = None
-        reserve_hold: Verdict | None = None
         if self.bounded:
             overdue = []
             for q, since in enumerate(self.waits_since):
@@ -471,21 +467,17 @@ class Admission(Usage, Entries, Views):
                     continue
                 if reserve is None and free > 0 and launchable(stage, free):
                     forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
-                    first = Verdict(Reason.RESERVATION, FORCED, (self.queues[q].name,))
-                    self.plan = AdmissionPlan(
-                        forced=forced, forced_hold=first, blocked=blocked, holds=holds
-                    )
+                    first = forced_hold(self.queues[q].name)
+                    self.plan = AdmissionPlan(forced, first, blocked=blocked, holds=holds)
                     return
                 if reserve is None:
                     reserve = self._reserve(pool, stage, need)
-                    words = (stage.job.name, stage.name, self.queues[q].name)
-                    reserve_hold = Verdict(Reason.RESERVATION, RESERVED, words)
                     self._block(blocked, holds, q, stage)
         # 5. serve
         served = [q for q in nominal if q not in blocked] if nominal else []
         rooms: dict[int, dict[Group, int]] = {}
         phase: dict[int, str] = {}
-        quota: tuple[Verdict, ...] = ()  # (the queues start within theirs first: `self.quota`)
+        quota: tuple[Verdict, ...] = ()  # (the queues start within theirs: `self.quota`)
         if served:
             served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
             rooms = {q: nominal[q] for q in served}
@@ -529,7 +521,7 @@ class Admission(Usage, Entries, Views):
             blocked=blocked,
             holds=holds,
             reserve=reserve,
-            reserve_hold=reserve_hold,
+            reserve_hold=None if reserve is None else reserved_hold(reserve.stage, self.queues),
             ranked_out=ranked_out,
             quota=quota,
         )

@@ -313,10 +313,28 @@ class Entries:
         return 0.0
 
 
-def quota_holds(queues: Sequence[QueueSpec], note: str) -> tuple[Verdict, ...]:
+WITHIN_FIRST = "queues start within theirs first"
+"""Why a queue's stages beyond its nominal quota wait while no queue borrows (phase 5)."""
+
+
+def quota_holds(queues: Sequence[QueueSpec], note: str = WITHIN_FIRST) -> tuple[Verdict, ...]:
     """Phase 5's hold of each queue's stages beyond its nominal quota, with why they wait
     (`note`: the queues start within theirs first, or one borrows first)."""
     return tuple(Verdict(Reason.QUOTA, QUOTA, (spec.name, note)) for spec in queues)
+
+
+def forced_hold(queue: str) -> Verdict:
+    """Phase 4's hold of every other stage while a task of `queue` past its wait bound is
+    forced to start first."""
+    return Verdict(Reason.RESERVATION, FORCED, (queue,))
+
+
+def reserved_hold(stage: Stage, queues: Sequence[QueueSpec]) -> Verdict:
+    """Phase 4's hold of a stage the room kept for `stage` (past its wait bound) leaves
+    none."""
+    return Verdict(
+        Reason.RESERVATION, RESERVED, (stage.job.name, stage.name, queues[stage.job.queue].name)
+    )
 
 
 def first_limit(
