@@ -66,7 +66,7 @@ e2e-argo: $(VENV)/.dev cluster argo-controller  ## Argo's own controller beside 
 
 # Kueue's controller manager from its Go module (sigs.k8s.io/kueue, pinned in deploy/local/kueue/go.mod:
 # a module of its own, its Kubernetes libraries older than the plane's) into out/kueue/bin, and from the
-# same module its CRDs, webhook configurations and RBAC into out/kueue/config, for `make e2e-kueue` and
+# same module its CRDs, webhook configurations, RBAC and default configuration into out/kueue/config, for `make e2e-kueue` and
 # benchmarks/kueue_vs_idlegate.py (idlegate.controlplane.kueue starts it against a plane)
 KUEUE_DIR ?= $(OUT)/kueue
 kueue:
@@ -75,7 +75,7 @@ kueue:
 		-o $(abspath $(KUEUE_DIR))/bin/ sigs.k8s.io/kueue/cmd/kueue
 	rm -rf $(KUEUE_DIR)/config && mkdir -p $(KUEUE_DIR)/config
 	cd deploy/local/kueue && src="$$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components" && \
-		cp -r "$$src"/crd "$$src"/webhook "$$src"/rbac $(abspath $(KUEUE_DIR))/config/
+		cp -r "$$src"/crd "$$src"/webhook "$$src"/rbac "$$src"/manager $(abspath $(KUEUE_DIR))/config/
 	chmod -R u+w $(KUEUE_DIR)/config
 
 e2e-kueue: $(VENV)/.dev cluster kueue  ## Kueue's own controller admitting a Job on the local control plane
