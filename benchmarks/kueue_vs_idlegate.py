@@ -66,6 +66,7 @@ with script_extras(__name__):  # (the live harness: the dev and operator extras)
         plan,
         pool,
     )
+    from benchmarks.kueue_sim import KUEUE_LIKE, simulate, team_jcts
     from benchmarks.live_harness import DWF, RealApiServer, need_binaries
     from benchmarks.live_operator import (
         HANG,
@@ -335,11 +336,65 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                     result = _one(system, scenario, reclaim, args, log)
                     print(row(result, alone[system]), flush=True)
                     results.append(result)
+    simulated = simulations(scenarios, reclaims, args)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([jsonable(r) for r in results], indent=1))
+        every = [jsonable(r) for r in results] + simulated
+        args.json.write_text(json.dumps(every, indent=1))
     print("rerun: " + command)
     return results
+
+
+SIM_HEADER = (
+    f"{'simulator':14} {'scenario':8} {'reclaim':7} {'mean JCT a/b/c':>17} {'rho b/c':>9} "
+    f"{'Jain':>5} {'worst wait':>10} {'stopped/lost s (%)':>19}"
+)
+
+
+def simulations(
+    scenarios: list[str], reclaims: list[bool], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The same scenarios in idlegate's simulator (benchmarks/kueue_sim.py), under the
+    pool's policy and the Kueue-like baseline: their rows printed, their figures."""
+    print("the same arrivals, queues and nodes in idlegate's simulator (no controller's latency):")
+    print(SIM_HEADER, flush=True)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for reclaim in reclaims:
+            specs = {"idlegate": args.policy, "kueue-like": KUEUE_LIKE[reclaim]}
+            for name, spec in specs.items():
+                alone = team_jcts(simulate(arrivals("alone", args.flood), False, spec, Path(tmp)))
+                for scenario in scenarios:
+                    found = arrivals(scenario, args.flood)
+                    result = simulate(found, reclaim, spec, Path(tmp))
+                    print(sim_row(name, scenario, reclaim, result, alone, found), flush=True)
+                    out.append({"simulator": name, "spec": spec, "scenario": scenario,
+                                "reclaim": reclaim, "alone": alone, **result})  # fmt: skip
+    return out
+
+
+def sim_row(
+    name: str,
+    scenario: str,
+    reclaim: bool,
+    result: dict[str, Any],
+    alone: dict[str, float],
+    found: list[Arrival],
+) -> str:
+    """A simulation's line (`SIM_HEADER`'s columns)."""
+    jcts = team_jcts(result)
+    jct = "/".join(_num(jcts.get(t), 0) for t in TEAMS)
+    rho = "/".join(
+        _num(jcts[t] / alone[t] if t in jcts and t in alone else None, 2) for t in STEADY
+    )
+    worst = max((q["worst_wait"] for q in result.get("queues") or []), default=0.0)
+    lost = float(result.get("lost_seconds") or 0.0)
+    work = sum(n * a.shape.seconds for a in found for _, n, _ in a.shape.stages) + lost
+    stopped = f"{result.get('preempted') or 0}/{lost:.0f} ({100 * lost / work:.1f})"
+    return (
+        f"{name:14} {scenario:8} {'on' if reclaim else 'off':7} {jct:>17} {rho:>9} "
+        f"{_num(result.get('jain'), 3):>5} {worst:10.0f} {stopped:>19}"
+    )
 
 
 def _one(
