@@ -43,7 +43,7 @@ from tests.e2e import stage, workflow
 NODES = NodeSpec(3, "8", "32Gi", prefix="node")
 NOMINAL_CPU, BORROW_CPU = "8", "8"
 TEAMS = {"a": "team-a", "b": "team-b", "c": "team-c"}
-STEADY_EVERY, STEADY_FOR = 3.0, 60.0
+STEADY_EVERY, STEADY_FOR = 3.0, 45.0
 LEAD = 2.0
 """Seconds the large workflow comes before the streams."""
 LARGE = Shape((("l", 8, ()),), "2", 30.0)
