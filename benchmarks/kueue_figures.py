@@ -353,3 +353,52 @@ def latency(values: Sequence[float]) -> str:
     """p50/p99 of wall seconds, for the table."""
     p50, p99 = quantile(values, 0.5), quantile(values, 0.99)
     return "-" if p50 is None or p99 is None else f"{p50:.2f}/{p99:.2f}"
+
+
+STEPS = (
+    "ready > submitted",
+    "submitted > admitted",
+    "admitted > pod created",
+    "pod created and admitted > bound",
+    "bound > running",
+    "ran beyond its time",
+)
+"""The steps of a stage's way, in :func:`breakdown`'s order."""
+
+
+def breakdown(life: Life, plan: Plan, seconds: Mapping[StageKey, float]) -> dict[str, list[float]]:
+    """Where a stage's time goes, wall seconds per step (`STEPS`): from its readiness to
+    its submission to the controller (Kueue: the driver's Job; idlegate: none), to its
+    admission, to its first pod's creation (idlegate creates it before, gated), from both
+    to its binding, to its start; and each pod's run beyond
+    its declared `seconds` (over the plane's speed: given as wall seconds) until KWOK's end
+    is written."""
+    by_stage: defaultdict[StageKey, list[Pod]] = defaultdict(list)
+    for pod in life.pods.values():
+        by_stage[pod.namespace, pod.workflow, pod.stage].append(pod)
+    ready = _readiness(life, plan, _stage_ends(plan, by_stage))
+    jobs = {(ns, wf, st): (created, life.unsuspended.get((ns, name)) or [])
+            for (ns, name), (wf, st, created) in life.jobs.items()}  # fmt: skip
+    out: dict[str, list[float]] = {step: [] for step in STEPS}
+    for key, pods in by_stage.items():
+        if key not in ready:
+            continue
+        created, opened = jobs.get(key, (ready[key], []))
+        releases = [p.released for p in pods if p.released is not None]
+        admitted = min(opened or releases, default=None)
+        first = min(pods, key=lambda p: p.created)
+        steps = [created - ready[key], None if admitted is None else admitted - created]
+        if admitted is not None:
+            steps.append(first.created - admitted if first.job else 0.0)
+        since = first.created if admitted is None else max(first.created, admitted)
+        steps += [
+            None if first.bound is None else first.bound - since,
+            None if first.started is None or first.bound is None else first.started - first.bound,
+        ]
+        for step, value in zip(STEPS, steps, strict=False):
+            if value is not None:
+                out[step].append(max(0.0, value))
+        for p in pods:
+            if p.phase == "Succeeded" and p.started is not None and p.ended is not None:
+                out[STEPS[-1]].append(p.ended - p.started - seconds.get(key, 0.0))
+    return out

@@ -55,7 +55,7 @@ from idlegate.flags import description, run_script, script_extras
 
 with script_extras(__name__):  # (the live harness: the dev and operator extras)
     from benchmarks.kueue_driver import Driver, Tracker, submit
-    from benchmarks.kueue_figures import Figures, figures, latency, lives
+    from benchmarks.kueue_figures import Figures, breakdown, figures, latency, lives
     from benchmarks.kueue_scenario import (
         NODES,
         SCENARIOS,
@@ -288,6 +288,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="write every run's figures there")
     parser.add_argument("--log", type=Path, help="the controllers' output (default: discarded)")
     parser.add_argument(
+        "--breakdown",
+        type=Path,
+        nargs="+",
+        help="run nothing: print where the stages' time went in these folders kept by "
+        "--keep (give the --flood and --speed they ran with)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="keep each run's plane folder (its components' logs, the audit log) in "
@@ -308,7 +315,12 @@ def _choices(text: str, known: tuple[str, ...], flag: str) -> list[str]:
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run every controller alone, then on each shared scenario with reclaim as `args` say,
-    and print the table (the options are checked before anything starts)."""
+    and print the table (the options are checked before anything starts); with
+    `--breakdown`, only read the kept runs."""
+    if args.breakdown:
+        for kept in args.breakdown:
+            print_breakdown(kept, args.flood, args.speed)
+        return []
     check_live_options(args.speed, [args.policy], 1)
     scenarios = _choices(args.scenarios, SCENARIOS[1:], "--scenarios")
     reclaims = [r == "on" for r in _choices(args.reclaim, ("off", "on"), "--reclaim")]
@@ -410,6 +422,27 @@ def _one(
         return run(system, scenario, reclaim, args, log)
     except (RuntimeError, TimeoutError, subprocess.SubprocessError) as exc:
         sys.exit(f"Error: {system} on {scenario}: {exc} (the controllers' output: --log FILE)")
+
+
+def print_breakdown(kept: Path, flood: int, speed: float) -> None:
+    """Where the stages' time went in a run kept by `--keep` (its folder's name says its
+    scenario): each step's p50/p99, wall seconds (kueue_figures.breakdown)."""
+    scenario = kept.name.split("-")[1] if kept.name.count("-") == 2 else ""
+    if scenario not in SCENARIOS or not (kept / AUDIT_LOG).exists():
+        raise IdlegateError(
+            f"--breakdown {kept}: not a run kept by --keep (a folder <system>-<scenario>-"
+            "<reclaim> with logs/audit.log): give one of those folders"
+        )
+    found = arrivals(scenario, flood)
+    seconds = {
+        (a.namespace, a.name, st): a.shape.seconds / speed
+        for a in found
+        for st, _, _ in a.shape.stages
+    }
+    with (kept / AUDIT_LOG).open() as lines:
+        steps = breakdown(lives(lines), plan(found), seconds)
+    said = ", ".join(f"{step} {latency(values)} ({len(values)})" for step, values in steps.items())
+    print(f"{kept.name}: {said}", flush=True)
 
 
 def jsonable(result: dict[str, Any]) -> dict[str, Any]:

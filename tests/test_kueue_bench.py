@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks.kueue_figures import figures, lives, sender
+from benchmarks.kueue_figures import breakdown, figures, lives, sender
 from benchmarks.kueue_scenario import (
     FLOOD,
     LARGE,
@@ -396,3 +396,16 @@ def test_kueues_default_configuration_made_local(tmp_path: Path) -> None:
 def test_kueue_not_built_says_how(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="make kueue"):
         kueue.binary(tmp_path)
+
+
+def test_where_a_stages_time_went() -> None:
+    one = {("team-a", "big"): {"l": (1, ())}}
+    steps = breakdown(lives(lines(kueue_log())), one, {("team-a", "big", "l"): 2.0})
+    assert steps == {
+        "ready > submitted": [0.0],
+        "submitted > admitted": [1.0],
+        "admitted > pod created": [0.5],
+        "pod created and admitted > bound": [pytest.approx(0.2)],
+        "bound > running": [pytest.approx(0.3)],
+        "ran beyond its time": [2.0],  # (the pod that succeeded: 4 s run, 2 s declared)
+    }
