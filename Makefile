@@ -65,9 +65,10 @@ e2e-argo: $(VENV)/.dev cluster argo-controller  ## Argo's own controller beside 
 	$(BIN)/pytest -n 0 -q -m argo_real tests/real/test_argo.py
 
 # Kueue's controller manager from its Go module (sigs.k8s.io/kueue, pinned in deploy/local/kueue/go.mod:
-# a module of its own, its Kubernetes libraries older than the plane's) into out/kueue/bin, and from the
-# same module its CRDs, webhook configurations, RBAC and default configuration into out/kueue/config, for `make e2e-kueue` and
-# benchmarks/kueue_vs_idlegate.py (idlegate.controlplane.kueue starts it against a plane)
+# a module of its own, its Kubernetes libraries older than the plane's) into out/kueue/bin, and from
+# the same module its CRDs, webhook configurations, RBAC and default configuration into
+# out/kueue/config, for `make e2e-kueue` and benchmarks/kueue_vs_idlegate.py
+# (idlegate.controlplane.kueue starts it against a plane)
 KUEUE_DIR ?= $(OUT)/kueue
 kueue:
 	@command -v go >/dev/null || { echo "make kueue builds from Go modules: install Go 1.26 or newer and run it again"; exit 1; }

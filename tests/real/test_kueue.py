@@ -1,6 +1,7 @@
 """Kueue's own manager on the real control plane (``make e2e-kueue``; not part of ``make
-test``: its build, sigs.k8s.io/kueue v0.17.0 from its module in deploy/local/kueue, takes
-about 9 minutes of a cold Go cache on two cores, as Argo's does for ``make e2e-argo``).
+test``: its build, sigs.k8s.io/kueue v0.17.0 from its module in deploy/local/kueue, compiles
+Kubernetes 0.35's libraries beside the plane's 0.36 ones, CI minutes the suite does not
+have, as Argo's does for ``make e2e-argo``).
 
 Kueue is started as benchmarks/kueue_vs_idlegate.py starts it (idlegate.controlplane.kueue:
 its module's CRDs, RBAC and configuration, its webhooks on loopback), and admits a
