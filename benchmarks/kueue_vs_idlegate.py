@@ -440,9 +440,14 @@ def print_breakdown(kept: Path, flood: int, speed: float) -> None:
         for st, _, _ in a.shape.stages
     }
     with (kept / AUDIT_LOG).open() as lines:
-        steps = breakdown(lives(lines), plan(found), seconds)
-    said = ", ".join(f"{step} {latency(values)} ({len(values)})" for step, values in steps.items())
-    print(f"{kept.name}: {said}", flush=True)
+        life = lives(lines)
+    for teams in (tuple(TEAMS), ("a",), STEADY):
+        planned = {k: v for k, v in plan(found).items() if k[0] in {TEAMS[t] for t in teams}}
+        steps = breakdown(life, planned, seconds)
+        said = ", ".join(
+            f"{step} {latency(values)} ({len(values)})" for step, values in steps.items()
+        )
+        print(f"{kept.name}, teams {'+'.join(teams)}: {said}", flush=True)
 
 
 def jsonable(result: dict[str, Any]) -> dict[str, Any]:
