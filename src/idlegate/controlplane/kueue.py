@@ -17,13 +17,13 @@ manager against it, on the plane's KWOK nodes:
   kinds and of a ``batch/v1`` Job are the ones its users get. Only the webhooks of Kueue's
   kinds and of the enabled integrations (:data:`FRAMEWORKS`) are installed: the others'
   handlers are not served (a pod's, e.g., would fail every pod creation of the plane);
-* its certificates managed as by default (``internalCertManagement``: it keeps its CA and
-  serving certificate in a Secret, writes them into its ``certDir`` and injects the CA into
-  its webhook configurations and CRDs; the kubelet mounts the Secret into its pod, here
-  its files are written into its ``certDir``), but from a Secret made here first: a CA of its
-  own (:func:`~idlegate.controlplane.pki.authority`) and a serving certificate valid for
-  its Service's name, which its rotator checks, and for 127.0.0.1, which the API server
-  calls (the rotator would make one for the Service's name alone). With its certificate
+* its certificates managed as by default (``internalCertManagement``: its rotator keeps a
+  CA and a serving certificate in a Secret, reads them from its ``certDir``, where a
+  kubelet mounts the Secret, and injects the CA into its webhook configurations and
+  CRDs), from a Secret made here first (:func:`certificates`): a CA of its own
+  (:func:`~idlegate.controlplane.pki.authority`) and a serving certificate valid for its
+  Service's name, which its rotator checks, and for 127.0.0.1, which the API server calls
+  (the rotator would make one for the Service's name alone). With its certificate
   management off, v0.17.0 reads its metrics server's certificate from a fixed path under
   /etc, which a plane on loopback does not write;
 * its default configuration (``config/components/manager/controller_manager_config.yaml``)
@@ -128,33 +128,17 @@ def start(plane: Plane, home: Path, directory: Path) -> Kueue:
     exe = binary(home)
     config = home / "config"
     directory.mkdir(parents=True, exist_ok=True)
-    client = plane.client()
     health, webhook = free_ports(2)
-    ca = authority(directory / "pki", f"/CN={CA_NAME}/O=kueue", (f"DNS:{CA_NAME}",))
-    crt, key = serving(ca, "webhook", (f"DNS:{SERVICE}.{NAMESPACE}.svc", "IP:127.0.0.1"))
-    files = {"ca.crt": ca.ca.read_bytes(), "ca.key": pkcs1(ca.ca_key)}
-    files |= {"tls.crt": crt.read_bytes(), "tls.key": key.read_bytes()}
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": SECRET, "namespace": NAMESPACE},
-        "data": {k: base64.b64encode(v).decode() for k, v in files.items()},
-    }
+    ca, files = certificates(directory)
     webhooks = webhook_configurations(config, ca, webhook)
     for body in (
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         *crds(config, ca, webhook),
         *roles(config),
-        secret,
+        secret(files),
         *webhooks,
     ):
-        apply(client, body)
-    # the Secret's files in its certDir, as the kubelet mounts them in its pod (its rotator
-    # keeps the Secret and waits for the files)
-    shutil.rmtree(directory / "certs", ignore_errors=True)
-    (directory / "certs").mkdir()
-    for name, data in files.items():
-        (directory / "certs" / name).write_bytes(data)
+        apply(plane.client(), body)
     settings = directory / "config.yaml"
     defaults = yaml.safe_load((config / "manager" / "controller_manager_config.yaml").read_text())
     settings.write_text(yaml.safe_dump(configuration(defaults, health, webhook, directory)))
@@ -173,6 +157,31 @@ def start(plane: Plane, home: Path, directory: Path) -> Kueue:
         stop(kueue)
         raise
     return kueue
+
+
+def certificates(directory: Path) -> tuple[Pki, dict[str, bytes]]:
+    """Its CA (in `directory`/pki) and the files of its certificates' Secret, also written
+    into its ``certDir`` (`directory`/certs) as the kubelet mounts the Secret in its pod:
+    its rotator keeps the Secret and reads the files."""
+    ca = authority(directory / "pki", f"/CN={CA_NAME}/O=kueue", (f"DNS:{CA_NAME}",))
+    crt, key = serving(ca, "webhook", (f"DNS:{SERVICE}.{NAMESPACE}.svc", "IP:127.0.0.1"))
+    files = {"ca.crt": ca.ca.read_bytes(), "ca.key": pkcs1(ca.ca_key)}
+    files |= {"tls.crt": crt.read_bytes(), "tls.key": key.read_bytes()}
+    shutil.rmtree(directory / "certs", ignore_errors=True)
+    (directory / "certs").mkdir()
+    for name, data in files.items():
+        (directory / "certs" / name).write_bytes(data)
+    return ca, files
+
+
+def secret(files: dict[str, bytes]) -> dict[str, Any]:
+    """The Secret its certificate management reads (:data:`SECRET`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": NAMESPACE},
+        "data": {k: base64.b64encode(v).decode() for k, v in files.items()},
+    }
 
 
 def stop(kueue: Kueue) -> bool:
