@@ -34,8 +34,7 @@ import dataclasses
 from typing import Any
 
 from benchmarks.kueue_figures import Plan
-from benchmarks.live_pool import FLOOD, STEADY, Shape
-from idlegate.api.kinds import API_VERSION, POOL_KIND
+from benchmarks.live_pool import FLOOD, STEADY, Shape, executor_pool
 from idlegate.api.labels import LABEL_STAGE, LABEL_WORKFLOW
 from idlegate.controlplane.launcher import NodeSpec
 from tests.e2e import stage, workflow
@@ -124,18 +123,7 @@ def pool(policy: str, reclaim: bool) -> dict[str, Any]:
         }
         for team, ns in TEAMS.items()
     ]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": POOL_KIND,
-        "metadata": {"name": "teams"},
-        "spec": {
-            "size": POOL_PODS,
-            "nodeSelector": {},
-            "namespaceSelector": {"matchLabels": {"live-pool": "yes"}},
-            "policy": policy,
-            "queues": queues,
-        },
-    }
+    return executor_pool("teams", policy, queues, POOL_PODS)
 
 
 def kueue_objects(reclaim: bool) -> list[tuple[str, str | None, dict[str, Any]]]:

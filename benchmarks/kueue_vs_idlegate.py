@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -451,21 +452,11 @@ def print_breakdown(kept: Path, flood: int, speed: float) -> None:
 
 
 def jsonable(result: dict[str, Any]) -> dict[str, Any]:
-    f: Figures = result["figures"]
-    return {
-        **{k: v for k, v in result.items() if k != "figures"},
-        "jct": f.jct,
-        "unfinished": f.unfinished,
-        "jain": f.jain,
-        "worst_wait": f.worst_wait,
-        "stopped": f.stopped,
-        "lost": f.lost,
-        "work": f.work,
-        "admission": f.admission,
-        "binds": f.binds,
-        "pods": f.pods,
-        "writes": dict(f.writes),
-    }
+    """A run's result with its figures' fields in it (shallow: their lists and counts as
+    they are)."""
+    f = result["figures"]
+    figures_of = {field.name: getattr(f, field.name) for field in dataclasses.fields(f)}
+    return {**{k: v for k, v in result.items() if k != "figures"}, **figures_of}
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from benchmarks.kueue_scenario import (
     plan,
     pool,
 )
+from benchmarks.kueue_vs_idlegate import jsonable
 from idlegate.api.labels import GATE, LABEL_STAGE, LABEL_WORKFLOW
 from idlegate.controlplane import kueue
 from idlegate.controlplane.pki import Pki
@@ -409,3 +410,10 @@ def test_where_a_stages_time_went() -> None:
         "bound > running": [pytest.approx(0.3)],
         "ran beyond its time": [2.0],  # (the pod that succeeded: 4 s run, 2 s declared)
     }
+
+
+def test_a_runs_figures_as_json() -> None:
+    f = figures(lives(lines(kueue_log())), {("team-a", "big"): {"l": (1, ())}}, TEAMS, SPEED)
+    written = json.loads(json.dumps(jsonable({"system": "kueue", "figures": f})))
+    assert written["writes"]["kueue"] == 4 and written["jct"] == {"a": [19.0]}
+    assert written["system"] == "kueue" and written["stopped"] == 1
