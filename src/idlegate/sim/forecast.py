@@ -224,7 +224,9 @@ def forecast(
         stop = functools.partial(_past, clock, began + cut)
     for future in futures:
         try:
-            seen, events = replay(cluster, scheduler, future, now + horizon, waves, watch, stop)
+            seen, events = replay(
+                cluster, scheduler, future, now + horizon, waves, watch, stop, ledger=False
+            )
         except ReplayCut:
             break
         except Exception as exc:  # (any policy error: the forecast says so, never a guess)
@@ -278,6 +280,7 @@ def replay(
     stop: Callable[[], bool] | None = None,
     after: Callable[[Cluster], object] | None = None,
     truncate: bool = False,
+    ledger: bool = True,
 ) -> tuple[dict[int, tuple[float, float]], int]:
     """One replay of a fork of `cluster`: per workflow present, (start, finish) as it went
     (inf: not by `until`), and the events it simulated; it ends once the workflows of
@@ -286,8 +289,13 @@ def replay(
     its horizon would (a reclaim's judge, which reads the fork where it ended). `after`
     is given the replayed fork once it ended, for what a caller reads of it beyond
     starts and finishes (a reclaim's judge: where it ended, the owners left, the starts
-    past a wait bound, `idlegate.sim.reclaim_forecast`)."""
+    past a wait bound, `idlegate.sim.reclaim_forecast`). `ledger` False stops the fork's
+    queues from keeping their ledger (`Usage.counts`): a forecast reads starts and
+    finishes alone, and the ledger's sums at every task's start and end were a tenth of a
+    replay's CPU under queues (issue 96); a reclaim's judge reads its overdue starts."""
     sim = planning_fork(cluster)
+    if not ledger and sim.admission is not None:
+        sim.admission.counts = False
     now = sim.now
     streams = np.random.default_rng(future.seed)
     u = Uniforms(streams)
