@@ -14,9 +14,9 @@ queue (``one``), under ``default``.
 by default the burst's, 3600 to 3720 s) and refreshes there the forecasts of every
 workflow present, two ways, each timed in CPU seconds of this process:
 
-* ``evaluate``: what `idlegate forecast evaluate` runs at a refresh
-  (`evaluation.forecast_eval.refresh`, or on a package without it the same call of
-  `sim.forecast.forecast`: `--replays` replays, the start at its quantile);
+* ``evaluate``: what `idlegate forecast evaluate` runs at a refresh (`sim.forecast.
+  forecast` of `--replays` replays, the start at its quantile, within the command's
+  default budget of events where the package has one, `EvalSettings.budget`);
 * ``operator``: the operator's refresh, within `sim.forecast.BUDGET` events and
   `sim.forecast.SECONDS` of CPU.
 
@@ -141,9 +141,10 @@ OPERATOR = {
 
 
 def _evaluate_caps() -> dict[str, Any]:
-    """What `forecast evaluate` caps a refresh's replays with, on this package."""
-    caps = getattr(forecast_eval, "REFRESH_CAPS", None)
-    return dict(caps) if caps else {}
+    """What `forecast evaluate` caps a refresh's replays with, on this package (none
+    before its `EvalSettings.budget`)."""
+    fields = forecast_eval.EvalSettings.__dataclass_fields__
+    return {"budget": fields["budget"].default} if "budget" in fields else {}
 
 
 def _summary(rows: Sequence[tuple[float, int, int]]) -> dict[str, Any]:
