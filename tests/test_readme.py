@@ -30,8 +30,9 @@ DOCUMENTS = [
 
 def _code(text: str) -> str:
     """The fenced code blocks and inline code spans (where commands are written), with
-    backslash continuations joined."""
-    blocks = re.findall(r"```.*?```", text, re.DOTALL)
+    backslash continuations joined; a block fenced as ``text`` is a program's output quoted,
+    not commands."""
+    blocks = [b for b in re.findall(r"```.*?```", text, re.DOTALL) if not b.startswith("```text")]
     rest = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     return "\n".join(blocks + re.findall(r"`[^`\n]+`", rest)).replace("\\\n", " ")
 
