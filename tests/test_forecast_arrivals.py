@@ -58,6 +58,7 @@ def srpt_pool(*refreshes_of: str) -> tuple[Cluster, list[ForecastRefresh]]:
             later=lambda key, at, fire: None,
             write=lambda moved: None,
             arrivals=kind,
+            seconds=None,  # (a CPU bound would make the replays run depend on the machine)
         )
         for kind in refreshes_of
     ]

@@ -90,6 +90,7 @@ class FakeMetrics:
 def refresh_of(cluster: Cluster, scheduler: Any = None, **kw: Any) -> tuple[ForecastRefresh, list]:
     written: list[list[Any]] = []
     timers: dict[str, tuple[float, Any]] = {}
+    kw.setdefault("seconds", None)  # (a CPU bound: the replays run would depend on the machine)
     refresh = ForecastRefresh(
         cluster,
         lambda: (scheduler or FifoScheduler(), None, None),

@@ -40,6 +40,7 @@ class Killed(FifoScheduler):
 
 
 def refresh_of(cluster: Any, policy: Any, spec: str | None, **kw: Any) -> ForecastRefresh:
+    kw.setdefault("seconds", None)  # (a CPU bound: the replays run would depend on the machine)
     return ForecastRefresh(
         cluster,
         lambda: (policy(), spec, None),
