@@ -74,3 +74,57 @@ def test_why_the_claimant_behind_waits_is_said():
     said = reclaimer.still_for(2)
     assert said is not None and said.startswith("queue b comes first in the admission's order")
     assert reclaimer.still_for(1) is not None and "patience holds" in reclaimer.still_for(1)
+
+
+def test_a_stop_saves_the_wait_for_all_its_queue_lacks_not_for_its_own_tasks_ends():
+    # pool of 5: a (nominal 1) runs A, four tasks of 300 s, three on b's quota; b (nominal
+    # 4) runs B1, a chain of 5 s tasks, so one of its own tasks ends every 5 s. B2, four
+    # tasks of 100 s, comes at 52 s: b lacks three tasks' room, which comes back only as
+    # A's tasks end at 300 s; B1's ends pass room between b's own tasks (fifo gives it to
+    # B1's next stage). At 80 s, 2 s of B2's patience (30 s) are left and the next pod
+    # comes in 5 s, so one of A's tasks (run 80 s of 300) is stopped: it saves 220 s of
+    # what b lacks, though a pod comes within 5 s (issue 96)
+    queues = (
+        QueueSpec("a", {"pods": 1000}, preemption=ANY),
+        QueueSpec("b", {"pods": 4000}, preemption=ANY),
+    )
+    jobs = (
+        JobArrival(0.0, "A", chain(300.0, tasks=4), queue="a"),
+        JobArrival(0.0, "B1", chain(*[5.0] * 40), queue="b"),
+        JobArrival(52.0, "B2", chain(100.0, tasks=4), queue="b"),
+    )
+    engine = engine_of(*jobs, executors=5, queues=queues)
+    engine.run()
+    first = events(engine, "preempted")[0]
+    assert first[0] == 80.0 and first[2] == 0 and first[4][1] == 80.0
+
+
+def backlogged(waiting: int) -> Engine:
+    """Pool of 3: a (nominal 1) runs A, three tasks of 300 s, two on b's quota, with
+    `waiting` more workflows of a waiting behind it; b's B (one task of 5 s) comes at
+    100 s and nothing of b runs."""
+    queues = (
+        QueueSpec("a", {"pods": 1000}, preemption=ANY),
+        QueueSpec("b", {"pods": 2000}, preemption=ANY),
+    )
+    jobs = (
+        JobArrival(0.0, "A", chain(300.0, tasks=3), queue="a"),
+        *(JobArrival(1.0, f"A{i}", chain(300.0), queue="a") for i in range(waiting)),
+        JobArrival(100.0, "B", chain(5.0), queue="b"),
+    )
+    return engine_of(*jobs, executors=3, queues=queues)
+
+
+def test_a_stop_is_weighed_by_the_workflows_waiting_on_each_side():
+    # alone, a's task (run 100 s) is stopped at once: it saves B 200 s, more than half
+    # of the 100 s it loses
+    engine = backlogged(0)
+    engine.run()
+    assert [t for t, *_rest in events(engine, "preempted")] == [100.0]
+    assert starts(engine)[1] == 100.0
+    # with ten of a's workflows waiting on its three executors, a second of a's is worth
+    # 1 + 10/3 of b's: 200 s saved is less than half of 100 s lost so weighed (217 s),
+    # and B waits for A's end
+    engine = backlogged(10)
+    engine.run()
+    assert not events(engine, "preempted") and starts(engine)[11] == 300.0

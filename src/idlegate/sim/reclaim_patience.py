@@ -1,6 +1,6 @@
 """When a reclaim is worth its work lost: two rules on the running tasks' declared
 durations that keep a pool from stopping work that would soon give the room back
-anyway (issue 82; `idlegate.sim.reclaim_plan` applies them, `Calm` holds their
+anyway (issues 82 and 96; `idlegate.sim.reclaim_plan` applies them, `Calm` holds their
 settings).
 
 Pure and clock-free, like `idlegate.sim.cluster`: every call carries what it reads.
@@ -16,19 +16,25 @@ Semantics (a running task started at s of a stage declaring d seconds a task, at
 * *Room coming* (`room_after`): the running tasks of the queues a claimant could take
   room from, and its own, end at their expected remaining, one after another (soonest
   first); the first time their room added to the free room makes its task fit (on a
-  pool of nodes: on one node) is when the room comes without a stop, R.
+  pool of nodes: on one node) is when the room for its task comes without a stop, R.
 * *Patience.* A claimant whose ready task has waited w seconds stops nothing while
   R ≤ ``patience`` − w. The work a stop loses is then spent to save less than
   ``patience`` of wait. Once its task has waited ``patience`` (an estimate was wrong:
-  the task ran longer than declared), it stops what the rules choose: the driver asks
-  the question again then (`Admission.next_bound`), so the owner waits at most
-  ``patience`` more than by the rules alone, where the stop pays (below).
-* *Ending: a stop must pay.* A running task is no victim where stopping it saves its
-  owner less than ``ending`` × the time it has run: it saves at most R (the room comes
-  then anyway, issue 96) and, within its estimate, at most its expected remaining (it
-  gives its room back then). So a task that has run longer than R / ``ending`` is
-  spared, and one within its estimate whose remaining is less than ``ending`` × what it
-  ran. A checkpointed task, which loses nothing, is always one.
+  the task ran longer than declared), it stops what the rules choose where a stop pays
+  (below): the driver asks the question again then (`Admission.next_bound`).
+* *Ending: a stop must pay* (issue 96). A stop gives the claimant's queue an executor
+  back now. Without it, what the queue lacks (the tasks its nominal quota still has room
+  for, at most its ready tasks) comes back as the other queues' tasks end (its own
+  tasks' ends only pass room between its own tasks, unless it has fewer ready tasks
+  than room); E is when the last of it would, as R is for one task. So a stop saves at
+  most E executor-seconds, and within its victim's estimate at most the victim's
+  expected remaining (it gives its room back then); it loses what the victim has run.
+  Each side is weighed by what an executor-second is worth to its queue (`backlog`:
+  one for the workflow it serves, plus the queue's other waiting workflows over the
+  executors it runs, which a second of one executor speeds or slows by that share). A
+  running task is no victim where what its stop saves, so weighed, is less than
+  ``ending`` × what it has run, so weighed. A checkpointed task, which loses nothing,
+  is always one; past the claimant's wait bound no task is spared (`reclaim_plan`).
 
 With ``patience`` 0 and ``ending`` 0 neither rule stops anything the rules would stop,
 and neither reads a duration.
@@ -55,14 +61,20 @@ def expected_left(duration: float, elapsed: float) -> float | None:
 
 
 def ending(duration: float, elapsed: float, ratio: float, saves: float = inf) -> bool:
-    """Whether stopping a task that ran `elapsed` of its declared `duration` saves its
-    owner less than `ratio` times that, the room coming anyway in `saves` seconds (the
-    module docstring's *ending*): then it is no victim."""
+    """Whether stopping a task that ran `elapsed` of its declared `duration` saves less
+    than `ratio` times that, what the stop gives back coming anyway in `saves` seconds
+    (the module docstring's *ending*, `ratio` weighed there): then it is no victim."""
     if ratio <= 0 or elapsed <= 0:
         return False
     known = isfinite(duration) and 0 < elapsed < duration  # (past it: its end is not known)
     saved = min(duration - elapsed, saves) if known else saves
     return saved < ratio * elapsed
+
+
+def backlog(waiting: int, executors: float) -> float:
+    """How much a queue's executor-second is worth to its workflows: its own, plus its
+    waiting workflows' share of the `executors` it runs (the module docstring's *pay*)."""
+    return 1.0 + waiting / max(1.0, executors)
 
 
 def room_after(
@@ -93,4 +105,4 @@ def room_after(
     return inf
 
 
-__all__ = ["OVERDUE_FRACTION", "ending", "expected_left", "room_after"]
+__all__ = ["OVERDUE_FRACTION", "backlog", "ending", "expected_left", "room_after"]

@@ -27,14 +27,15 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   claimant's is never read, nor one that started at this instant (it has run nothing).
 * *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's
   `Calm`): R is when the running tasks of those queues and of the claimant's own are
-  expected to give it the room without a stop. A claimant whose R is within what is
-  left of its patience stops nothing; the driver asks the question again when its
-  patience ends (`wake`, read by `Admission.next_bound`). Else a task is no victim
-  where stopping it saves less than ``ending`` × what it has run: it saves at most R,
-  and within its estimate at most its remaining (`Calm.ending`). Neither holds for the
-  Kueue-like victims. The claimant's wait is its queue's longest of that priority
-  (`oldest_waiting`); its patience is at most its queue's wait bound, and past the bound
-  neither the ending rule nor the cooldown spares a task.
+  expected to give its task the room without a stop, E when they give back all its
+  queue lacks (`_lacks`). A claimant whose R is within what is left of its patience
+  stops nothing; the driver asks the question again when its patience ends (`wake`,
+  read by `Admission.next_bound`). Else a task is no victim where its stop would not
+  pay: it saves at most E (and within its estimate its remaining), weighed against what
+  it has run at `Calm.ending`, each side by its queue's `backlog` (`_ratios`). Neither
+  holds for the Kueue-like victims. The claimant's wait is its queue's longest of that
+  priority (`oldest_waiting`); its patience is at most its queue's wait bound, and past
+  the bound neither the ending rule nor the cooldown spares a task.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -92,10 +93,11 @@ from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
-from idlegate.sim.reclaim_patience import ending, expected_left, room_after
+from idlegate.sim.reclaim_patience import backlog, ending, expected_left, room_after
 from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
+    from idlegate.sim.admission_snapshot import QueueSnapshot
     from idlegate.sim.admission_types import PoolState
     from idlegate.sim.protocol import Scheduler, Stage
     from idlegate.sim.queues import QueueSpec
@@ -147,16 +149,29 @@ class _Unfit(NamedTuple):
     due: bool
 
 
+class _Spare(NamedTuple):
+    """Which running tasks a claimant's choice spares: those stopped within `cooldown`
+    seconds, and by the ending rule at each victim queue's ratio, a stop saving at most
+    `soon` seconds (`idlegate.sim.reclaim_patience.ending`). Past the claimant's wait
+    bound none of them, as the bound would break by as much as a spared task has left."""
+
+    cooldown: float
+    ratios: Mapping[int, float]
+    soon: float
+
+
 class Queues(Protocol):
     """What the reclaim reads of the admission (`idlegate.sim.admission.Admission`): each
     queue's usage and nominal quota (in `dims` order), priority and weighted dominant
-    share, and how many tasks of a demand it may start in all, borrowing included."""
+    share, its ready tasks' demand (`snapshot.pending`), and how many tasks of a demand
+    it may start in all, borrowing included."""
 
     used: list[list[float]]
     nominal: list[list[float]]
     priority: list[int]
     waits_since: list[dict[Stage, float]]
     bound: list[float]
+    snapshot: QueueSnapshot
 
     def share(self, q: int) -> float: ...
 
@@ -327,20 +342,21 @@ class Reclaimer:
         if now < (until := self.declined.get(q, -inf)):
             self.still[q] = _declined(until - now)
             return None, True  # (declined lately: its task waits for borrowed tasks to end)
-        soon = inf  # (when running tasks give it the room: what a stop saves at most)
+        cooldown = 0.0 if first.due else self.ledger.calm.cooldown
+        spare = _Spare(cooldown, {}, inf)  # (no ending rule: past its bound, or Kueue-like)
         if self.victims == "least":
             claim = (q, stage, need)
             soon, waits = self._room_coming(pool, now, queues, claim, wanted, free, nodes, where)
             if waits:
                 return None, True  # (they give it the room within its patience)
+            if not first.due:
+                spare = _Spare(cooldown, self._ratios(queues, q, wanted), soon)
         key = None if stage.need is None else stage.need.amounts
         lent = queues.entitled_for(q, key)[1] >= first.tasks
         mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
         usage = [{x: int(u) for x, u in zip(self.dims, row, strict=True)} for row in used]
         claimant = Claimant(q, stage.job.priority, need)
-        got = self._choose(
-            pool, now, claimant, usage, wanted, lent, free, mine, on, first.due, soon
-        )
+        got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on, spare)
         if got is None:
             self.still[q] = NONE_CHOSEN
         elif self.judge is not None and settings.decide == "Forecast":
@@ -359,25 +375,36 @@ class Reclaimer:
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
     ) -> tuple[float, bool]:
-        """Seconds until the running tasks of `wanted` and of the claimant's queue (the
-        oldest `SCAN`) are expected to give the claimant `claim` (its queue, stage and
-        need) the room without a stop (`idlegate.sim.reclaim_patience.room_after`; inf:
-        not from those), and whether it waits for them: where that is within what is
-        left of its patience (its patience's end is then `wake`, and why is said)."""
+        """When the running tasks of `wanted` and of the claimant's queue (the oldest
+        `SCAN`) give the claimant `claim` (its queue, stage and need) back what a stop
+        would, and whether it waits for them: where the room for its task comes within
+        what is left of its patience (its end is then `wake`, and why is said).
+
+        What a stop gives back is room for the tasks its queue lacks (`_lacks`): without
+        it that room comes as the other queues' tasks end (its own tasks' ends only serve
+        its ready tasks in turn, unless those are fewer than its quota's room), so a stop
+        saves at most the wait for the last of it (`idlegate.sim.reclaim_patience`)."""
         q, stage, need = claim
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
-        running, coming = [], []
+        running, theirs, coming = [], [], []
         for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
-            if ends is not None and start < now:  # (not this round's own)
-                running.append((ends, self._demand_of(task), on(executor)))
+            if ends is not None:  # (one started now gives its room back too)
+                row = (ends, self._demand_of(task), on(executor))
+                running.append(row)
                 coming.append((ends, task))
+                if task.job.queue != q or q in wanted:
+                    theirs.append(row)
         soon = room_after(need, rooms, running)
+        lacks, ready = (1, True) if nodes is not None else self._lacks(queues, q, stage)
+        back = room_after(
+            {x: a * lacks for x, a in need.items()}, rooms, running if ready else theirs
+        )
         since = queues.waits_since[q].get(stage, now)
         patience = min(self.ledger.calm.patience, queues.bound[q])  # (a shorter bound holds)
         left = since + patience - now
         if left <= 0 or soon > left:
-            return soon, False
+            return back, False
         self.wake = min(self.wake, since + patience)
         ending = [task for ends, task in coming if ends <= soon]
         own = sum(1 for task in ending if task.job.queue == q)
@@ -386,7 +413,37 @@ class Reclaimer:
             f"its patience holds {left:.0f} s more, as {len(ending)} running task(s) are "
             f"expected to end within it and give the room{mine}"
         )
-        return soon, True
+        return back, True
+
+    def _ratios(self, queues: Queues, q: int, wanted: set[int]) -> dict[int, float]:
+        """The ending rule's ratio for the tasks of each queue of `wanted`, claimant `q`'s
+        stop weighed by what an executor-second is worth to each side: `Calm.ending` times
+        the victim queue's `backlog` over the claimant's, whose own workflow is the one
+        a stop serves first (`idlegate.sim.reclaim_patience`, *ending*)."""
+        waiting, used = queues.snapshot.waiting, queues.used
+
+        def worth(r: int, others: int) -> float:
+            return backlog(others, used[r][0] / LOSS_UNIT)  # (pods: the first resource)
+
+        mine = worth(q, max(0, waiting[q] - 1))
+        return {r: self.ledger.calm.ending * worth(r, waiting[r]) / mine for r in wanted}
+
+    def _lacks(self, queues: Queues, q: int, stage: Stage) -> tuple[int, bool]:
+        """How many tasks of `stage`'s demand queue `q` lacks: those its nominal quota
+        still has room for, at most its ready tasks (at least one, the claimant's); and
+        whether its ready tasks are what bounds it."""
+        quota = ready = inf
+        for u, n, p, a in zip(
+            queues.used[q],
+            queues.nominal[q],
+            queues.snapshot.pending[q],
+            _demand(stage, len(self.dims)),
+            strict=True,
+        ):
+            if a > 0:
+                quota, ready = min(quota, (n - u) // a), min(ready, p // a)
+        lacks = min(quota, ready)
+        return (max(1, int(lacks)) if lacks < inf else 1), ready <= quota
 
     def waking(self, now: float) -> float:
         """When a claimant waiting for room stops waiting, after `now` (`wake`; inf: none)."""
@@ -415,21 +472,17 @@ class Reclaimer:
         free: Mapping[str, int],
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
-        due: bool = False,
-        soon: float = inf,
+        spare: _Spare,
     ) -> Reclaim | None:
-        """The victims for `claimant` among the running tasks of the `wanted` queues (its
-        task `due`, past its queue's wait bound: neither the ending rule nor the cooldown
-        spares a task, as the bound would be broken by as much as the task has left; the
-        room coming in `soon` seconds without a stop: what a stop saves at most)."""
-        cool, pending = (0.0 if due else self.ledger.calm.cooldown), self.pending
-        ratio = self.ledger.calm.ending if self.victims == "least" and not due else 0.0
+        """The victims for `claimant` among the running tasks of the `wanted` queues, but
+        those `spare` spares (the cooldown and the ending rule)."""
+        cool, ratios, soon, pending = spare.cooldown, spare.ratios, spare.soon, self.pending
         rows = (
             r
             for r in pool.running_newest(wanted, now)
             if r[1] not in pending
             and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
-            and (r[3] or not ending(r[2].duration, now - r[0], ratio, soon))
+            and (r[3] or not ending(r[2].duration, now - r[0], ratios.get(r[2].job.queue, 0), soon))
         )
         ledger = self.ledger
         if self.victims == "kueue":
