@@ -1,5 +1,5 @@
 """Teams sharing one pool: idlegate's queues against today's single queue, a Kueue-like
-admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
+admission and plain DRF, on held-out seeds (issue 59's targets; docs/research/queues.md).
 
     python benchmarks/queues.py --seeds 10 --first-seed 1000 [--json out.json]
     python benchmarks/queues.py --cost            # a question's cost with 20 queues

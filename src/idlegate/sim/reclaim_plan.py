@@ -47,7 +47,7 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   nothing for it nor for the claimants after it (its task waits for the room as
   borrowed tasks end), and its queue is not judged again for `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
   Without a judge (a fork, the operator) the rules decide; the operator then judges the
-  stops asked off its loop (`idlegate.api.reclaim_judging`) and `withdraw`s those its
+  stops asked off its loop (`idlegate.operator.core.judging`) and `withdraw`s those its
   verdict declines.
 * *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
   again as the next task its stage launches (`Cluster.rerun_of`, kept by
