@@ -81,9 +81,8 @@ def test_a_stop_saves_the_wait_for_all_its_queue_lacks_not_for_its_own_tasks_end
     # 4) runs B1, a chain of 5 s tasks, so one of its own tasks ends every 5 s. B2, four
     # tasks of 100 s, comes at 52 s: b lacks three tasks' room, which comes back only as
     # A's tasks end at 300 s; B1's ends pass room between b's own tasks (fifo gives it to
-    # B1's next stage). At 80 s, 2 s of B2's patience (30 s) are left and the next pod
-    # comes in 5 s, so one of A's tasks (run 80 s of 300) is stopped: it saves 220 s of
-    # what b lacks, though a pod comes within 5 s (issue 96)
+    # B1's next stage), so its patience does not wait for them either: one of A's tasks
+    # (run 52 s of 300) is stopped at once, saving 248 s of what b lacks (issue 96)
     queues = (
         QueueSpec("a", {"pods": 1000}, preemption=ANY),
         QueueSpec("b", {"pods": 4000}, preemption=ANY),
@@ -96,35 +95,42 @@ def test_a_stop_saves_the_wait_for_all_its_queue_lacks_not_for_its_own_tasks_end
     engine = engine_of(*jobs, executors=5, queues=queues)
     engine.run()
     first = events(engine, "preempted")[0]
-    assert first[0] == 80.0 and first[2] == 0 and first[4][1] == 80.0
+    assert first[0] == 52.0 and first[2] == 0 and first[4][1] == 52.0
 
 
-def backlogged(waiting: int) -> Engine:
+def backlogged(waiting: int, lenders: int = 0) -> Engine:
     """Pool of 3: a (nominal 1) runs A, three tasks of 300 s, two on b's quota, with
-    `waiting` more workflows of a waiting behind it; b's B (one task of 5 s) comes at
-    100 s and nothing of b runs."""
+    `lenders` more of a's workflows waiting behind it; at 250 s b's B (one task of 5 s)
+    comes, with `waiting` more one-task workflows of b behind it; nothing of b runs."""
     queues = (
         QueueSpec("a", {"pods": 1000}, preemption=ANY),
         QueueSpec("b", {"pods": 2000}, preemption=ANY),
     )
     jobs = (
         JobArrival(0.0, "A", chain(300.0, tasks=3), queue="a"),
-        *(JobArrival(1.0, f"A{i}", chain(300.0), queue="a") for i in range(waiting)),
-        JobArrival(100.0, "B", chain(5.0), queue="b"),
+        *(JobArrival(1.0, f"A{i}", chain(300.0), queue="a") for i in range(lenders)),
+        JobArrival(250.0, "B", chain(5.0), queue="b"),
+        *(JobArrival(250.0, f"B{i}", chain(5.0), queue="b") for i in range(waiting)),
     )
     return engine_of(*jobs, executors=3, queues=queues)
 
 
-def test_a_stop_is_weighed_by_the_workflows_waiting_on_each_side():
-    # alone, a's task (run 100 s) is stopped at once: it saves B 200 s, more than half
-    # of the 100 s it loses
+def test_a_stop_is_weighed_by_the_workflows_the_claimant_has_waiting():
+    # alone, B would wait 50 s for A's end (past its patience of 30 s), but a's tasks have
+    # run 250 s: 50 s saved is less than half of that, so none is stopped
     engine = backlogged(0)
     engine.run()
-    assert [t for t, *_rest in events(engine, "preempted")] == [100.0]
-    assert starts(engine)[1] == 100.0
-    # with ten of a's workflows waiting on its three executors, a second of a's is worth
-    # 1 + 10/3 of b's: 200 s saved is less than half of 100 s lost so weighed (217 s),
-    # and B waits for A's end
-    engine = backlogged(10)
+    assert not events(engine, "preempted") and starts(engine)[1] == 300.0
+    # with nine more of b's workflows waiting and none of b's running, a second given
+    # back to b is worth 1 + 9 of them: 50 s saved so weighed (500 s) is more than half
+    # of 250 s, and the two lent tasks are stopped at once
+    engine = backlogged(9)
     engine.run()
-    assert not events(engine, "preempted") and starts(engine)[11] == 300.0
+    assert [t for t, *_rest in events(engine, "preempted")] == [250.0, 250.0]
+    assert starts(engine)[1] == 250.0
+    # ten of a's workflows waiting change nothing: a runs those tasks on quota it
+    # borrows, so its backlog has no claim on it (weighed by it, 1 + 10/3, the stop
+    # would not pay: 500 s against 0.5 x 4.33 x 250 s)
+    engine = backlogged(9, lenders=10)
+    engine.run()
+    assert [t for t, *_rest in events(engine, "preempted")] == [250.0, 250.0]

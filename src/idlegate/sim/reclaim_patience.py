@@ -29,11 +29,12 @@ Semantics (a running task started at s of a stage declaring d seconds a task, at
   than room); E is when the last of it would, as R is for one task. So a stop saves at
   most E executor-seconds, and within its victim's estimate at most the victim's
   expected remaining (it gives its room back then); it loses what the victim has run.
-  Each side is weighed by what an executor-second is worth to its queue (`backlog`:
-  one for the workflow it serves, plus the queue's other waiting workflows over the
-  executors it runs, which a second of one executor speeds or slows by that share). A
+  What it saves is weighed by what an executor-second is worth to the claimant's queue
+  (`backlog`: one for the workflow it serves, plus the queue's other waiting workflows
+  over the executors it runs, which a second of one executor speeds by that share); the
+  victims' queues run on quota they borrow, so their own backlog has no claim on it. A
   running task is no victim where what its stop saves, so weighed, is less than
-  ``ending`` × what it has run, so weighed. A checkpointed task, which loses nothing,
+  ``ending`` × what it has run. A checkpointed task, which loses nothing,
   is always one; past the claimant's wait bound no task is spared (`reclaim_plan`).
 
 With ``patience`` 0 and ``ending`` 0 neither rule stops anything the rules would stop,

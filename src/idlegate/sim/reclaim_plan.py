@@ -26,13 +26,14 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
 * *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's
-  `Calm`): R is when the running tasks of those queues and of the claimant's own are
-  expected to give its task the room without a stop, E when they give back all its
-  queue lacks (`_lacks`). A claimant whose R is within what is left of its patience
+  `Calm`): R is when the running tasks of those queues (and of the claimant's own where
+  it has fewer ready tasks than its quota has room for: else they only pass room
+  between its own tasks) are expected to give its task the room without a stop, E when
+  they give back all its queue lacks (`_lacks`). A claimant whose R is within what is left of its patience
   stops nothing; the driver asks the question again when its patience ends (`wake`,
   read by `Admission.next_bound`). Else a task is no victim where its stop would not
   pay: it saves at most E (and within its estimate its remaining), weighed against what
-  it has run at `Calm.ending`, each side by its queue's `backlog` (`_ratios`). Neither
+  it has run at `Calm.ending`, the saving by the claimant's `backlog` (`_ratios`). Neither
   holds for the Kueue-like victims. The claimant's wait is its queue's longest of that
   priority (`oldest_waiting`); its patience is at most its queue's wait bound, and past
   the bound neither the ending rule nor the cooldown spares a task.
@@ -375,31 +376,28 @@ class Reclaimer:
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
     ) -> tuple[float, bool]:
-        """When the running tasks of `wanted` and of the claimant's queue (the oldest
-        `SCAN`) give the claimant `claim` (its queue, stage and need) back what a stop
-        would, and whether it waits for them: where the room for its task comes within
+        """When the running tasks (the oldest `SCAN` of `wanted` and of the claimant's
+        queue) give the claimant `claim` (its queue, stage and need) back what a stop
+        would, and whether it waits for them: where room for its task comes back within
         what is left of its patience (its end is then `wake`, and why is said).
 
-        What a stop gives back is room for the tasks its queue lacks (`_lacks`): without
-        it that room comes as the other queues' tasks end (its own tasks' ends only serve
-        its ready tasks in turn, unless those are fewer than its quota's room), so a stop
-        saves at most the wait for the last of it (`idlegate.sim.reclaim_patience`)."""
+        What a stop gives back is room for the tasks its queue lacks (`_lacks`). Without
+        it that room comes back as the other queues' tasks end: its own tasks' ends only
+        pass room between its own tasks, unless it has fewer ready tasks than its quota
+        has room for. So a stop saves at most the wait for the last of it
+        (`idlegate.sim.reclaim_patience`, *ending*), and the patience waits for the first."""
         q, stage, need = claim
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
-        running, theirs, coming = [], [], []
+        lacks, ready = (1, True) if nodes is not None else self._lacks(queues, q, stage)
+        giving, coming = [], []
         for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
-            if ends is not None:  # (one started now gives its room back too)
-                row = (ends, self._demand_of(task), on(executor))
-                running.append(row)
-                coming.append((ends, task))
-                if task.job.queue != q or q in wanted:
-                    theirs.append(row)
-        soon = room_after(need, rooms, running)
-        lacks, ready = (1, True) if nodes is not None else self._lacks(queues, q, stage)
-        back = room_after(
-            {x: a * lacks for x, a in need.items()}, rooms, running if ready else theirs
-        )
+            # (its own tasks' ends give it room only where its ready tasks are fewer)
+            if ends is not None and (ready or task.job.queue != q or q in wanted):
+                giving.append((ends, self._demand_of(task), on(executor)))
+                coming.append((ends, task))  # (one started now gives its room back too)
+        soon = room_after(need, rooms, giving)
+        back = room_after({x: a * lacks for x, a in need.items()}, rooms, giving)
         since = queues.waits_since[q].get(stage, now)
         patience = min(self.ledger.calm.patience, queues.bound[q])  # (a shorter bound holds)
         left = since + patience - now
@@ -416,17 +414,14 @@ class Reclaimer:
         return back, True
 
     def _ratios(self, queues: Queues, q: int, wanted: set[int]) -> dict[int, float]:
-        """The ending rule's ratio for the tasks of each queue of `wanted`, claimant `q`'s
-        stop weighed by what an executor-second is worth to each side: `Calm.ending` times
-        the victim queue's `backlog` over the claimant's, whose own workflow is the one
-        a stop serves first (`idlegate.sim.reclaim_patience`, *ending*)."""
-        waiting, used = queues.snapshot.waiting, queues.used
-
-        def worth(r: int, others: int) -> float:
-            return backlog(others, used[r][0] / LOSS_UNIT)  # (pods: the first resource)
-
-        mine = worth(q, max(0, waiting[q] - 1))
-        return {r: self.ledger.calm.ending * worth(r, waiting[r]) / mine for r in wanted}
+        """The ending rule's ratio for the tasks of each queue of `wanted`: `Calm.ending`
+        over what an executor-second given back is worth to claimant `q` (`backlog`: its
+        task's workflow, and its other waiting workflows over the executors it runs). The
+        victims' queues run on quota they borrow, so their own waiting workflows weigh
+        nothing: they have no claim on it (`idlegate.sim.reclaim_patience`, *ending*)."""
+        others = max(0, queues.snapshot.waiting[q] - 1)
+        worth = backlog(others, queues.used[q][0] / LOSS_UNIT)  # (pods: the first resource)
+        return dict.fromkeys(wanted, self.ledger.calm.ending / worth)
 
     def _lacks(self, queues: Queues, q: int, stage: Stage) -> tuple[int, bool]:
         """How many tasks of `stage`'s demand queue `q` lacks: those its nominal quota
