@@ -56,6 +56,12 @@ TEMPLATE = {
         ],
     }
 }
+DECLARED = 36000.0
+"""The seconds queue a's tasks declare in the owner's case, where they run 300 s. The
+ending rule spares a task that has run more than twice what its stop saves, at most what
+the tasks have left (`idlegate.sim.reclaim_patience`): declaring 300 s, a loaded
+machine's setup (its waits in wall time, at `SPEED`) ran them past that, and nothing was
+evicted. Declared this long, no setup within the waits' timeouts does."""
 KEEP_XD = {
     "metadata": {"name": "keep-xd"},
     "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {LABEL_WORKFLOW: "xd"}}},
@@ -125,8 +131,8 @@ def test_the_owners_pod_gets_a_node_by_evicting_the_cheapest_task_there_a_budget
 ) -> None:
     lent = {p for name in LENT for p in pods_of(name)}
 
-    def durations(pod: Any) -> float:  # (queue a's first runs long, every other as declared)
-        return 300.0 if pod["metadata"]["name"] in lent else duration_of(pod)
+    def durations(pod: Any) -> float:  # (queue a's tasks, reruns too, run 300 s)
+        return 300.0 if pod["metadata"]["labels"].get(LABEL_WORKFLOW) in LENT else duration_of(pod)
 
     kubelet.durations = durations
     kubelet.stop_seconds = 5.0  # (a task saving its progress: within its grace period)
@@ -134,8 +140,10 @@ def test_the_owners_pod_gets_a_node_by_evicting_the_cheapest_task_there_a_budget
     monitor, deletions = PodMonitor(api, ns), Deletions(api, ns)
     try:
         with running_operator(api, ns, clock=clock, **lending("Any")):
+            # queue a's tasks declare DECLARED: however long this setup takes on the
+            # accelerated clock, none is spared as near its end (the ending rule)
             for name, tasks in LENT.items():
-                create(api, ns, name, "a", tasks, 300.0)
+                create(api, ns, name, "a", tasks, DECLARED)
                 wait(lambda n=name: running(api, ns, *pods_of(n)), 30, f"{name}'s tasks running")
             third = node_of(api, ns, "xd-a-0")
             assert {node_of(api, ns, p) for p in pods_of("xc")} == {third}
