@@ -12,9 +12,13 @@ in the admission's order); when the running tasks were expected to give the clai
 pod anyway (the median, and how many within 5 s; each task ending at its declared
 duration, one past it within 5 % of it, as the forecaster assumes: the same yardstick
 for every checkout); how many were of a stage stopped before (the most of one stage);
-and how many were of a stopped task's re-run. It hooks only what both the code before
-issue 96 and after it have (`Reclaimer.stopped`, `Admission.started`), so the same file
-measures an older checkout: ``PYTHONPATH=OLD/src:. python benchmarks/reclaim_stops.py``.
+how many were of a stopped task's re-run; and the mean JCT of the seeds' workflows.
+`--between LO,HI` lets the reclaim stop only at instants in [LO, HI) s (to find the
+stops that move the mean JCT), `--rows` runs only some rows. It hooks only what both the
+code before issue 96 and after it have (`Reclaimer.plan`, `Reclaimer.stopped`,
+`Admission.started`), so the same file measures an older checkout:
+``PYTHONPATH=OLD/src:. python benchmarks/reclaim_stops.py`` (outside a checkout, with
+``IDLEGATE_SHARED_DATA`` naming the data: else the heavy team's jobs are generated).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from idlegate.sim.reclaim_plan import Reclaimer
 from idlegate.sim.workloads import build_workload
 
 ROWS = {"idlegate's victims": "srpt", "Kueue-like victims": "admission?victims=kueue:srpt"}
+KEYS = {"idlegate": "idlegate's victims", "kueue": "Kueue-like victims"}
+"""`--rows`' names of the rows."""
 SOON = 5.0
 """Seconds within which room expected anyway makes a stop one that saved little."""
 OVERDUE = 0.05
@@ -54,9 +60,14 @@ class Log:
     starts: Counter[tuple[str, float]] = field(default_factory=Counter)
 
 
-def hooked(log: Log) -> Callable[[], None]:
-    """Record into `log` what the reclaim stops and the admission starts; the undo."""
-    stopped, started = Reclaimer.stopped, Admission.started
+def hooked(log: Log, between: tuple[float, float]) -> Callable[[], None]:
+    """Record into `log` what the reclaim stops and the admission starts, the stops kept
+    to instants in `between`; the undo."""
+    planned, stopped, started = Reclaimer.plan, Reclaimer.stopped, Admission.started
+
+    def on_plan(self: Reclaimer, pool: Any, now: float, *rest: Any) -> Any:
+        got = planned(self, pool, now, *rest)
+        return got if between[0] <= now < between[1] else None
 
     def on_stop(self: Reclaimer, plan: Any, pool: Any, now: float, carried: bool) -> None:
         for executor, start in zip(plan.executors, plan.starts, strict=True):
@@ -72,9 +83,11 @@ def hooked(log: Log) -> Callable[[], None]:
         log.starts[(self.queues[stage.job.queue].name, now)] += tasks
         started(self, stage, tasks, now)
 
+    Reclaimer.plan = on_plan  # type: ignore[method-assign]
     Reclaimer.stopped, Admission.started = on_stop, on_start  # type: ignore[method-assign]
 
     def undo() -> None:
+        Reclaimer.plan = planned  # type: ignore[method-assign]
         Reclaimer.stopped, Admission.started = stopped, started  # type: ignore[method-assign]
 
     return undo
@@ -97,8 +110,11 @@ def room_soon(pool: Any, reclaimer: Reclaimer, queue: str, now: float) -> float:
     return soonest
 
 
-def run(seed: int, spec: str, burst: float, hours: float) -> tuple[Log, float, float]:
-    """One row on one seed: its log, the work lost and the executor-seconds run."""
+def run(
+    seed: int, spec: str, burst: float, hours: float, between: tuple[float, float]
+) -> tuple[Log, float, float, list[float]]:
+    """One row on one seed, stopping only in `between`: its log, the work lost, the
+    executor-seconds run and each workflow's JCT."""
     workload = build_workload(
         "shared", seed, queues="teams", split="test", burst=burst, hours=hours
     )
@@ -107,14 +123,15 @@ def run(seed: int, spec: str, burst: float, hours: float) -> tuple[Log, float, f
         workload, queues=tuple(replace(q, preemption=settings) for q in workload.queues)
     )
     log = Log()
-    undo = hooked(log)
+    undo = hooked(log, between)
     try:
         engine = Engine.for_workload(workload, make_scheduler(spec), seed)
         engine.run()
     finally:
         undo()
     result = engine.result(workload.name, spec, seed)
-    return log, result.preempted_seconds, result.busy_seconds
+    jcts = [record.jct for record in result.records]
+    return log, result.preempted_seconds, result.busy_seconds, jcts
 
 
 def figures(logs: list[Log], lost: float, busy: float) -> dict[str, Any]:
@@ -149,7 +166,41 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--hours", type=float, default=8.0, help="the streams' hours (default %(default)g)"
     )
+    p.add_argument(
+        "--between",
+        type=window,
+        default=(0.0, float("inf")),
+        help="LO,HI: stop only at instants in [LO, HI) s (default: any)",
+    )
+    p.add_argument(
+        "--rows",
+        type=rows_of,
+        default=list(ROWS),
+        help=f"comma-separated, of {', '.join(KEYS)} (default: both)",
+    )
     return p
+
+
+def window(text: str) -> tuple[float, float]:
+    """`--between`'s LO,HI."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--between takes two numbers of seconds, LO,HI (e.g. 0,3600), not {text!r}"
+        ) from None
+    return lo, hi
+
+
+def rows_of(text: str) -> list[str]:
+    """`--rows`' labels."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in KEYS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"--rows takes some of {', '.join(KEYS)}, comma-separated; not {text!r}"
+        )
+    return [KEYS[n] for n in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,22 +213,25 @@ def report(args: argparse.Namespace) -> int:
         "| row | tasks stopped | work lost | victim's run, median / p90 (s) | room to another "
         f"queue | a pod expected free anyway, median (s); within {SOON:g} s | of a stage stopped "
         "before (most of one) "
-        "| re-runs stopped |"
+        "| re-runs stopped | mean JCT (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for label, spec in ROWS.items():
-        logs, lost, busy = [], 0.0, 0.0
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label in args.rows:
+        logs, lost, busy, jcts = [], 0.0, 0.0, []
         for seed in seed_range(args):
-            log, seed_lost, seed_busy = run(seed, spec, args.burst, args.hours)
+            log, seed_lost, seed_busy, seed_jcts = run(
+                seed, ROWS[label], args.burst, args.hours, args.between
+            )
             logs.append(log)
             lost, busy = lost + seed_lost, busy + seed_busy
+            jcts.extend(seed_jcts)
         f = figures(logs, lost, busy)
         n = max(1, f["stops"])
         print(
             f"| {label} | {f['stops']} | {f['lost']:.2%} | {f['ran'][0]:.0f} / {f['ran'][1]:.0f} "
             f"| {f['elsewhere']} ({f['elsewhere'] / n:.0%}) | {f['wait']:.1f}; {f['soon']} "
             f"({f['soon'] / n:.0%}) "
-            f"| {f['again']} ({f['most']}) | {f['reruns']} |"
+            f"| {f['again']} ({f['most']}) | {f['reruns']} | {np.mean(jcts):.1f} |"
         )
     return 0
 
