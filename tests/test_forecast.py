@@ -237,6 +237,20 @@ def test_a_budget_of_events_stops_adding_replays() -> None:
     assert b.start.low == b.start.median == b.start.high  # (one replay: no interval)
 
 
+def test_no_replay_starts_that_would_end_past_the_budget() -> None:
+    # every replay here simulates the same events (each task's end): within 2.5 replays'
+    # events two replays run, not a third that would end past the budget (the rule
+    # before issue 96 stopped only once the budget was reached: three); within exactly
+    # two, two
+    cluster = state_at(spread_workload(), 0.5)
+    fifo = make_scheduler("fifo")
+    each = forecast(cluster, fifo, replays=1).events
+    assert each > 1 and forecast(cluster, fifo, replays=3).events == 3 * each
+    capped = forecast(cluster, fifo, replays=6, budget=int(2.5 * each))
+    assert capped.replays == 2 and capped.events == 2 * each
+    assert forecast(cluster, fifo, replays=6, budget=2 * each).replays == 2
+
+
 class Ticking:
     """A fake CPU clock: each reading is `step` seconds after the last (one reading at the
     start of the replays and one after each: each replay "takes" `step`)."""
@@ -278,7 +292,7 @@ def test_a_pool_that_follows_its_nodes_is_bounded_by_the_cpu_budget_too() -> Non
     assert one.workflows == forecast(cluster, fair, replays=1).workflows
 
 
-def test_a_start_quantile_picks_the_replays_start_and_leaves_the_rest() -> None:
+def test_a_start_quantile_picks_the_replays_start_and_moves_the_finish_as_much() -> None:
     # one executor, A (20 s) runs until 20, B (5 s) waits under SJF; the four replays'
     # futures bring 0, 1, 2, 3 one-second jobs before 20 that overtake B: B starts at
     # 20, 21, 22, 23 and finishes 5 s later
@@ -293,17 +307,21 @@ def test_a_start_quantile_picks_the_replays_start_and_leaves_the_rest() -> None:
     b = entry(late, 1)
     assert median.start == Span(20.3, 21.5, 22.7)
     assert b.start == Span(20.3, 22.25, 22.7)  # (0.75 × 3 = 2.25: a quarter past 22)
-    assert b.finish == median.finish == Span(25.3, 26.5, 27.7)
+    assert median.finish == Span(25.3, 26.5, 27.7)
+    # the finish read as much later as the start (0.75 s): its ends stay the replays'
+    assert b.finish == Span(25.3, 27.25, 27.7)
     assert entry(late, 0).start == Span(0.0, 0.0, 0.0)  # (a started one's start is known)
     for outside in (0.05, 0.95):
         with pytest.raises(ValueError, match="start_quantile is a quantile in"):
             forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=outside)
 
 
-def test_a_late_start_quantile_never_puts_the_finish_before_the_start() -> None:
+def test_a_late_start_moves_the_finish_as_late_and_never_onto_the_start() -> None:
     # B (5 s) waits behind A (20 s) under SJF; replays 0-3 bring 0, 0, 0 and 10 one-second
     # jobs that overtake it: B starts at 20, 20, 20, 30 and ends 5 s later. The starts'
-    # 0.9 quantile (27.0) is past the finishes' median (25.0): the finish is raised to it
+    # 0.9 quantile (27.0) is 7 s past their median (20.0): the finish is read 7 s past
+    # the finishes' median (25.0), at 32.0, its run (5 s) after the start; before issue
+    # 96 it was raised to the start alone (27.0), a finish without its run
     w = workload((0.0, "a", chain(20.0)), (1.0, "b", chain(5.0)))
     cluster = state_at(w, 10.0)
     futures = [
@@ -312,7 +330,11 @@ def test_a_late_start_quantile_never_puts_the_finish_before_the_start() -> None:
     ]
     b = entry(forecast(cluster, make_scheduler("sjf-cp"), futures=futures, start_quantile=0.9), 1)
     assert b.start.median == pytest.approx(27.0)
-    assert b.finish.median == b.start.median and b.finish.high >= b.finish.median
+    assert b.finish.median == pytest.approx(32.0) and b.finish.high >= b.finish.median
+    assert b.finish.low == 25.0  # (the interval's ends stay the replays')
+    # at the median (replays that invent arrivals) the finish is the replays' own
+    median = entry(forecast(cluster, make_scheduler("sjf-cp"), futures=futures), 1)
+    assert median.finish.median == 25.0 and median.start.median == 20.0
 
 
 def test_the_start_quantile_is_later_only_where_no_arrivals_are_invented() -> None:

@@ -302,7 +302,8 @@ def test_queues_arrivals_need_a_run_with_queues() -> None:
     )
     good = runner.invoke(app, [*args, "-w", "teams", "--arrivals", "queues"])
     assert good.exit_code == 0, good.output
-    assert "teams, default, seed 1: " in good.output and "arrivals queues" in good.output
+    said = " ".join(good.output.split())  # (the footer wraps at the console's width)
+    assert "teams, default, seed 1: " in said and "arrivals queues" in said
 
 
 class TwoSeconds:
@@ -468,3 +469,35 @@ def test_what_if_says_what_is_wrong_with_the_file_before_asking_the_operator(
     file.write_text("spec: {stages: [{name: a, tasks: 1, taskDurationSeconds: 5}]}\n")
     good = CliRunner().invoke(app, ["forecast", str(file), "--url", url])
     assert good.exit_code == 1 and "cannot reach the operator" in good.output, good.output
+
+
+def test_a_refresh_runs_within_the_operators_budget_of_events(monkeypatch) -> None:
+    """What is measured is what runs (issue 96): each refresh's replays get the operator's
+    budget of events by default, none with ``budget=None`` (``--budget 0``); the declared
+    plan stays one replay."""
+    from idlegate.evaluation import forecast_eval
+    from idlegate.sim.forecast import BUDGET
+
+    given: list[object] = []
+    real = forecast_eval.forecast
+
+    def noted(cluster, scheduler, **kw):
+        if kw.get("waves", True):
+            given.append(kw.get("budget"))
+        return real(cluster, scheduler, **kw)
+
+    monkeypatch.setattr(forecast_eval, "forecast", noted)
+    options = WorkloadOptions(num_jobs=6)
+    evaluate_seed(EvalSettings("k8s-batch", "fifo", options, replays=2), 1)
+    assert given and set(given) == {BUDGET}
+    given.clear()
+    evaluate_seed(EvalSettings("k8s-batch", "fifo", options, replays=2, budget=None), 1)
+    assert given and set(given) == {None}
+    runner = CliRunner()
+    args = ["forecast", "evaluate", "--jobs-count", "5", "-m", "2", "--seed", "1", "-s", "fifo"]
+    bad = runner.invoke(app, [*args, "--budget", "-1"])
+    assert bad.exit_code == 1 and bad.output.startswith("Error: --budget is a number of events")
+    for flag, budget in ((["--budget", "0"], None), ([], BUDGET)):
+        out = runner.invoke(app, [*args, *flag, "--json"])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["budget"] == budget

@@ -1,5 +1,6 @@
 """`srpt`, `sjf-cp` and `sjf` on a pods-only pool ask the cluster's index of the jobs by
-their key (`sim.orders`): the answer of their pass over every job, question by question."""
+their key (`sim.orders`), of the pool or of a queue: the answer of their pass over every
+job, question by question."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 import idlegate.sim.orders as orders_module
 from idlegate.policy import make_scheduler
 from idlegate.policy.heuristics import SCHEDULERS, _KeyedScheduler
+from idlegate.sim.admission_view import QueueView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.engine import JobArrival, Workload, simulate
@@ -116,18 +118,54 @@ def test_the_index_answers_as_the_pass_on_an_overloaded_stream(both_ways, rule):
     assert any(isinstance(a, Decision) for a in both_ways)
 
 
-def test_behind_queues_the_rule_passes_over_the_queue(monkeypatch):
-    """Behind the pool's queues the rule is asked of a queue's view, which reads the
-    cluster's attributes but holds only its queue's jobs: it never takes the cluster's
-    order (which holds every queue's)."""
+@pytest.mark.parametrize("rule", ["srpt", "srpt?cap=0.9", "sjf-cp", "sjf"])
+def test_behind_queues_a_queue_asks_its_own_order_and_answers_as_the_pass(monkeypatch, rule):
+    """Behind the pool's queues the rule is asked of a queue's view, which holds only its
+    queue's jobs: it takes that queue's order (`Cluster.order` of the queue, never the
+    pool's, which holds every queue's), and each answer is its pass over the queue's jobs
+    (issue 96: a flooded queue's pass was 40 % of a replay's CPU)."""
+    asked: list[int | None] = []
+    order = Cluster.order
 
-    def refused(self: Cluster, key: str) -> Order:
-        raise AssertionError("a queue's question took the cluster's order")
+    def noted(self: Cluster, key: str, queue: int | None = None) -> Order:
+        asked.append(queue)
+        return order(self, key, queue)
 
-    monkeypatch.setattr(Cluster, "order", refused)
+    answers: list[object] = []
+    indexed = _KeyedScheduler.decide
+
+    def both(self: _KeyedScheduler, view: Any) -> object:
+        answer = indexed(self, view)
+        if isinstance(view, QueueView):
+            assert answer == indexed(self, Pass(view)), f"{self!r} at {view.now}"
+            answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(Cluster, "order", noted)
+    monkeypatch.setattr(_KeyedScheduler, "decide", both)
     workload = build_workload("teams", 4, num_jobs=10)
-    result = simulate(workload, make_scheduler("srpt"), seed=4)
-    assert result.decisions
+    result = simulate(workload, make_scheduler(rule), seed=4)
+    assert result.decisions and any(isinstance(a, Decision) for a in answers)
+    assert asked and None not in asked
+
+
+def test_a_queues_order_holds_its_own_jobs_alone():
+    """Known answer: two queues' jobs in one pool; the order of queue 1 holds its job
+    alone, that of the pool both, the smaller first; a job moved to queue 1 (touched, as
+    a driver moving it does) joins its order."""
+    cluster = Cluster(4)
+    big = cluster.add_job(chain([(2, 10, False)]), 0.0)
+    small = cluster.add_job(chain([(1, 1, False)]), 0.0)
+    small.queue = 1
+    cluster.touch(small)
+    assert cluster.order("remaining_work").first(lambda j: j) is small
+    assert cluster.order("remaining_work", 1).first(lambda j: j) is small
+    assert cluster.order("remaining_work", 0).first(lambda j: j) is big
+    assert len(cluster.order("remaining_work", 1)) == 1
+    big.queue = 1
+    cluster.touch(big)
+    assert len(cluster.order("remaining_work", 1)) == 2
+    assert cluster.order("remaining_work", 0).first(lambda j: j) is None
 
 
 def test_known_answer_ties_go_to_the_lower_id_and_the_cap_skips():

@@ -21,7 +21,7 @@ from idlegate.evaluation.forecast_eval import Arrivals, EvalSettings, evaluate
 from idlegate.evaluation.forecast_report import markdown, render, report, unavailable_reasons
 from idlegate.flags import Given, flags, user_errors
 from idlegate.progress import stderr_progress
-from idlegate.sim.forecast import HIGH, LOW, MEDIAN
+from idlegate.sim.forecast import BUDGET, HIGH, LOW, MEDIAN
 
 forecast_app = typer.Typer(
     help="Forecasts of when waiting workflows start and finish (docs/forecast.md).\n\n"
@@ -96,6 +96,15 @@ def forecast_evaluate(
             "delay), else 0.5, their median (docs/forecast.md).",
         ),
     ] = None,
+    budget: Annotated[
+        int,
+        typer.Option(
+            "--budget",
+            help="Events a refresh's replays may simulate, the first replay always whole: "
+            f"the operator's, {BUDGET:,}, by default (a long queue gets fewer replays); 0: "
+            "every replay (-m) runs.",
+        ),
+    ] = BUDGET,
     as_json: Annotated[bool, typer.Option("--json", help="Print all figures as JSON.")] = False,
     out_dir: Annotated[
         Path | None,
@@ -117,6 +126,10 @@ def forecast_evaluate(
             raise IdlegateError(f"--durations is model or measured, not {durations!r}")
         if replays < 1:
             raise IdlegateError(f"--replays (-m) is a whole number of at least 1, not {replays}")
+        if budget < 0:
+            raise IdlegateError(
+                f"--budget is a number of events, 0 for none, not {budget}; e.g. {BUDGET}"
+            )
         if every is not None and not every >= 1.0:
             raise IdlegateError(f"--every is a number of seconds of at least 1, not {every}")
         if start_quantile is not None and not LOW <= start_quantile <= HIGH:
@@ -134,6 +147,7 @@ def forecast_evaluate(
             arrivals=cast(Arrivals, arrivals),
             durations="model" if durations == "model" else "measured",
             start_quantile=start_quantile,
+            budget=budget or None,
         )
         chosen = list(seeds or HELD_OUT_SEEDS)
         if arrivals == "queues":
@@ -150,6 +164,7 @@ def forecast_evaluate(
         "arrivals": arrivals,
         "durations": durations,
         "start_quantile": settings.start_at,
+        "budget": settings.budget,
         "refreshes": sum(r.refreshes for r in runs),
         "figures": {f.method: f.to_dict() for f in figs},
         "unavailable": unavailable_reasons(runs),
@@ -168,7 +183,8 @@ def forecast_evaluate(
     quantile = "their median" if at == MEDIAN else f"their {at:g} quantile"
     console.print(
         f"\n{workload}, {scheduler}, {seeds_text(chosen)}: {refreshes} "
-        f"refreshes of {replays} replays, arrivals {arrivals}, durations {durations}"
+        f"refreshes of {replays} replays{within(settings.budget)}, arrivals {arrivals}, "
+        f"durations {durations}"
         f", a waiting workflow's start at {quantile}; start "
         "and finish errors as medians and p90s, in seconds and as a share of the actual "
         "wait / JCT.",
@@ -188,6 +204,11 @@ def check_queues(workload: str, seed: int, options: WorkloadOptions) -> None:
         raise IdlegateError(
             no_queues("--arrivals queues", f"the workload {workload}", "--queues FILE")
         )
+
+
+def within(budget: int | None) -> str:
+    """How the footer says a refresh's budget of events."""
+    return "" if budget is None else f" within {budget:,} events"
 
 
 def seeds_text(seeds: list[int]) -> str:

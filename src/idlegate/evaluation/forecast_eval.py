@@ -42,7 +42,7 @@ from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
-from idlegate.sim.forecast import Span, WorkflowUnavailable, forecast, start_quantile
+from idlegate.sim.forecast import BUDGET, Span, WorkflowUnavailable, forecast, start_quantile
 from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
@@ -105,6 +105,13 @@ class EvalSettings:
     """The quantile of the replays' starts the forecast's start is (`sim.forecast.forecast`'s
     `start_quantile`); None: as the operator's pool with these arrivals takes it
     (`sim.forecast.start_quantile`: 0.75 where the replays invent none, else the median)."""
+    budget: int | None = BUDGET
+    """Events a refresh's replays may simulate (`sim.forecast.forecast`'s `budget`): the
+    operator's (`sim.forecast.BUDGET`, the first replay always whole), so that a long
+    queue is forecast from the replays the operator's refresh runs, not twenty (a burst
+    of 500 under queues cost a refresh 7 to 12 s of CPU: issue 96); None: every replay.
+    The operator's CPU cap (`sim.forecast.SECONDS`) is left out: a run's figures would
+    move with the machine's speed."""
 
     @property
     def invented(self) -> bool:
@@ -261,6 +268,7 @@ def evaluate_seed(
             horizon=settings.horizon,
             waves=waves,
             start_quantile=settings.start_at,
+            budget=settings.budget,
         )
         plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
         positions = cluster.admission_result()  # (the admission's, as the operator's)

@@ -114,7 +114,15 @@ from idlegate.errors import IdlegateError
 from idlegate.policy.drf import effective_executors
 from idlegate.policy.heuristics import make_scheduler
 from idlegate.sim.forecast_arrivals import PRIOR_LOAD, PRIOR_STRENGTH, WINDOW, gamma_poisson_rate
-from idlegate.sim.protocol import Action, ClusterView, Decision, Job, Scheduler
+from idlegate.sim.protocol import (
+    Action,
+    ClusterView,
+    Decision,
+    Job,
+    Scheduler,
+    Stage,
+    launchable,
+)
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -554,14 +562,29 @@ class AnalyticIdleScheduler:
         n = min(n, stage.remaining, room)
         if n != room or n <= 0:
             return 0
-        others = view.runnable_stages()
-        if len(others) != 1 or others[0] is not stage:
+        if not _only_launchable(view, stage):
             return 0
         # (last: a pass over every stage of every job, where the one above is over the
         # jobs' runnable lists; the conditions are pure, so their order is no answer's)
         if any(s.idle_until is not None for j in view.jobs for s in j.stages):
             return 0
         return n
+
+
+def _only_launchable(view: ClusterView, stage: Stage) -> bool:
+    """Whether `view.runnable_stages()` is `stage` alone, read only up to a second stage:
+    a queue flooded with hundreds of workflows has many, and listing them at each
+    question was a pass over the flood (issue 96). The same rule as the list's: a job's
+    stages as the view shows them (`runnable`), those whose next task fits (`launchable`;
+    on a pool of pods, a gang's tasks within the free executors)."""
+    free, found = view.free_executors, False
+    for job in view.jobs:
+        for other in view.runnable(job):
+            if launchable(other, free):
+                if found or other is not stage:
+                    return False
+                found = True
+    return found
 
 
 def make_analytic(

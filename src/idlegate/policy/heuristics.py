@@ -42,7 +42,7 @@ from idlegate.policy.drf import (
     weighted_remaining_cp,
     weighted_remaining_work,
 )
-from idlegate.sim.admission_view import PoolView
+from idlegate.sim.admission_view import PoolView, QueueView
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.orders import Order
 from idlegate.sim.protocol import (
@@ -227,7 +227,7 @@ class _KeyedScheduler(_Baseline):
             return self._decide_pool(view, capacity)
         k = view.num_executors
         limit = k if self.cap == 1.0 else max(1, floor(self.cap * k + _ROUNDING_SLACK))
-        if self.order_key is not None and isinstance(view, Cluster | PoolView):
+        if self.order_key is not None and isinstance(view, Cluster | PoolView | QueueView):
             order = view.order(self.order_key)
             if order.usable:
                 return self._decide_indexed(order, view.runnable, free, limit)
@@ -253,8 +253,8 @@ class _KeyedScheduler(_Baseline):
         stage by key, then id): the first job under `limit` with a launchable stage of
         those `runnable` shows.
 
-        Only the whole pool's `order` will do (the cluster's, or a `PoolView`'s of it): a
-        queue's view (`sim.admission_view`) holds fewer jobs, so it takes the pass."""
+        The cluster's, a `PoolView`'s of it, or a `QueueView`'s: the order of that
+        queue's jobs alone (`Cluster.order`'s `queue`), as the view holds them."""
 
         def pick(job: Job) -> Stage | None:
             if job.held >= limit or not (stages := runnable(job)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from idlegate.sim.orders import Order
 from idlegate.sim.protocol import Job, Stage
 from idlegate.sim.resources import ResourceVector
 
@@ -72,3 +73,5 @@ class PoolState(Protocol):
     def fits_no_node(self, stage: Stage) -> str | None: ...
 
     def fork(self, only: Iterable[Job] | None = None) -> Any: ...
+
+    def order(self, key: str, queue: int | None = None) -> Order: ...

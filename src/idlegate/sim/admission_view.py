@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from idlegate.sim.admission_plan import AdmissionPlan
     from idlegate.sim.admission_snapshot import QueueSnapshot
     from idlegate.sim.admission_types import PoolState
+    from idlegate.sim.orders import Order
     from idlegate.sim.queues import QueueSpec
 
 
@@ -121,6 +122,11 @@ class QueueView(_Shown):
         if job.queue != self.queue:
             return []
         return self._shown.get(job, job.runnable)
+
+    def order(self, key: str) -> Order:
+        """The queue's jobs with a runnable stage by `key` (`Cluster.order` of this queue):
+        a keyed rule's index, as the pool's is for the pool."""
+        return self._cluster.order(key, self.queue)
 
     def at(self, jobs: list[Job], shown: Mapping[Job, list[Stage]]) -> QueueView:
         """The view at a new question of the same entitlement: the queue's `jobs` now and

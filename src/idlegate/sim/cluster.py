@@ -104,9 +104,10 @@ class Cluster(Queued, PoolResources, Beyond, Stopping):
     """K executors (and the pool's other resources) and the jobs in the system. Every
     method takes the current time `now`."""
 
-    _orders: dict[str, Order] | None = None
-    """The jobs by each key a rule asked for (`order`); None: none asked yet (a class
-    default, so a fork, made without `__init__`, starts with none and builds its own)."""
+    _orders: dict[tuple[str, int | None], Order] | None = None
+    """The jobs by each key (and queue) a rule asked for (`order`); None: none asked yet (a
+    class default, so a fork, made without `__init__`, starts with none and builds its
+    own)."""
     order_key: str | None = None
     """The order the policy last asked says it starts workflows in (its ``order_key``)."""
 
@@ -463,16 +464,17 @@ class Cluster(Queued, PoolResources, Beyond, Stopping):
         free = self.free_executors
         return free > 0 and not self.beyond and self.shapes.any_launchable(free, self.fit_bound())
 
-    def order(self, key: str) -> Order:
+    def order(self, key: str, queue: int | None = None) -> Order:
         """The jobs with a runnable stage by `key` (a job attribute, `sim.orders.KEYS`),
         smallest first: srpt's and sjf-cp's index, built at the first asking and kept
-        from then on by `touch`."""
+        from then on by `touch`; of queue `queue`'s jobs alone when given (a queue's view
+        asks its own: `sim.admission_view.QueueView.order`)."""
         orders = self._orders
         if orders is None:
             orders = self._orders = {}
-        found = orders.get(key)
+        found = orders.get((key, queue))
         if found is None:
-            found = orders[key] = Order(key, self.jobs)
+            found = orders[key, queue] = Order(key, self.jobs, queue)
             self._marks = None
         return found
 
