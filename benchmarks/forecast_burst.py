@@ -175,8 +175,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
     pools = [p for p in POOLS if p in args.pools.split(",")]
     out: dict[str, Any] = {"burst": [lo, hi], "seed": args.seed, "replays": args.replays}
     for pool in pools:
+        budget = {} if args.budget is None else {"budget": args.budget or None}
         settings = forecast_eval.EvalSettings(
-            "file", "default", options(args.stream, pool), replays=args.replays
+            "file", "default", options(args.stream, pool), replays=args.replays, **budget
         )
         counted = _Counted(forecast_eval.forecast)
         forecast_eval.forecast = counted  # type: ignore[assignment]
@@ -341,6 +342,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window", default=None, help="LO:HI seconds (cost; default the burst)")
     p.add_argument("--stride", type=int, default=1)
     p.add_argument("--pools", default="queues,one", help="accuracy: queues, one or both")
+    p.add_argument(
+        "--budget", type=int, default=None, help="accuracy: forecast evaluate's --budget"
+    )
     p.add_argument("--against", default=None)
     p.add_argument("--json", default=None, help="write the figures here (- : stdout only)")
     p.add_argument("--dump", default=None, help="accuracy: write every forecast to DUMP.POOL.json")
