@@ -30,7 +30,7 @@ CLUSTER_PACKAGES := ./cmd/etcd ./cmd/vap-check k8s.io/kubernetes/cmd/kube-apiser
 	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
 	sigs.k8s.io/kwok/cmd/kwok
 
-.PHONY: demo test test-without-data cluster cluster-up cluster-down argo-controller e2e-argo e2e postgresql chromium lint format bench docs-check docs-images clean
+.PHONY: demo test test-without-data cluster cluster-up cluster-down argo-controller e2e-argo kueue e2e-kueue e2e postgresql chromium lint format bench docs-check docs-images clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,24 @@ argo-controller:
 
 e2e-argo: $(VENV)/.dev cluster argo-controller  ## Argo's own controller beside the operator on the local control plane
 	$(BIN)/pytest -n 0 -q -m argo_real tests/real/test_argo.py
+
+# Kueue's controller manager from its Go module (sigs.k8s.io/kueue, pinned in deploy/local/kueue/go.mod:
+# a module of its own, its Kubernetes libraries older than the plane's) into out/kueue/bin, and from
+# the same module its CRDs, webhook configurations, RBAC and default configuration into
+# out/kueue/config, for `make e2e-kueue` and benchmarks/kueue_vs_idlegate.py
+# (idlegate.controlplane.kueue starts it against a plane)
+KUEUE_DIR ?= $(OUT)/kueue
+kueue:
+	@command -v go >/dev/null || { echo "make kueue builds from Go modules: install Go 1.26 or newer and run it again"; exit 1; }
+	cd deploy/local/kueue && go build -trimpath -buildvcs=false -ldflags '-s -w' \
+		-o $(abspath $(KUEUE_DIR))/bin/ sigs.k8s.io/kueue/cmd/kueue
+	rm -rf $(KUEUE_DIR)/config && mkdir -p $(KUEUE_DIR)/config
+	cd deploy/local/kueue && src="$$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components" && \
+		cp -r "$$src"/crd "$$src"/webhook "$$src"/rbac "$$src"/manager $(abspath $(KUEUE_DIR))/config/
+	chmod -R u+w $(KUEUE_DIR)/config
+
+e2e-kueue: $(VENV)/.dev cluster kueue  ## Kueue's own controller admitting a Job on the local control plane
+	$(BIN)/pytest -n 0 -q -m kueue_real tests/real/test_kueue.py
 
 cluster-up: cluster $(VENV)/.base  ## start it on loopback with 3 KWOK nodes
 	$(BIN)/python -m idlegate.controlplane up --dir $(CLUSTER_DIR)

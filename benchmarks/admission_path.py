@@ -5,17 +5,20 @@ how often the path climbs back up the operator's layers (issue 42).
     python -m benchmarks.admission_path
 
 One workflow of one stage of two tasks on a pool of two, admitted as kopf's ``admit``
-handler in ``operator/main.py`` does (:meth:`idlegate.operator.edge.pools.Pools.admit`
+handler in ``operator/handlers/workflows.py`` does (``Operator.workflow_created``:
+:meth:`idlegate.operator.edge.pools.Pools.admit`
 with the workflow's pods and namespace from kopf's indexes, here the in-memory API of
-``tests/operator_fakes.py``: main.py is counted once, for the handler); every Python call
-in the operator's thread is profiled until the first gate removal's request has returned.
+``tests/operator_fakes.py``: the handler's module is counted once); every Python call in
+the operator's thread is profiled until the first gate removal's request has returned.
 Prints each file with the number of calls into it, then the totals.
 
 A *climb* is a call from a function of a lower layer of the operator into one of a higher
-layer (``main.py`` above ``edge/`` above ``features/`` and ``decisions.py`` above
-``core/``; ``settings.py``, ``metrics.py`` and everything outside ``operator/`` are
-leaves, neither), made from the moment the core's entry (``Core.handle``) is first
-called. Each distinct (caller, callee) pair of functions is listed once with its calls.
+layer (the process, ``main.py``, ``runtime.py`` and ``handlers/``, above ``edge/`` above
+``features/``, ``forecasting/``, ``lag/`` and ``decisions.py`` above ``core/``,
+``kinds/`` and ``nodes/``; ``metrics.py``, ``metric_families.py``, kopf's settings and
+retries and everything outside ``operator/`` are leaves, neither), made from the moment
+the core's entry (``Core.handle``) is first called. Each distinct (caller, callee) pair
+of functions is listed once with its calls.
 """
 
 from __future__ import annotations
@@ -38,15 +41,16 @@ Climb = tuple[str, str, str, str]
 def layer(where: str) -> int:
     """The operator layer of a file under src/idlegate (0: a leaf, outside the layers)."""
     inner = where.removeprefix("operator/")
-    if inner == where or inner in ("settings.py", "metrics.py", "__init__.py"):
+    leaves = ("metrics.py", "metric_families.py", "kopf_settings.py", "kopf_retries.py")
+    if inner == where or inner in (*leaves, "__init__.py"):
         return 0
-    if inner == "main.py":
+    if inner in ("main.py", "runtime.py") or inner.startswith("handlers/"):
         return 4
     if inner.startswith("edge/"):
         return 3
-    if inner.startswith("features/") or inner == "decisions.py":
+    if inner.startswith(("features/", "forecasting/", "lag/")) or inner == "decisions.py":
         return 2
-    return 1  # core/
+    return 1  # core/, kinds/, nodes/
 
 
 async def trace() -> tuple[
@@ -54,8 +58,9 @@ async def trace() -> tuple[
 ]:
     h = harness(pool=2)
     body = h.kube.add_workflow("w", {"stages": [stage("a", tasks=2)]})
-    calls: collections.Counter[str] = collections.Counter({"operator/main.py": 1})
-    functions: set[tuple[str, str]] = {("operator/main.py", "admit")}
+    handler = "operator/handlers/workflows.py"
+    calls: collections.Counter[str] = collections.Counter({handler: 1})
+    functions: set[tuple[str, str]] = {(handler, "admit")}
     climbs: collections.Counter[Climb] = collections.Counter()
     entered = False
     patch = h.kube.patch_pod

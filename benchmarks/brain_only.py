@@ -18,7 +18,7 @@ workload, the CPU seconds of the rounds that replayed a window (thread time,
 The long held-out streams (`--jobs-count 500 --first-seed 3000`): longer than a round's
 window (200 finished workflows) from seeds no tuning or figure used before, so a rule
 for rounds on full windows (`backoff_full`) is judged where it acts; the streams of 100
-workflows never fill a window (docs/brain.md, "What a round may cost").
+workflows never fill a window (docs/research/brain-cost.md, "What a round may cost").
 """
 
 from __future__ import annotations

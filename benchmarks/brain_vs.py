@@ -8,7 +8,7 @@ With ``--against`` the brain's mean JCT against a run of the brain before (a rul
 to move runs: which ones, the mean paired change ± its standard deviation, the worst
 run, the rounds' CPU on each side); with ``--better`` (once per rule) against the
 better of the rules' runs on each run (`srpt`'s and `sjf-cp`'s: "the better of srpt and sjf-cp", the yardstick
-of docs/brain.md). Several files of one side (the loops of docs/brain.md write one per
+of docs/research/brain-cost.md). Several files of one side (the loops there write one per
 group of workloads) are read as one.
 """
 

@@ -7,7 +7,7 @@ A `k8s-batch` stream (seed 0) offered at five times the pool's capacity runs und
 `--schedulers` until `--waiting` workflows wait; then the state is forecast
 (`sim.forecast.forecast`) under the scheduler a refresh replays (the pool's own; for a
 portfolio such as ``default``, the candidate it follows then, as the operator's refresh
-does: `api.forecast_request.scheduler_copy`) up to four ways, each timed in CPU seconds of
+does: `operator.forecasting.request.scheduler_copy`) up to four ways, each timed in CPU seconds of
 this process (`time.process_time`, the median of `--repeat` refreshes):
 
 * ``M=20``: twenty full replays, every workflow forecast with its interval;

@@ -14,12 +14,12 @@ the other, `--repeat` times):
 * ``two-each``: the operator's pod handlers until they were merged: the indexes
   ``task_pods`` (pods with the workflow label) and ``live_pods`` (every pod), the event
   handlers ``room-events`` (every pod) and ``pod-events`` (the workflow label);
-* ``one-each``: the operator's since (src/idlegate/operator/main.py): one index of every
-  pod (a task pod under two keys, `idlegate.api.pod_index`) and one event handler;
+* ``one-each``: the operator's since (src/idlegate/operator/handlers/): one index of every
+  pod (a task pod under two keys, `idlegate.operator.edge.pod_index`) and one event handler;
 * ``event-only``: one event handler only;
 * ``own-index`` (with ``--own-index``): the operator's since issue 79's lag's seventh part,
   one event handler that keeps the operator's own index of pods (`PodIndex`, its first
-  listing's end told by kopf's watch stream: `idlegate.api.pod_index.install`), no index
+  listing's end told by kopf's watch stream: `idlegate.operator.edge.pod_index.install`), no index
   of kopf's;
 * ``one-each-writes``: ``one-each``, and the operator makes the pods' writes itself
   through idlegate's API client (`KubeApi`, as many at once as the operator's default
@@ -58,9 +58,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pod_index import Listing, PodIndex, install, pod_keys
 from idlegate.api.task_pods import Owner, release_patch, task_pod
 from idlegate.flags import description, missing_extra, one_line
+from idlegate.operator.edge.pod_index import Listing, PodIndex, install, pod_keys
 from idlegate.sim.spec import parse_workflow
 
 try:  # the test API server needs the dev extra (kmock), the operator its own extra
@@ -68,10 +68,10 @@ try:  # the test API server needs the dev extra (kmock), the operator its own ex
     import kopf
 
     from benchmarks.operator_burst import fetch, free_port, process
-    from idlegate.api.kopf_retries import KopfRetryLog
     from idlegate.api.settings import Settings
     from idlegate.kubeconfig import load_configuration
     from idlegate.operator.edge.kube import KubeApi, connection_info
+    from idlegate.operator.kopf_retries import KopfRetryLog
     from idlegate.operator.kopf_settings import configure_kopf, quiet_event_handlers
     from idlegate.operator.metrics import Metrics
     from tests.e2e import new_namespace

@@ -9,7 +9,7 @@ is scored twice. An operator without the term (`--code`: a checkout's src direct
 before it) runs `benchmarks.live_forecast`'s bursts; each workflow's first forecast
 records its replays' own interval (``firstForecast.startReplayed``), when it was made,
 and its outcome. From those inputs alone each forecast is shown twice, as the pool shows
-it (`api.forecast_book.as_shown`, calibrated by `sim.forecast_calibration.calibrations`
+it (`operator.forecasting.book.as_shown`, calibrated by `sim.forecast_calibration.calibrations`
 of a live pool, which learn from the same forecasts' outcomes in time order; before
 their fourth, each forecast widened as the pool widened it, `told_prior`):
 
@@ -72,11 +72,11 @@ from benchmarks.live_forecast import (
     width,
 )
 from benchmarks.live_operator import check_live_options
-from idlegate.api.forecast_book import as_shown
 from idlegate.api.forecast_status import Forecast
 from idlegate.errors import IdlegateError
 from idlegate.evaluation.forecast_report import Figures, figures
 from idlegate.flags import one_line
+from idlegate.operator.forecasting.book import as_shown
 from idlegate.sim.forecast import Span, WorkflowForecast
 from idlegate.sim.forecast_arrivals import TEMPLATES
 from idlegate.sim.forecast_calibration import FLOOR, calibrations

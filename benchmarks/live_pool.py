@@ -183,12 +183,20 @@ def pool(policy: str) -> dict[str, Any]:
         }
         for q, ns in TEAMS.items()
     ]
+    return executor_pool("shared", policy, queues, POOL_PODS)
+
+
+def executor_pool(
+    name: str, policy: str, queues: list[dict[str, Any]], size: int
+) -> dict[str, Any]:
+    """An ExecutorPool of `size` pods on every node, serving the benchmarks' namespaces
+    (labelled ``live-pool: yes``) with `queues` under `policy`."""
     return {
         "apiVersion": API_VERSION,
         "kind": POOL_KIND,
-        "metadata": {"name": "shared"},
+        "metadata": {"name": name},
         "spec": {
-            "size": POOL_PODS,
+            "size": size,
             "nodeSelector": {},
             "namespaceSelector": {"matchLabels": {"live-pool": "yes"}},
             "policy": policy,

@@ -1,5 +1,5 @@
 """Teams sharing one pool: idlegate's queues against today's single queue, a Kueue-like
-admission and plain DRF, on held-out seeds (issue 59's targets; docs/queues.md).
+admission and plain DRF, on held-out seeds (issue 59's targets; docs/research/queues.md).
 
     python benchmarks/queues.py --seeds 10 --first-seed 1000 [--json out.json]
     python benchmarks/queues.py --cost            # a question's cost with 20 queues
@@ -8,7 +8,11 @@ Scenarios (`-w teams`, three teams of equal quota on 30 executors, TPC-H-like DA
 0.85 in all, `--jobs` workflows a steady team): ``flood`` (the first team submits five times
 as many at t = 0), ``flood100`` (it submits 100 at t = 0), ``large`` (the first team's
 stream carries one workflow of 30 times its mean work) and ``steady`` (none does), with a wait bound of `--bound` seconds on every queue but a flooding
-team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows, each on the same arrivals per seed:
+team's (a backlog of five times its share cannot meet one: docs/queues.md). ``shared``
+is issue 96's shape instead: `-w shared` with a queue per team (96 executors, three
+queues of 32 pods: Alibaba's held-out DAG jobs, scientific workflows, small jobs with a
+burst of `--burst` times their hourly work an hour in; load 0.7 over `--hours`), no wait
+bound, its bursting team ``small`` left out of the steady teams. Rows, each on the same arrivals per seed:
 
 * ``queues:POLICY``: idlegate's admission in front of POLICY (srpt by default);
 * ``pooled:POLICY``: idlegate's admission with POLICY asked of the whole pool, its caps
@@ -24,13 +28,15 @@ team's (a backlog of five times its share cannot meet one: docs/queues.md). Rows
   Forecast`` (a stop goes ahead only where a replay with and without it says it pays:
   `idlegate.sim.reclaim_forecast`).
 
-Per row: the mean JCT over all teams (and paired against ``queues:POLICY``), each steady
+Per row: the mean JCT over all teams (and paired against ``queues:POLICY``: the mean of
+each seed's change, and the worst seed's), each steady
 team's mean ρ (its mean JCT over its mean JCT alone on its quota under the row's policy),
 Jain's index over contended time, the tasks started past the bound plus its allowed
 overshoot, the worst and p99.9 wait, and each team's mean JCT. With reclaim rows, a
 second table: each row's tasks stopped, its work lost (% of all executor-seconds run,
-over the seeds), each steady team's ρ beside, the starts later than the bound plus the
-reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
+over the seeds, and its worst seed's), the seeds on which it lost more than the row with
+the Kueue-like victims, each steady team's ρ beside, the starts later than the bound plus
+the reclaim's grace (`GRACE`), and the steady teams' latest start past their bound.
 With forecast rows, a third: each row's verdicts by case and the CPU time of a decision
 (median, p99, worst). `--grace S` gives the reclaim rows' lent tasks a grace of S seconds
 (``admission?grace=S``; the starts counted past bound + grace use it too); `--patience S`
@@ -48,6 +54,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +66,17 @@ from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
 from idlegate.sim.engine import Engine, Workload
 from idlegate.sim.queue_metrics import jain, queue_figures, queue_jcts, replay_alone, rho
+from idlegate.sim.queues import Preemption
 from idlegate.sim.reclaim_forecast import EVENTS, FIRST_PAIRS, SHORTEST, forecast_judge
 from idlegate.sim.reclaim_ledger import Calm
 from idlegate.sim.reclaim_verdict import RATE
 from idlegate.sim.workloads import build_workload
 from idlegate.textfiles import check_out_file
 
-SCENARIOS = ("flood", "large", "flood100", "steady")
+SCENARIOS = ("flood", "large", "flood100", "steady", "shared")
+BURST = 2.5
+"""``shared``: the small team's burst, times its hourly work (about 480 workflows at once,
+issue 96's held-out streams)."""
 FLOOD = 100
 """Workflows the flooding team submits at once in ``flood100``."""
 GRACE = Calm().grace
@@ -121,10 +132,13 @@ def run_row(
     grace: float = GRACE,
     rate: float = RATE,
     budget: dict[str, Any] | None = None,
+    alone: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """One row on one seed: the run's figures and each queue's (and, deciding on
     forecasts at `rate` within `budget`, `forecast_judge`'s ``events``, ``first_pairs``
-    and ``shortest``, the verdicts by case and each decision's CPU seconds)."""
+    and ``shortest``, the verdicts by case and each decision's CPU seconds). `alone`
+    keeps the teams' replays alone (they have no queues, so rows that differ only in
+    their queues' settings share them) by workload, seed and policy."""
     scheduler = make_scheduler(spec)
     judge = functools.partial(forecast_judge, clock=time.thread_time, rate=rate, **(budget or {}))
     engine = Engine.for_workload(workload, scheduler, seed, record_tasks=True, judge=judge)
@@ -134,7 +148,11 @@ def run_row(
     reclaimer = None if admission is None else admission.reclaimer
     verdicts = [] if reclaimer is None else reclaimer.verdicts
     overdue = [] if result.queues is None else result.queues.overdue
-    alone_runs = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
+    key = (workload.name, len(workload.jobs), seed, inner(spec))
+    cache = {} if alone is None else alone
+    if key not in cache:
+        cache[key] = replay_alone(workload, lambda: make_scheduler(inner(spec)), seed)
+    alone_runs = cache[key]
     figures = queue_figures(workload, result, alone_runs)
     return {
         "mean_jct": float(np.mean([r.jct for r in result.records])),
@@ -192,6 +210,18 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=60,
         help="workflows a steady team sends (default %(default)s)",
+    )
+    p.add_argument(
+        "--burst",
+        type=float,
+        default=BURST,
+        help="shared: the small team's burst, times its hourly work (default %(default)g)",
+    )
+    p.add_argument(
+        "--hours",
+        type=float,
+        default=8.0,
+        help="shared: the streams' hours (default %(default)g)",
     )
     p.add_argument("--json", help="write every figure to this file (default: none written)")
     p.add_argument(
@@ -281,21 +311,14 @@ def run(args: argparse.Namespace) -> int:
         )
     total = len(scenarios) * len(chosen) * len(seeds)
     done = 0
+    alone: dict[Any, Any] = {}
     with stderr_progress("simulating", total) as bar:
         for scenario in scenarios:
             out[scenario] = {}
             for label, spec in chosen.items():
                 per_seed = []
                 for seed in seeds:
-                    workload = build_workload(
-                        "teams",
-                        seed,
-                        wait_bound=args.bound,
-                        num_jobs=args.jobs,
-                        reclaim=reclaims(label),
-                        decide=decides(label),
-                        **scenes(scenario, args.jobs),
-                    )
+                    workload = scenario_workload(scenario, seed, label, args)
                     grace = GRACE if args.grace is None else args.grace
                     spec_g = graced(
                         label, spec, args.grace, patience=args.patience, ending=args.ending
@@ -305,17 +328,37 @@ def run(args: argparse.Namespace) -> int:
                         "first_pairs": args.first_pairs,
                         "shortest": args.shortest,
                     }
-                    row = run_row(workload, spec_g, seed, grace, args.rate, budget)
+                    row = run_row(workload, spec_g, seed, grace, args.rate, budget, alone)
                     per_seed.append(row)
                     done += 1
                     bar(done, total, f"{scenario} {label} seed {seed}")
                 out[scenario][label] = per_seed
             report(scenario, out[scenario], args.policy, args.grace)
+            alone.clear()
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+def scenario_workload(scenario: str, seed: int, label: str, args: argparse.Namespace) -> Workload:
+    """The arrivals of `scenario` on `seed`, its queues' preemption the row `label`'s."""
+    if scenario != "shared":
+        return build_workload(
+            "teams",
+            seed,
+            wait_bound=args.bound,
+            num_jobs=args.jobs,
+            reclaim=reclaims(label),
+            decide=decides(label),
+            **scenes(scenario, args.jobs),
+        )
+    workload = build_workload(
+        "shared", seed, queues="teams", split="test", burst=args.burst, hours=args.hours
+    )
+    settings = Preemption(reclaim=reclaims(label), decide=decides(label))
+    return replace(workload, queues=tuple(replace(q, preemption=settings) for q in workload.queues))
 
 
 def scenes(scenario: str, jobs: int) -> dict[str, Any]:
@@ -335,18 +378,20 @@ def report(
 ) -> None:
     """The scenario's table and its targets."""
     ours = table.get(f"queues:{policy}")  # (absent: "vs queues" is nan)
+    other = disturber(scenario)
     print(f"\n## {scenario}")
     print(
-        "| row | mean JCT (s) | vs queues | steady teams' mean ρ (worst seed) | Jain | "
-        "beyond bound | worst / p99.9 wait (s) | each team's mean JCT (s) |"
+        "| row | mean JCT (s) | vs queues (worst seed) | steady teams' mean ρ (worst seed) | "
+        "Jain | beyond bound | worst / p99.9 wait (s) | each team's mean JCT (s) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for label, runs in table.items():
         mean = _mean([r["mean_jct"] for r in runs])
-        paired = _mean(
-            [r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours or [], strict=False)]
-        )
-        steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
+        changes = [
+            r["mean_jct"] / o["mean_jct"] - 1 for r, o in zip(runs, ours or [], strict=False)
+        ]
+        paired, worst_change = _mean(changes), max(changes, default=float("nan"))
+        steady = [[v for k, v in r["rho"].items() if k != other] for r in runs if r["rho"]]
         rho = _mean([_mean(s) for s in steady])
         worst_rho = max((max(s) for s in steady if s), default=float("nan"))
         jains = [r["jain"] for r in runs if r["jain"] is not None]
@@ -355,35 +400,45 @@ def report(
         beyond = sum(r["beyond_allowed"] for r in runs)
         overdue = sum(r["overdue"] for r in runs)
         print(
-            f"| {label} | {mean:,.1f} | {paired:+.1%} | {rho:.2f} ({worst_rho:.2f}) | "
+            f"| {label} | {mean:,.1f} | {paired:+.1%} ({worst_change:+.1%}) | "
+            f"{rho:.2f} ({worst_rho:.2f}) | "
             f"{_mean(jains):.3f} | {beyond} of {overdue} overdue | "
             + (f"{max(waits):,.0f} / {max(p999):,.0f} |" if waits else "— |")
             + f" {team_jcts(runs)} |"
         )
     if any(label.startswith("reclaim") for label in table):
-        report_reclaim(table, GRACE if grace is None else grace)
+        report_reclaim(table, GRACE if grace is None else grace, other)
     if any("verdicts" in r for runs in table.values() for r in runs):
         report_verdicts(table)
 
 
-def report_reclaim(table: dict[str, list[dict[str, Any]]], grace: float = GRACE) -> None:
-    """The reclaim's table: tasks stopped, work lost, the steady teams' ρ (mean, worst
-    seed) and the starts later than the bound plus `grace`, per row."""
+def report_reclaim(
+    table: dict[str, list[dict[str, Any]]], grace: float = GRACE, other: str = "team-a"
+) -> None:
+    """The reclaim's table: tasks stopped, work lost (over the seeds, its worst seed's,
+    and the seeds losing more than the Kueue-like victims' row), the steady teams' ρ
+    (mean, worst seed; `other` is the team left out) and the starts later than the bound
+    plus `grace`, per row."""
     print(
-        "\n| row | tasks stopped | work lost (% of executor-seconds) | steady teams' mean ρ "
-        f"(worst seed) | starts past bound + {grace:.0f} s | steady teams' worst start "
-        "past bound (s) |"
+        "\n| row | tasks stopped | work lost (% of executor-seconds; worst seed) | seeds "
+        "losing more than Kueue-like | steady teams' mean ρ (worst seed) | starts past "
+        f"bound + {grace:.0f} s | steady teams' worst start past bound (s) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
+    kueue = next((runs for label, runs in table.items() if label.startswith("reclaim-kueue")), [])
     for label, runs in table.items():
         lost = sum(r["lost_seconds"] for r in runs) / sum(r["busy_seconds"] for r in runs)
-        steady = [[v for k, v in r["rho"].items() if k != "team-a"] for r in runs if r["rho"]]
+        shares = [r["lost_seconds"] / r["busy_seconds"] for r in runs]
+        theirs = [k["lost_seconds"] / k["busy_seconds"] for k in kueue]
+        more = sum(m > t for m, t in zip(shares, theirs, strict=False)) if kueue else "—"
+        steady = [[v for k, v in r["rho"].items() if k != other] for r in runs if r["rho"]]
         worst = max((max(s) for s in steady if s), default=float("nan"))
+        late = [q["worst_overshoot"] for r in runs for q in r["queues"] if q["queue"] != other]
         print(
-            f"| {label} | {sum(r['preempted'] for r in runs)} | {lost:.2%} | "
-            f"{_mean([_mean(s) for s in steady]):.2f} ({worst:.2f}) | "
+            f"| {label} | {sum(r['preempted'] for r in runs)} | {lost:.2%} ({max(shares):.2%}) "
+            f"| {more} | {_mean([_mean(s) for s in steady]):.2f} ({worst:.2f}) | "
             f"{sum(r['over_grace'] for r in runs)} of {sum(r['overdue'] for r in runs)} | "
-            f"{max(q['worst_overshoot'] for r in runs for q in r['queues'][1:]):,.0f} |"
+            f"{max(late, default=0.0):,.0f} |"
         )
 
 
@@ -405,6 +460,12 @@ def report_verdicts(table: dict[str, list[dict[str, Any]]]) -> None:
             f"| {label} | {case['bound']} / {case['pays']} | {case['declined']} | {case['cut']} "
             f"| {np.median(ms):.0f} / {np.percentile(ms, 99):.0f} / {ms.max():.0f} |"
         )
+
+
+def disturber(scenario: str) -> str:
+    """The team left out of the steady teams' figures: the flooding or large team, or in
+    ``shared`` the bursting one."""
+    return "small" if scenario == "shared" else "team-a"
 
 
 def team_jcts(runs: list[dict[str, Any]]) -> str:

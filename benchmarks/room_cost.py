@@ -6,8 +6,8 @@ A pool that follows its nodes (``--pool-nodes``, an ExecutorPool's ``nodeSelecto
 told their room once per turn of the operator's event loop in which a node or a pod
 changed (`idlegate.operator.edge.pools.Pools.room_soon`). Until its first node or pod
 event the watch counts every node and every pod in kopf's indexes
-(`idlegate.api.nodes.room`); from then on it reads the room from a ledger the events
-keep (`idlegate.api.nodes.NodeLedger`). For each NODES:PODS size this builds that many
+(`idlegate.operator.nodes.ledger.room`); from then on it reads the room from a ledger the events
+keep (`idlegate.operator.nodes.ledger.NodeLedger`). For each NODES:PODS size this builds that many
 Ready nodes of 8 CPUs, 32 GiB and 110 pods and that many running pods of 100m and
 128Mi spread over them, and `--unbound` pods of 1 CPU that idlegate released and the
 kube-scheduler has not bound yet (each reading places them), then prints the CPU seconds of one reading both ways (counting
@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR
-from idlegate.api.nodes import NodeLedger, read_node, requested, room
+from idlegate.api.nodes import read_node
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.flags import description
+from idlegate.operator.nodes.ledger import NodeLedger, requested, room
 from idlegate.sim.resources import ResourceVector
 
 

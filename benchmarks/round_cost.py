@@ -15,7 +15,7 @@ was cut) and the events they replay against the run's own; with ``--cuts``, ever
 replay the sequential test cut (`policy.portfolio.sequential`) replayed again to the
 sure bound and to its end (`Cuts`): how many of its cuts were wrong (the whole replay
 ended within the reference) and the events they saved. The
-figures of docs/brain.md, "What a round may cost":
+figures of docs/research/brain-cost.md, "What a round may cost":
 
     .venv/bin/python -m benchmarks.round_cost -w teams --seed 1 \\
         --schedulers "srpt,default?budget=none,default,default?hourly=20"

@@ -3,9 +3,11 @@ says, per command, "identical" or where the outputs first part.
 
     python benchmarks/same_results.py --before DIR --after DIR [-j 1] [--only TEXT]
 
-Each DIR is a checkout with its own venv (`make .venv/.dev` there); a command runs as
-``DIR/.venv/bin/idlegate ...`` with DIR as its working directory, so that each checkout
-finds the traces beside itself as usual. Written for the queues work (issues 59 and 61,
+Each DIR is a checkout with its own venv (`make .venv/.dev` there, or a link to another
+checkout's); a command runs as ``DIR/.venv/bin/idlegate ...`` with DIR as its working
+directory, so that each checkout finds the traces beside itself as usual, and with
+``DIR/src`` first on ``PYTHONPATH``, so that each runs its own source even where the venv's
+editable install points at another checkout (it is checked before the first command). Written for the queues work (issues 59 and 61,
 docs/queues.md): with no queue given the results must not move by a byte.
 
 The commands (:data:`COMMANDS`; the project names no suite of compare commands, so these
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import shutil
@@ -191,12 +194,29 @@ def difference(before: Output, after: Output) -> str | None:
     return None
 
 
+def own(checkout: Path) -> dict[str, str]:
+    """The environment that runs `checkout`'s own source: its ``src`` first on the path,
+    whatever checkout its venv's editable install points at (worktrees share one venv)."""
+    return {**os.environ, "PYTHONPATH": str(checkout / "src")}
+
+
+def source_of(checkout: Path) -> Path:
+    """Where `checkout`'s idlegate is imported from when it runs a command."""
+    python = checkout / ".venv/bin/python"
+    code = "import idlegate; print(idlegate.__file__)"
+    done = subprocess.run(
+        [str(python), "-c", code], cwd=checkout, env=own(checkout), capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    return Path(done.stdout.strip()).resolve().parent
+
+
 def run(checkout: Path, command: str, out: Path) -> Output:
     """`command` run by `checkout`'s own idlegate, in `checkout`, writing into `out` (emptied
     first: both checkouts get the same path, which a command may print)."""
     shutil.rmtree(out, ignore_errors=True)
     args = [str(checkout / ".venv/bin/idlegate"), *shlex.split(command.format(out=out))]
-    done = subprocess.run(args, cwd=checkout, capture_output=True, check=False)
+    done = subprocess.run(args, cwd=checkout, env=own(checkout), capture_output=True, check=False)
     files = {}
     if out.is_dir():
         files = {
@@ -249,6 +269,16 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 1
+    for checkout in (args.before, args.after):
+        found = source_of(checkout.resolve())
+        if found != (checkout.resolve() / "src" / "idlegate"):
+            print(
+                f"Error: {checkout}'s idlegate runs from {found}, not its own src/; "
+                "give a checkout with a src/idlegate package.",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{checkout} runs {found}", file=sys.stderr)
     changed = () if args.no_changed else tuple(CHANGED)
     commands = [c for c in (*COMMANDS, *changed) if args.only in c]
     if not commands:

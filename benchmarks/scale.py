@@ -101,7 +101,7 @@ from benchmarks.operator_burst import (
 from benchmarks.scale_queues import NODES_FULL, queues_report
 from benchmarks.scale_queues import REQUESTS as TASK_REQUESTS
 from idlegate.api.crd import KINDS, render_crd
-from idlegate.api.forecast_request import WORKERS
+from idlegate.api.settings import WORKERS
 from idlegate.flags import description
 from idlegate.policy import make_scheduler
 from idlegate.progress import stderr_progress
@@ -207,8 +207,8 @@ def refresh_cost(waiting: int, scheduler: str, repeat: int = 3) -> dict[str, flo
     from statistics import median
 
     from benchmarks.forecast import waiting_state
-    from idlegate.api.forecast_request import compute
     from idlegate.operator.forecasting.refresh import ForecastRefresh
+    from idlegate.operator.forecasting.request import compute
 
     cluster = waiting_state(waiting, scheduler)
     loop_ms, thread_ms, shipped_ms = [], [], []

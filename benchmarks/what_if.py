@@ -15,7 +15,7 @@ median and the worst of `--repeat`):
 * ``before``: the answer before the budget (`compute` with the refresh's budget of
   `BUDGET` events and `SECONDS` of the thread's CPU: every workflow present replayed to
   its end, the first replay always whole);
-* ``now``: `api.forecast_whatif.answer` (replays until the asked workflow's finish, none
+* ``now``: `operator.forecasting.whatif.answer` (replays until the asked workflow's finish, none
   started that would end past `forecast_whatif.SECONDS` of the wall clock, none going on
   past its `CUT`).
 
@@ -45,12 +45,12 @@ from typing import Any, ClassVar
 
 from benchmarks.forecast import overloaded, told
 from idlegate.api.forecast_ask import WHAT_IF_PATH
-from idlegate.api.forecast_book import REPLAYS, as_shown
-from idlegate.api.forecast_request import compute, scheduler_copy
 from idlegate.api.forecast_status import Forecast, dump_forecast, relative
-from idlegate.api.forecast_whatif import CUT, answer, what_if
-from idlegate.api.forecast_whatif import SECONDS as WHAT_IF_SECONDS
 from idlegate.flags import description
+from idlegate.operator.forecasting.book import REPLAYS, as_shown
+from idlegate.operator.forecasting.request import compute, scheduler_copy
+from idlegate.operator.forecasting.whatif import CUT, answer, what_if
+from idlegate.operator.forecasting.whatif import SECONDS as WHAT_IF_SECONDS
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast_calibration import calibrations

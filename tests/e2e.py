@@ -47,7 +47,8 @@ import idlegate
 from idlegate.api.kinds import API_VERSION
 from idlegate.api.labels import ANNOTATION_ATTEMPT, GATE, LABEL_STAGE, LABEL_TASK, LABEL_WORKFLOW
 from idlegate.api.settings import Clock, Settings
-from idlegate.operator.main import Operator, build_registry
+from idlegate.operator.main import build_registry
+from idlegate.operator.runtime import Operator
 from tests.clocks import ScaledClock
 from tests.k8s.apiserver import PODS
 from tests.k8s.faults import FaultProxy

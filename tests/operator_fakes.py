@@ -22,11 +22,14 @@ from typing import Any
 from idlegate.api.labels import LABEL_WORKFLOW
 from idlegate.api.settings import Clock, Settings
 from idlegate.operator.core.events import PodSeen
+from idlegate.operator.core.intents import Outcome, follow_ups
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes
+from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.pools import Pools
+from idlegate.operator.edge.recorder import EventRecorder
 from idlegate.operator.edge.watchdog import ApiHealth
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.operator.metrics import Metrics
@@ -497,10 +500,17 @@ class Retrying:
 
 def applier_on(kube: FakeKube) -> Applier:
     """An applier of its own over `kube` (retried as the API client retries), its outcomes
-    dropped: what cron's tests write through (settle: ``applier.lanes.wait_idle``)."""
+    taken in as a core takes them in, for what they ask next (`follow_ups`: a cron's run
+    said started) and nothing else: what cron's tests write through (settle:
+    ``applier.lanes.wait_idle``)."""
     lanes = Lanes(Retrying(kube))  # type: ignore[arg-type]
     events = EventRecorder(lanes, Settings(pool_size=1, component="idlegate"))
-    return Applier(lanes, events, Metrics(1, "fifo"), lambda outcome: None)
+
+    def taken_in(outcome: Outcome) -> None:
+        applier.apply(follow_ups(outcome))
+
+    applier = Applier(lanes, events, Metrics(1, "fifo"), taken_in)
+    return applier
 
 
 class Harness:
@@ -724,7 +734,8 @@ def pool_handler(h: Harness, monkeypatch: Any) -> Any:
     """kopf's handler of ExecutorPools, registered by an `Operator` (of two executors, on
     fake time) whose pools are `h`'s (the tests that drive the pool's handler itself)."""
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=h.kube)
     operator._pools = h.pools

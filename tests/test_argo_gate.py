@@ -1,5 +1,5 @@
 """The gate on Argo's pods: what the admission webhook adds to which pod
-(idlegate.api.argo_pods), and the kopf handler that serves it (operator/features/argo.py)."""
+(idlegate.api.argo_pods), and the kopf handler that serves it (operator/handlers/pods.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from idlegate.api.labels import GATE
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import release_patch
 from idlegate.operator.features import argo
-from idlegate.operator.main import Operator
+from idlegate.operator.main import build_registry
+from idlegate.operator.runtime import Operator
 from tests.deploy_files import DEPLOY, load_all
 from tests.operator_fakes import FakeClock
 
@@ -136,9 +137,7 @@ def test_releasing_unscheduled_removes_only_idlegates_gate_guarded_by_its_index(
 
 
 def _registry(**settings: Any) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-    argo.register(registry, Operator(Settings(pool_size=1, policy="fair", **settings)))
-    return registry
+    return build_registry(Operator(Settings(pool_size=1, policy="fair", **settings)))
 
 
 def _webhooks(registry: kopf.OperatorRegistry) -> list[Any]:
@@ -209,8 +208,7 @@ async def test_an_argo_workflows_change_is_in_the_watch_lag_by_its_kind():
     # the Workflow created at 2023-11-14T22:13:20Z (1_700_000_000), read 3 s later by the
     # operator's clock: 2.5 s from the middle of its second
     operator = Operator(Settings(pool_size=1, policy="fair", argo=True, clock=FakeClock(T0 + 3)))
-    registry = kopf.OperatorRegistry()
-    argo.register(registry, operator)
+    registry = build_registry(operator)
 
     async def standby() -> tuple[object, bool]:  # (not fresh: the handler's lag comes first)
         return None, False

@@ -1,4 +1,4 @@
-"""One running Argo workflow in the cluster state machine (idlegate.operator.core.external): its
+"""One running Argo workflow in the cluster state machine (idlegate.operator.kinds.external): its
 pods, created by Argo and gated, paired with the executors the machine gives its stages,
 whichever comes first; restarts, retries, pods released by others, and the job changing
 as Argo settles it. Pure: a Cluster and pods, no operator."""
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.argo_pods import ArgoPod
-from idlegate.api.external_jobs import Release
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.external import ExternalJob
+from idlegate.operator.kinds.external import ExternalJob
+from idlegate.operator.kinds.pairing import Release
 from idlegate.sim.argo import map_workflow
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Decision

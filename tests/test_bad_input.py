@@ -186,7 +186,7 @@ def test_the_operators_admission_refuses_them_with_the_same_check(body: dict, sa
     from idlegate.api.podsecurity import NamespacePolicy
     from idlegate.api.settings import Settings
     from idlegate.errors import SpecError
-    from idlegate.operator.core.admission import new_workflow
+    from idlegate.operator.kinds.workflow import new_workflow
 
     with pytest.raises(SpecError, match=re.escape(said)):
         new_workflow(body, 0.0, Settings(pool_size=4), NamespacePolicy())

@@ -237,6 +237,7 @@ SEEDS = {
     "lookahead": ("3", "1000"),
     "optimum": ("2", None),
     "queues": ("10", "1000"),
+    "reclaim_stops": ("4", "200"),
     "twins": ("10", "1000"),
     "window": ("30", "1000"),
 }

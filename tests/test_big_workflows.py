@@ -20,7 +20,7 @@ from idlegate.api.status import (
     object_bytes,
 )
 from idlegate.errors import SpecError
-from idlegate.operator.core.admission import new_workflow
+from idlegate.operator.kinds.workflow import new_workflow
 from idlegate.policy import make_scheduler
 from idlegate.policy.columns import FeatureConfig
 from idlegate.policy.feature_rows import DYNAMIC_COLUMNS

@@ -1,4 +1,4 @@
-"""The core's job kinds (operator/core/kinds.py): the core's flow holds no branch on a
+"""The core's job kinds (operator/kinds/protocol.py): the core's flow holds no branch on a
 kind, and a kind the core has never seen, whose pods another controller creates, plugs
 in as one more implementation and is released under the pool's bound."""
 

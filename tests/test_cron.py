@@ -349,7 +349,7 @@ async def test_a_cron_workflows_runs_are_sized_with_the_operators_history_sample
 
 @pytest.mark.asyncio
 async def test_the_operator_gives_its_cron_controller_its_history_samples():
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
 
     settings = Settings(pool_size=2, history_samples=MAX_MEASURED, clock=FakeClock(T0))
     quiet = {"metrics_port": None, "health_port": None}  # (no server: no port taken)

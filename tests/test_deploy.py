@@ -610,7 +610,7 @@ def test_readme_lists_every_event_reason_the_operator_posts():
 
 
 def test_readme_metrics_table_lists_every_series_the_operator_defines():
-    from idlegate.api.metric_families import MetricFamilies
+    from idlegate.operator.metric_families import MetricFamilies
 
     defined = {  # (as scraped: a counter's samples end in _total)
         m.name + ("_total" if m.type == "counter" else "")

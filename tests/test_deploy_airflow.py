@@ -14,7 +14,8 @@ from kopf._core.engines.admission import build_webhooks
 
 from idlegate.api.settings import Settings
 from idlegate.operator.features import airflow
-from idlegate.operator.main import Operator
+from idlegate.operator.main import build_registry
+from idlegate.operator.runtime import Operator
 from tests.deploy_files import DEPLOY, kustomize, only
 
 OVERLAY = DEPLOY / "overlays" / "airflow"
@@ -51,11 +52,10 @@ def test_the_flags_parse_and_point_at_the_mounted_secrets(built):
 
 
 def test_the_components_webhook_configuration_matches_the_handler(built):
-    registry = kopf.OperatorRegistry()
     operator = Operator(
         Settings(pool_size=1, policy="fair", airflow_url="http://airflow:8080", webhook_port=9443)
     )
-    airflow.register(registry, operator)
+    registry = build_registry(operator)
     (handler,) = registry._webhooks.get_all_handlers()
     client = kopf.WebhookClientConfig(url="https://idlegate.example/")
     (expected,) = build_webhooks(

@@ -231,7 +231,7 @@ def test_dashboard_panels_do_not_overlap():
 
 def _per_pool_series() -> set[str]:
     """The series names of the families that carry a ``pool`` label."""
-    from idlegate.api.metric_families import POOL, MetricFamilies
+    from idlegate.operator.metric_families import POOL, MetricFamilies
 
     families = MetricFamilies()
     names = set()

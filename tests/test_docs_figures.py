@@ -299,6 +299,37 @@ def test_the_forecasts_record_keeps_every_figure_and_the_page_quotes_its_figures
     assert {n: r.command for n, r in page_runs.items()} == {n: runs[n].command for n in page_runs}
 
 
+# -- the queues' page and its record (issue 94, item 5) ------------------------------------
+
+QUEUES_FIGURES = {
+    "bound300": 4,
+    "nob": 4,
+    "reclaim-b120": 1,
+    "reclaim-forecast": 1,
+    "reclaim-large": 10,
+    "reclaim-rules": 2,
+}
+"""The figures docs/queues.md marked, by run, before its record moved apart (22):
+docs/queues.md and docs/research/queues.md keep every one of them."""
+
+
+def test_the_queues_page_and_its_record_keep_every_figure() -> None:
+    root = docs_figures.ROOT
+    pages = [root / "docs" / "queues.md", root / "docs" / "research" / "queues.md"]
+    texts = [p.read_text() for p in pages]
+    figures = [m[1] for text in texts for m in docs_figures.FIGURE.finditer(text)]
+    counted = {name: figures.count(name) for name in QUEUES_FIGURES}
+    assert {n: c for n, c in counted.items() if c < QUEUES_FIGURES[n]} == {}
+    # every figure names a run of its own page (the check raises otherwise; nothing runs)
+    for path, text in zip(pages, texts, strict=True):
+        docs_figures.check_page(path, text, lambda run: None)
+    # a run marked on both pages is one command: docs-check runs it once, both copies alike
+    page_runs, record_runs = (docs_figures.runs_of(p, t) for p, t in zip(pages, texts, strict=True))
+    both = set(page_runs) & set(record_runs)
+    assert both >= {"reclaim-rules", "reclaim-forecast", "reclaim-large"}
+    assert {n: page_runs[n].command for n in both} == {n: record_runs[n].command for n in both}
+
+
 # -- its progress counts runs and says so while one runs (issue 80, item 12) -------------
 
 TWO_PAGES = (

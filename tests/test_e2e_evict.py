@@ -21,7 +21,7 @@ import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, ANNOTATION_STOP
 from idlegate.operator.core.events import StopTasks
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from tests.e2e import (
     DWF,
     HANG_SECONDS,
@@ -125,8 +125,8 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
     # ends while x's others still run, and x's stopped task runs again: both succeed. With
     # decide: Forecast the stop is judged first, in the replay process, and its Event says
     # the verdict (x's tasks declared 90 s, within the judge's horizon: they run 400 s)
-    from idlegate.api import reclaim_judging
     from idlegate.api.queueing import QueueFile
+    from idlegate.operator.core import judging as reclaim_judging
     from idlegate.sim.queues import queues_from
     from idlegate.sim.reclaim_plan import Reclaim
 

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from idlegate.api.settings import Settings
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from tests.e2e import (
     DWF,
     SPEED,

@@ -36,7 +36,7 @@ from typer.testing import CliRunner
 
 from idlegate.cli import app
 from idlegate.operator.edge.reload import digest
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.history import history_facts, load_history
 from tests.clocks import ScaledClock

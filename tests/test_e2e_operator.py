@@ -409,7 +409,7 @@ def test_an_exported_onnx_policy_drives_the_operator(api, ns, kubelet, monitor, 
     export_model(PolicyNet(ModelConfig()).eval(), path)
     # loading it the operator's way imports onnxruntime only
     code = (
-        "import sys; from idlegate.operator.main import Operator; "
+        "import sys; from idlegate.operator.runtime import Operator; "
         "from idlegate.api.settings import Settings; "
         f"op = Operator(Settings(pool_size=2, policy={str(path)!r})); "
         "print(op.scheduler.name); sys.exit('torch' in sys.modules)"

@@ -92,7 +92,7 @@ PACE = 10.0
 """Simulated seconds per wall second, for the operator's clock, the kubelets and Airflow:
 half tests/e2e.py's SPEED. The operator's writes for the flood take wall time; at 20 times
 the wall, on two cores other tests share, they delayed the steady teams' releases by
-seconds of the clock, past 1.2 times their JCT alone in some runs (docs/queues.md)."""
+seconds of the clock, past 1.2 times their JCT alone in some runs (docs/research/queues.md)."""
 FLOOD = 100
 FLOOD_TASK = 2.0  # simulated seconds
 STEADY = 4

@@ -1,5 +1,5 @@
-"""The applier of the core's intents (src/idlegate/operator/edge/applier.py), on the
-in-memory API of tests/operator_fakes.py, in fake loop time (looptime): the outcomes it
+"""The write path of the core's intents (src/idlegate/operator/edge/: applier.py, lanes.py,
+writes.py), on the in-memory API of tests/operator_fakes.py, in fake loop time (looptime): the outcomes it
 hands back, the order of one object's writes, and that one workflow's blocked write never
 blocks another's."""
 
@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import GATE
-from idlegate.api.pacing import Slots
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, pod_name, task_pod
 from idlegate.operator.core.intents import (
@@ -24,9 +23,12 @@ from idlegate.operator.core.intents import (
     Refused,
     RemoveGate,
 )
-from idlegate.operator.edge.applier import EVENTS_QUEUED, Applier, EventRecorder, Lanes, Op
+from idlegate.operator.edge.applier import Applier
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes, Op
+from idlegate.operator.edge.recorder import EVENTS_QUEUED, EventRecorder
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.lag.pacing import Slots
 from idlegate.operator.metrics import Metrics
 from idlegate.sim.spec import parse_workflow
 from tests.operator_fakes import FakeKube, Retrying, stage

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from idlegate.api.forecast_request import ARRIVALS_STREAM, ForecastRequest, futures
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.pool_spec import parse_pool_spec, pool_problems
 from idlegate.api.settings import Settings
@@ -23,6 +22,7 @@ from idlegate.errors import IdlegateError, SpecError
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_eval import EvalSettings, _futures
 from idlegate.operator.forecasting.refresh import ForecastRefresh
+from idlegate.operator.forecasting.request import ARRIVALS_STREAM, ForecastRequest, futures
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
@@ -58,6 +58,7 @@ def srpt_pool(*refreshes_of: str) -> tuple[Cluster, list[ForecastRefresh]]:
             later=lambda key, at, fire: None,
             write=lambda moved: None,
             arrivals=kind,
+            seconds=None,  # (a CPU bound would make the replays run depend on the machine)
         )
         for kind in refreshes_of
     ]
@@ -303,7 +304,7 @@ async def test_an_executor_pools_arrivals_are_its_own_or_the_flags_and_change_in
 
 
 def test_a_what_if_on_the_pool_invents_the_arrivals_its_refresh_does():
-    from idlegate.api.forecast_whatif import answer, what_if
+    from idlegate.operator.forecasting.whatif import answer, what_if
 
     cluster, refreshes = srpt_pool("none", "poisson")
     stages = [{"name": "a", "tasks": 1, "taskDurationSeconds": BIG}]

@@ -18,9 +18,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from idlegate.api.forecast_ask import WHAT_IF_PATH
-from idlegate.api.forecast_book import resumed_calibration
-from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import SpecError
+from idlegate.operator.edge.visibility_http import add_visibility
+from idlegate.operator.forecasting.book import resumed_calibration
 from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.sim.history import HistoryWorkflow, Tail, load_history
 from tests.operator_fakes import FakeKube, Harness, forecasting, refreshed, stage
@@ -115,7 +115,7 @@ async def test_a_corrupt_stored_interval_starts_cold_with_a_warning_and_a_metric
     h = forecasting(FakeKube(), sink, T0 + 1000)
     await h.submit("next", {"stages": [stage("a", duration=100.0)]})
     await h.submit("after", {"stages": [stage("a", duration=100.0)]})
-    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_book"):
+    with caplog.at_level(logging.WARNING, logger="idlegate.operator.forecasting.book"):
         refresh = await refreshed(h)
     assert scores(refresh) == {"start": [], "finish": []}
     assert h.metrics.value("idlegate_forecast_calibration_errors_total") == 1

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_book import resumed_calibration
 from idlegate.api.forecast_first import first_status, parse_first
 from idlegate.api.forecast_status import Forecast
 from idlegate.errors import SpecError
 from idlegate.operator.edge import intake
+from idlegate.operator.forecasting.book import resumed_calibration
 from idlegate.sim.forecast import Span
 from idlegate.sim.history import load_history
 from idlegate.sim.timestamps import stamp
@@ -184,7 +184,7 @@ async def test_a_first_forecast_that_cannot_be_read_is_ignored_with_a_warning(
     first.clock.advance(20.0)
     await first.settle()
     bad(kube.workflows[("default", "w1")]["status"], how)
-    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_book"):
+    with caplog.at_level(logging.WARNING, logger="idlegate.operator.forecasting.book"):
         second = await restarted(first, kube, sink)
     (warning,) = [r for r in caplog.records if "first forecast" in r.getMessage()]
     assert warning.levelno == logging.WARNING
@@ -206,7 +206,7 @@ async def test_a_started_workflow_whose_status_does_not_say_when_gives_no_score(
     first = await begin(kube, sink)
     await w0_ends(first)
     del kube.workflows[("default", "w1")]["status"]["firstForecast"]["startedAt"]
-    with caplog.at_level(logging.WARNING, logger="idlegate.api.forecast_book"):
+    with caplog.at_level(logging.WARNING, logger="idlegate.operator.forecasting.book"):
         second = await restarted(first, kube, sink)
     assert "does not say when" in caplog.text
     await refreshed(second)

@@ -26,7 +26,7 @@ from tests.test_forecast_refresh import T0, busy_pool, refresh_of
 def test_a_pool_that_has_seen_too_few_tasks_end_says_so_then_forecasts_from_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from idlegate.api import forecast_book
+    from idlegate.operator.forecasting import book as forecast_book
 
     monkeypatch.setattr(forecast_book, "DUTY", 1.0)  # (no pause after a refresh: its own test)
 
@@ -95,7 +95,7 @@ def test_a_pool_whose_quick_tasks_alone_have_ended_says_so_until_their_median_is
 
 
 def test_a_what_if_on_a_live_pool_draws_from_its_task_times() -> None:
-    from idlegate.api.forecast_whatif import answer, what_if
+    from idlegate.operator.forecasting.whatif import answer, what_if
 
     cluster = busy_pool(1)
     times = TaskTimes()

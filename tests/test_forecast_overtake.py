@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from idlegate.api.forecast_request import ForecastRequest, compute
 from idlegate.api.task_pods import Owner
+from idlegate.operator.forecasting.request import ForecastRequest, compute
 from idlegate.policy.heuristics import SrptScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
@@ -206,7 +206,7 @@ def test_a_pool_that_learns_no_task_times_or_invents_arrivals_adds_nothing():
 
 
 def test_a_what_if_counts_being_overtaken_as_the_refresh_does():
-    from idlegate.api.forecast_whatif import what_if
+    from idlegate.operator.forecasting.whatif import what_if
 
     cluster = two_events()
     refresh, _ = refresh_of(cluster, SrptScheduler(), times=live_times())

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_request import ForecastRequest, futures
 from idlegate.operator.edge import intake
 from idlegate.operator.forecasting.refresh import ForecastRefresh
+from idlegate.operator.forecasting.request import ForecastRequest, futures
 from idlegate.policy import make_scheduler
 from idlegate.sim.dag import Dag
 from idlegate.sim.forecast_arrivals import arrival_rate

@@ -1,5 +1,5 @@
 """A pool's forecast refresh (idlegate.operator.forecasting.refresh, its state
-idlegate.api.forecast_book): every workflow gets a forecast
+idlegate.operator.forecasting.book): every workflow gets a forecast
 (or why not), only moved ones are written again, at most one refresh runs, a change
 debounces into one refresh, and a kept forecast's error is measured once its workflow
 started and finished. The operator's own wiring is in tests/test_e2e_forecast.py."""
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_book import moved
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.api.task_pods import Owner
 from idlegate.api.visibility import pending
+from idlegate.operator.forecasting.book import moved
 from idlegate.operator.forecasting.refresh import ForecastRefresh
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.cluster import Cluster
@@ -90,6 +90,7 @@ class FakeMetrics:
 def refresh_of(cluster: Cluster, scheduler: Any = None, **kw: Any) -> tuple[ForecastRefresh, list]:
     written: list[list[Any]] = []
     timers: dict[str, tuple[float, Any]] = {}
+    kw.setdefault("seconds", None)  # (a CPU bound: the replays run would depend on the machine)
     refresh = ForecastRefresh(
         cluster,
         lambda: (scheduler or FifoScheduler(), None, None),
@@ -163,7 +164,7 @@ def test_a_kept_forecast_is_scored_when_its_workflow_starts_and_ends():
 def test_a_change_debounces_into_one_refresh_and_one_runs_at_a_time(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    from idlegate.api import forecast_book
+    from idlegate.operator.forecasting import book as forecast_book
 
     monkeypatch.setattr(forecast_book, "DUTY", 1.0)  # (no pause after a refresh: its own test)
 
@@ -193,7 +194,7 @@ def test_a_burst_that_goes_on_arriving_is_forecast_once_it_is_quiet(
     is forecast whole: the change's refresh waits until no workflow arrived for `debounce`
     seconds, and no longer than `interval` after the change while they keep coming (before:
     2 s after the first, which forecast a part that the rest then overtook)."""
-    from idlegate.api import forecast_book
+    from idlegate.operator.forecasting import book as forecast_book
 
     monkeypatch.setattr(forecast_book, "DUTY", 1.0)
 
@@ -312,7 +313,7 @@ def test_argo_and_airflow_runs_are_listed_with_their_forecasts_and_never_written
 def test_the_history_record_keeps_the_first_forecast_and_advise_reads_its_error(tmp_path):
     import json
 
-    from idlegate.api.forecast_book import accuracy, history_forecast
+    from idlegate.operator.forecasting.book import accuracy, history_forecast
     from idlegate.sim.history import load_history
 
     made = Forecast(T0, T0 + 60, (T0 + 30, T0 + 120), T0 + 600, (T0 + 400, T0 + 900), 2)
@@ -373,7 +374,7 @@ class SlowProcess:
     def submit(self, snapshot: Any, replays: int, budget: int, seconds: Any) -> Any:
         import concurrent.futures
 
-        from idlegate.api.forecast_request import compute
+        from idlegate.operator.forecasting.request import compute
 
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if snapshot.seed == 0:
@@ -475,7 +476,7 @@ def test_the_operator_widens_a_waiting_finish_by_its_start_as_the_evaluation_mea
     """A cold pool's finish of a workflow that waits 100 s and then runs 50 s is widened
     by the start's prior over the wait and the finish's over the run (`Calibration.widen`
     with its start, as `forecast evaluate` does), not by the finish's prior alone."""
-    from idlegate.api.forecast_book import as_shown
+    from idlegate.operator.forecasting.book import as_shown
     from idlegate.sim.forecast import Span, WorkflowForecast
     from idlegate.sim.forecast_calibration import FINISH_PRIOR, START_PRIOR, calibrations
 
@@ -493,7 +494,7 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
     # the same replays as `sim.forecast.forecast` with the start's quantile of the pool's
     # arrivals (what `idlegate forecast evaluate` measured): the replays' 0.75 quantile
     # with none, their median where arrivals are invented
-    from idlegate.api.forecast_request import compute
+    from idlegate.operator.forecasting.request import compute
     from idlegate.sim import forecast as sim_forecast
 
     cluster = Cluster(1)
@@ -524,6 +525,6 @@ def test_the_refresh_reads_a_later_start_only_where_it_invents_no_arrivals() -> 
 
 
 def sim_forecast_futures(snap: Any) -> Any:
-    from idlegate.api.forecast_request import futures
+    from idlegate.operator.forecasting.request import futures
 
     return futures(snap, 20)

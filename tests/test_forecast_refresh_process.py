@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.forecast_request import compute
 from idlegate.operator.forecasting.process import NICENESS, ReplayProcess, replay_executor
 from idlegate.operator.forecasting.refresh import ForecastRefresh
+from idlegate.operator.forecasting.request import compute
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.forecast import BUDGET
 from tests.test_forecast_refresh import FakeMetrics, busy_pool
@@ -40,6 +40,7 @@ class Killed(FifoScheduler):
 
 
 def refresh_of(cluster: Any, policy: Any, spec: str | None, **kw: Any) -> ForecastRefresh:
+    kw.setdefault("seconds", None)  # (a CPU bound: the replays run would depend on the machine)
     return ForecastRefresh(
         cluster,
         lambda: (policy(), spec, None),

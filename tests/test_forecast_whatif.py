@@ -1,4 +1,4 @@
-"""A what-if's answer (idlegate.api.forecast_whatif, issue 80): its replays stop at its own
+"""A what-if's answer (idlegate.operator.forecasting.whatif, issue 80): its replays stop at its own
 workflow's finish and within a budget of the wall clock, the replay under way too (a
 person waits on it; an answer took 16 s on a busy node), and it says how sure it is: its
 replays and how often the pool's intervals held. The clock is a fake, never the wall's;
@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from idlegate.api.forecast_ask import WHAT_IF_PATH, sureness
-from idlegate.api.forecast_request import compute
 from idlegate.api.forecast_status import Forecast, Unavailable, dump_forecast
-from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.task_pods import Owner
+from idlegate.operator.forecasting.request import compute
+from idlegate.operator.forecasting.whatif import answer, what_if
 from idlegate.policy import make_scheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from idlegate.api.history import from_document, history_workflow, select, since_time, sink_files
-from idlegate.api.history_sink import HistorySink
 from idlegate.cli import app
 from idlegate.errors import IdlegateError
+from idlegate.operator.features.history_sink import HistorySink
 from idlegate.policy import make_scheduler
 from idlegate.sim.engine import simulate
 from idlegate.sim.history import HistoryWorkflow, load_history, write_history

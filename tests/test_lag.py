@@ -1,4 +1,4 @@
-"""How late the operator is (issue 79, src/idlegate/api/lag.py): the API server's times of
+"""How late the operator is (issue 79, src/idlegate/operator/lag/lag.py): the API server's times of
 an object's change, the watch lag measured once per change, the bound's state machine, and
 the heartbeat that measures the event loop's stalls and says, on each ExecutorPool, when a
 lag stays above the bound and when it recovers (fake loop time: looptime)."""
@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from idlegate.api.lag import (
+from idlegate.api.pool_spec import ExecutorPoolSpec, pool_conditions
+from idlegate.api.settings import Settings
+from idlegate.operator.lag.lag import (
     HOLD,
     LAGGING,
     RECOVERED,
@@ -23,8 +25,6 @@ from idlegate.api.lag import (
     changed_at,
     quantile,
 )
-from idlegate.api.pool_spec import ExecutorPoolSpec, pool_conditions
-from idlegate.api.settings import Settings
 from tests.operator_fakes import FakeClock, harness
 
 T0 = 1_700_000_000.0

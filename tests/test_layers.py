@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,11 +133,68 @@ def _offenders(root: str, *banned: str) -> list[str]:
     return [f"{where}: {name}" for where, name in _imports(Path(root)) if name.startswith(banned)]
 
 
-def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions():
-    # the core is what happened in, intents out: nothing it imports may reach the API, a
-    # clock, or a module that calls back into it
+@pytest.mark.parametrize("room", ["operator/core", "operator/kinds"])
+def test_the_operator_core_imports_neither_edge_nor_features_nor_decisions(room):
+    # the core (and the job kinds it holds) is what happened in, intents out: nothing it
+    # imports may reach the API, a clock, or a module that calls back into it
     banned = ("idlegate.operator.edge", "idlegate.operator.features", "idlegate.operator.decisions")
-    assert _offenders("operator/core", *banned) == []
+    assert _offenders(room, *banned) == []
+
+
+def _rounds_asked(root: Path) -> list[str]:
+    """The calls of a round (``.schedule()``) in the modules under `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if call and node.func.attr == "schedule":
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_job_kinds_hand_the_pool_what_to_do_and_never_call_its_round():
+    # issue 94: a kind's step (a pod seen, a write refused) called back into the pool's
+    # `schedule()`; it returns what the pool is to do (`Then`), and the core does it
+    # (`Core.then`). Nor is the DagWorkflow kind named "admission": that is the queues'
+    # (`sim/admission.py`)
+    operator = Path(__file__).resolve().parents[1] / "src" / "idlegate" / "operator"
+    assert _rounds_asked(operator / "kinds") == []
+    from idlegate.operator.kinds.protocol import Pool
+
+    assert not hasattr(Pool, "schedule")
+    assert [p.name for p in operator.rglob("admission*.py")] == []
+
+
+def test_the_round_finder_finds_a_kind_that_asks_for_a_round(tmp_path):
+    (tmp_path / "workflow.py").write_text("def observe(pool, pod):\n    pool.schedule()\n")
+    assert _rounds_asked(tmp_path) == ["workflow.py:2: pool.schedule()"]
+
+
+WRITE_PATH = {
+    "applier.py": {"lanes", "writes", "recorder", "kube"},  # (and what is not the edge)
+    "recorder.py": {"lanes", "writes", "kube"},
+    "lanes.py": {"writes", "kube"},
+    "writes.py": {"kube"},
+    "kube.py": set(),
+}
+"""The write path, top to bottom: each module and the edge modules it may import."""
+
+
+def test_the_write_path_goes_down_one_way():
+    # issue 94: `Applier.apply` visited the applier, the pods' manifests, the API client
+    # and the evictions and came back up (the lanes ran the applier's own closures); now
+    # the applier turns intents into ops, the lanes run them, the writes make the requests
+    # and hand the outcome back, and none imports a module above it
+    # (`python benchmarks/write_path.py` lists the calls: no climb)
+    above = {}
+    for name, below in WRITE_PATH.items():
+        edge = {
+            module.removeprefix("idlegate.operator.edge.").split(".")[0]
+            for where, module in _imports(Path("operator/edge"))
+            if where == f"operator/edge/{name}" and module.startswith("idlegate.operator.edge.")
+        }
+        above[name] = sorted(edge - below)
+    assert above == {name: [] for name in WRITE_PATH}
 
 
 def test_the_operator_features_do_not_import_the_edge():
@@ -221,6 +279,128 @@ def test_the_edge_writes_no_workflows_conditions():
 def test_the_simulator_imports_nothing_above_it():
     banned = ("idlegate.api", "idlegate.policy", "idlegate.operator")
     assert _offenders("sim", *banned) == []
+
+
+RUNTIME = ("asyncio", "threading", "_thread", "concurrent.futures", "multiprocessing")
+"""What runs: an event loop, threads, processes (issue 94: api/ is what users write and read)."""
+
+
+def test_the_api_is_the_contract_and_runs_nothing():
+    # issue 94: api/ holds what users write and read (the CRDs and their models, specs,
+    # status, lint, the visibility API's types); what runs (loops, timers, threads,
+    # processes, caches, stateful books) is the operator's, in rooms named by concept
+    assert _offenders("api", *RUNTIME) == []
+    assert _offenders("api", "idlegate.operator") == []
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a module of the package: its subpackage under idlegate (``api``,
+    ``operator``, ``sim`` ...); None for a top-level module (``errors``, ``config``: the
+    foundation every layer builds on)."""
+    src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and (src / parts[1]).is_dir() else None
+
+
+def _inherited(src: Path, package: str = "idlegate") -> list[str]:
+    """Each class of the package under `src` whose base is a class imported from another
+    layer (`_layer`), as "module.Class <- module.Base"."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        parts = (package, *path.relative_to(src).with_suffix("").parts)
+        module = ".".join(parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.update({a.asname or a.name: node.module for a in node.names})
+            elif isinstance(node, ast.Import):
+                imported.update({a.asname or a.name: a.name for a in node.names})
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for base in cls.bases:
+                name = ast.unparse(base).split("[")[0]
+                origin = imported.get(name.split(".")[0], "")
+                if origin.startswith(package + ".") and _layer(origin) not in (
+                    None,
+                    _layer(module),
+                ):
+                    found.append(f"{module}.{cls.name} <- {origin}.{name}")
+    return found
+
+
+def test_no_class_subclasses_a_class_of_another_layer():
+    # issue 94: `ForecastRefresh(ForecastBook)` subclassed api/'s book from the operator, so
+    # its runtime's path ran through `super()` into another layer; composition, or both in
+    # one layer
+    assert _inherited(Path(__file__).resolve().parents[1] / "src" / "idlegate") == []
+
+
+def test_the_subclass_finder_finds_a_class_of_another_layer(tmp_path):
+    # (the test above, on the code it was written against: the operator's refresh)
+    for where in ("api", "operator"):
+        (tmp_path / where).mkdir()
+    (tmp_path / "api" / "book.py").write_text("class ForecastBook:\n    pass\n")
+    (tmp_path / "operator" / "refresh.py").write_text(
+        "from idlegate.api.book import ForecastBook\n"
+        "from idlegate.errors import IdlegateError\n\n"
+        "class ForecastRefresh(ForecastBook):\n    pass\n\n"
+        "class RefreshError(IdlegateError):\n    pass\n"
+    )
+    assert _inherited(tmp_path) == [
+        "idlegate.operator.refresh.ForecastRefresh <- idlegate.api.book.ForecastBook"
+    ]
+
+
+def _handlers() -> list[tuple[str, str, str]]:
+    """(resource plural or "" for the process's, module, qualified name) of every kopf
+    handler `build_registry` registers, Argo's, Airflow's and the webhooks' included, each
+    unwrapped from the object it is given."""
+    import functools
+
+    kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    from idlegate.api.settings import Settings
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
+
+    settings = Settings(
+        pool_size=1, policy="fair", argo=True, airflow_url="http://airflow:8080", webhook_port=1
+    )
+    registry = build_registry(Operator(settings))
+    assert isinstance(registry, kopf.OperatorRegistry)
+    found = []
+    for part in ("_activities", "_indexing", "_watching", "_spawning", "_changing", "_webhooks"):
+        for handler in getattr(registry, part).get_all_handlers():
+            fn = handler.fn
+            while isinstance(fn, functools.partial):
+                fn = fn.func
+            selector = getattr(handler, "selector", None)
+            plural = "" if selector is None else selector.any_name
+            found.append((plural, fn.__module__, fn.__qualname__))
+    return found
+
+
+def test_each_resources_kopf_handlers_are_one_modules_module_level_functions():
+    # issue 94: the 24 handlers were closures inside `build_registry`, so neither a reader
+    # nor a tool could follow a pod event from its handler; now each is a function at
+    # module level, one module per resource it watches, given what it serves by name
+    found = _handlers()
+    assert [f"{m}.{q}" for _, m, q in found if "<locals>" in q or "." in q] == []
+    modules: dict[str, set[str]] = {}
+    for plural, module, _ in found:
+        modules.setdefault(plural, set()).add(module.removeprefix("idlegate.operator.handlers."))
+    assert modules == {
+        "": {"process"},
+        "namespaces": {"namespaces"},
+        "nodes": {"nodes"},
+        "pods": {"pods"},
+        "dagworkflows": {"workflows"},
+        "dagcronworkflows": {"cronworkflows"},
+        "executorpools": {"pools"},
+        "priorityclasses": {"priorityclasses"},
+        "workflows": {"argo_workflows"},
+        "workflowtemplates": {"argo_templates"},
+        "clusterworkflowtemplates": {"argo_templates"},
+    }
 
 
 def test_no_operator_object_assigns_its_method_over_anothers():
@@ -340,19 +520,17 @@ def test_the_twin_finder_finds_two_classes_of_one_name(tmp_path):
 
 COMPUTED = re.compile(r"\+= |\+ ?1\b|\benumerate\(|\bsorted\(|\.sort\(")
 """What working out a position looks like, in a function that names one: counting, ranking."""
-MADE = re.compile(r"\b(Verdict|Entry|Limit|QueueResult|AdmissionResult)\(|\bReason\.[A-Z]")
-"""What deciding a reason looks like: building a verdict or an entry, naming a `Reason`."""
 
 
-def _worked_out(text: str, ours: bool) -> list[str]:
+def _worked_out(text: str) -> list[str]:
     """The functions of a module's `text` that work out a position (name one and count
-    or rank) or, in a module that reads the admission's result (`ours`), a reason."""
+    or rank)."""
     found = []
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         body = "\n".join(line.split("#")[0] for line in ast.unparse(node).splitlines())
-        if ("position" in body.lower() and COMPUTED.search(body)) or (ours and MADE.search(body)):
+        if "position" in body.lower() and COMPUTED.search(body):
             found.append(node.name)
     return found
 
@@ -368,25 +546,21 @@ READERS = [
 """The functions the grep below meets that read a position, or name another kind."""
 
 
-def test_no_module_outside_the_admission_computes_a_reason_or_a_position():
-    # issue 81: the admission writes each reason where its phase decides it, and each
-    # position in its order (`sim.admission_entries`); everything else reads them (the
-    # forecast's ranking by arrival and the visibility API's count of the waiting ahead
-    # were the second position; `reason_of`, `_limit` and the Waiting Event's guesses the
-    # second reasons)
+def test_no_module_outside_the_admission_computes_a_position():
+    # issue 81: the admission numbers each position in its order (`sim.admission_entries`);
+    # everything else reads them (the forecast's ranking by arrival and the visibility
+    # API's count of the waiting ahead were the second position). Its reasons: below
     src = Path(__file__).resolve().parents[1] / "src" / "idlegate"
     offenders = []
     for path in sorted(src.rglob("*.py")):
         where = path.relative_to(src).as_posix()
         if where.startswith(("sim/admission", "policy/", "training/")):
             continue  # (the admission; a policy ranks what it decides, not a queue)
-        text = path.read_text(encoding="utf-8")
-        ours = "admission_result" in text  # (another module's Reason is its own)
-        offenders += [f"{where}: {name}" for name in _worked_out(text, ours)]
+        offenders += [f"{where}: {n}" for n in _worked_out(path.read_text(encoding="utf-8"))]
     assert offenders == READERS
 
 
-def test_the_grep_finds_a_position_worked_out_and_a_reason_made():
+def test_the_grep_finds_a_position_worked_out():
     # (the test above, on the code it was written against: main's two positions)
     ranked = """
 def queue_positions(cluster):
@@ -402,10 +576,111 @@ def pool_entry(name, core):
         ahead += not started
         waiting.append({"position": None if started else ahead})
 """
-    reason = """
-def reason_of(adm, stage):
-    return Reason.QUOTA, "beyond its nominal quota"
-"""
-    assert _worked_out(ranked, False) == ["queue_positions"]
-    assert _worked_out(counted, False) == ["pool_entry"]
-    assert _worked_out(reason, True) == ["reason_of"] and _worked_out(reason, False) == []
+    assert _worked_out(ranked) == ["queue_positions"]
+    assert _worked_out(counted) == ["pool_entry"]
+
+
+class _OnePerWorkflow:
+    """A policy that gives each workflow one executor (cap 1), then waits."""
+
+    name = "one-per-workflow"
+
+    def reset(self, rng: object) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        from idlegate.sim.protocol import WAIT, Decision
+
+        stage = next((s for s in view.runnable_stages() if not s.job.held), None)
+        return WAIT if stage is None else Decision(stage, 1)
+
+
+class _Waits:
+    """A policy that waits whatever it is shown."""
+
+    name = "waits"
+
+    def reset(self, rng: object) -> None:
+        pass
+
+    def decide(self, view: Any) -> Any:
+        from idlegate.sim.protocol import WAIT
+
+        return WAIT
+
+
+def _shown(policy: Any, pool: int, queues: Any, workflows: list[tuple[str, int, int]]) -> list[Any]:
+    """Admit `workflows` (name, queue, priority; each two stages of one 10 s task, side by
+    side) one a second into a core of `pool` executors deciding by `policy`, and for each
+    Waiting reason it says: (the verdict shown, the verdict each decider wrote: the cap
+    rule's, the admission entry's hold, the round's, and the Event's text)."""
+    from unittest import mock
+
+    from idlegate.api import notices
+    from idlegate.api.settings import Settings
+    from idlegate.operator.core.core import Core
+    from idlegate.operator.core.decider import Decider
+    from idlegate.operator.core.events import Admit
+    from idlegate.operator.metrics import Metrics
+    from idlegate.sim.legality import cap_holds
+
+    core = Core(Settings(pool_size=pool, queues=queues), policy, metrics=Metrics(pool, policy.name))
+    rounds: list[Any] = []
+    seen: list[Any] = []
+    decide, waiting = Decider.decide, notices.waiting
+
+    def deciding(self: Any, cluster: Any, now: float) -> Any:
+        rounds.append(done := decide(self, cluster, now))
+        return done
+
+    def said(stage: Any, cluster: Any, verdict: Any) -> Any:
+        notice = waiting(stage, cluster, verdict)
+        entry = cluster.admission_result().of(stage.job)
+        hold = None if entry is None else entry.holds.get(stage)
+        capped = cap_holds(stage.job) if cluster.free_executors else None
+        seen.append((verdict, capped, hold, rounds[-1].ended, notice[2]))
+        return notice
+
+    one = {"tasks": 1, "taskDurationSeconds": 10.0}
+    with (
+        mock.patch.object(Decider, "decide", deciding),
+        mock.patch.object(notices, "waiting", said),
+    ):
+        for i, (name, queue, priority) in enumerate(workflows):
+            meta = {"name": name, "namespace": "default", "uid": f"uid-{name}", "generation": 1}
+            stages = [{"name": "a", **one}, {"name": "b", **one}]
+            body = {"metadata": meta, "spec": {"stages": stages}}
+            core.handle(Admit(body, [], queue=queue, priority=priority), 1_700_000_000.0 + i)
+    return seen
+
+
+def test_the_reason_shown_is_the_one_its_decider_wrote_on_every_path():
+    # issue 94: a Waiting Event said "parallelism cap" worked out from `job.cap` after the
+    # round, and guessed between "pod not created yet" and "policy started other work";
+    # now each reason is written where it is decided (the cap rule, the admission's phases
+    # in the entry, the round's end) and the Event says the one that decided, adding
+    # nothing but the executors left free
+    from idlegate.api.queueing import QueueFile
+    from idlegate.sim.admission_result import Reason
+    from idlegate.sim.queues import QueueSpec
+
+    pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
+    queues = QueueFile(
+        (
+            QueueSpec("a", {"pods": 1000}, borrowing_limit={"pods": 0}),
+            QueueSpec("b", {"pods": 1000}),
+        )
+    )
+    said = [
+        *_shown(_OnePerWorkflow(), 2, None, [("w", 0, 0)]),  # (the cap rule)
+        *_shown(_Waits(), 1, None, [("w", 0, 0)]),  # (the round: the policy waits)
+        *_shown(_OnePerWorkflow(), 1, None, [("w", 0, 0), ("v", 0, 0)]),  # (the pool's room)
+        *_shown(_OnePerWorkflow(), 3, queues, [("w", 0, 0), ("v", 0, 0)]),  # (the queue's limit)
+        *_shown(_OnePerWorkflow(), 2, None, [("w", 0, 0), ("v", 0, 1)]),  # (a priority)
+    ]
+    for verdict, capped, hold, ended, text in said:
+        assert verdict == (capped or hold or ended)  # (one verdict, its decider's)
+        assert f"waits for an executor: {verdict.message}" in text
+    decided = {verdict.reason for verdict, *_ in said}
+    assert {Reason.PARALLELISM_CAP, Reason.POLICY, Reason.FREE_RESOURCES} <= decided, decided
+    assert decided & {Reason.BORROWING_LIMIT, Reason.QUOTA, Reason.COHORT_FULL}, decided

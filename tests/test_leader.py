@@ -19,12 +19,15 @@ import pytest
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
-from idlegate.operator.edge.kube import ApiError, NotLeaderError
+from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.kube import ApiError, NotLeaderError, WriteGate
+from idlegate.operator.edge.lanes import Lanes
 from idlegate.operator.edge.leader import Elector, identity
+from idlegate.operator.edge.recorder import EventRecorder
 from idlegate.operator.kopf_settings import quiet_event_handlers
-from idlegate.operator.main import Operator, build_registry
+from idlegate.operator.main import build_registry
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.runtime import Operator
 from tests.operator_fakes import FakeKube
 
 pytestmark = [pytest.mark.looptime, pytest.mark.asyncio]

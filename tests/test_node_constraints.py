@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 import pytest
 
 from idlegate.api.labels import HOSTNAME
-from idlegate.api.nodes import NodeRequirements, NodeRules, allows, read_node
+from idlegate.api.nodes import NodeRequirements, allows, read_node
+from idlegate.operator.nodes.rules import NodeRules
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
@@ -258,7 +259,7 @@ def test_a_reading_that_changes_only_room_asks_no_stage_its_nodes_again():
 
 
 def test_stages_whose_pods_place_alike_share_one_placement_across_workflows():
-    from idlegate.api.nodes import _placements
+    from idlegate.operator.nodes.rules import _placements
 
     def first(template: dict[str, Any] | None) -> Any:
         stage: dict[str, Any] = {"name": "s", "tasks": 1, "taskDurationSeconds": 1}

@@ -1,4 +1,4 @@
-"""The nodes' ledger (idlegate.api.nodes.NodeLedger): kept from the events that changed it
+"""The nodes' ledger (idlegate.operator.nodes.ledger.NodeLedger): kept from the events that changed it
 (a pod bound, ended, deleted; a node added, changed, removed), it reads the same room as
 a count of every node and pod from scratch (the room before the ledger, below)."""
 
@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_STOP
-from idlegate.api.nodes import (
+from idlegate.api.nodes import Node, read_node
+from idlegate.api.pool_spec import LabelSelector, selects
+from idlegate.operator.nodes.ledger import (
     ONE_POD,
     SCORED,
-    Node,
     NodeLedger,
     Placing,
     Releasing,
@@ -22,12 +23,10 @@ from idlegate.api.nodes import (
     _name,
     _pinned,
     held,
-    read_node,
     released,
     room,
     room_key,
 )
-from idlegate.api.pool_spec import LabelSelector, selects
 from idlegate.sim.resources import ResourceVector, least_allocated
 
 

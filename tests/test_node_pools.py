@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, HOSTNAME
-from idlegate.api.nodes import read_node, room
+from idlegate.api.nodes import read_node
 from idlegate.api.pool_spec import ExecutorPoolSpec, LabelSelector
+from idlegate.operator.nodes.ledger import room
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
 from idlegate.sim.protocol import Decision
@@ -151,7 +152,7 @@ def test_a_task_takes_its_room_on_the_node_it_fills_most_on_both_clocks(free, cp
     assert list(new.values()) == ([] if at is None else [at])
 
 
-# -- the room on the nodes (api/nodes.py) ----------------------------------------------------
+# -- the room on the nodes (operator/nodes/ledger.py) ----------------------------------------------------
 
 
 def test_room_counts_ready_selected_nodes_less_what_runs_there():
@@ -375,7 +376,7 @@ async def test_a_burst_of_node_and_pod_events_is_one_reading_of_the_room(monkeyp
     # ROOM_SECONDS of the loop's clock; after a quiet spell, at once again)
     import asyncio
 
-    from idlegate.api.pacing import ROOM_SECONDS
+    from idlegate.operator.lag.pacing import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)
@@ -439,7 +440,8 @@ async def test_an_executor_pools_ready_condition_says_its_selector_picks_no_node
     kopf = pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.pool_spec import pool_conditions
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -515,11 +517,12 @@ async def test_a_pool_on_nodes_judges_its_nodes_only_once_their_index_is_read():
 async def test_the_nodes_are_read_once_a_handler_ran_and_the_pods_listing_ended(monkeypatch):
     """kopf runs a resource's handlers only once its indexes (nodes) are filled; the index
     of pods is the operator's, read once the pods watch's first listing ended and its
-    handler saw every pod listed (`api.pod_index.Listing`), in either order (item 4's
+    handler saw every pod listed (`operator.edge.pod_index.Listing`), in either order (item 4's
     signal)."""
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     for id_, body in (("node-events", node("n")), ("pod-events", pod("p", "1"))):
@@ -577,7 +580,7 @@ async def test_the_operator_with_namespace_lists_the_other_namespaces_pods_every
 
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, harness
 
     h = harness(pool=4, pool_nodes="")
@@ -639,7 +642,7 @@ def test_a_pod_created_released_is_pinned_as_a_released_gated_one_is():
 
 
 def test_the_watch_fed_by_events_reads_the_room_as_its_indexes_counted_anew():
-    # after its first event, the watch keeps a ledger (api.nodes.NodeLedger) from the events
+    # after its first event, the watch keeps a ledger (operator.nodes.ledger.NodeLedger) from the events
     # and no longer counts every pod in kopf's indexes at each reading (issue 61)
     from tests.operator_fakes import harness
 
@@ -680,8 +683,8 @@ async def test_a_costly_reading_of_the_room_waits_nine_times_its_cpu_before_the_
     # (thousands of nodes and of released pods not bound: a reading costs tens of ms)
     import asyncio
 
-    import idlegate.api.pacing as pacing
-    from idlegate.api.pacing import ROOM_SECONDS
+    import idlegate.operator.lag.pacing as pacing
+    from idlegate.operator.lag.pacing import ROOM_SECONDS
     from tests.operator_fakes import harness
 
     h = harness(pool=2)

@@ -26,7 +26,7 @@ from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage
 
 
 def _finished(pools: Any, body: dict[str, Any], pods: list[dict[str, Any]]) -> None:
-    """A finished DagWorkflow's watch event, as kopf's handler in operator/main.py takes it:
+    """A finished DagWorkflow's watch event, as kopf's handler in operator/handlers/workflows.py takes it:
     its TTL armed and its pods collected."""
     pools.default.carry(pools.cleanup.seen(body, pods))
 

@@ -19,7 +19,6 @@ from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.visibility import pending
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, IdleEnded, Join, PodSeen, Schedule
-from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -32,6 +31,7 @@ from idlegate.operator.core.intents import (
     RemoveGate,
     SetTimer,
 )
+from idlegate.operator.kinds.external import ExternalJob
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.argo import map_workflow

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark
+from idlegate.api.eviction import GANG_NOT_STOPPED, stop_mark
 from idlegate.api.labels import ANNOTATION_PREEMPTED, ANNOTATION_STOP, FINALIZER_STOP
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.task_pods import read_task_pod
 from idlegate.operator.core.events import Admit, Forget, PodSeen, StopTasks
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,

@@ -10,12 +10,12 @@ import pickle
 from typing import Any
 
 from idlegate.api.queueing import QueueFile
-from idlegate.api.reclaim_judging import WAIT, Judged, JudgeStops, judge_stops
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, PodSeen, Schedule
 from idlegate.operator.core.intents import Confirmed, EvictPod, PostEvent, SetTimer
+from idlegate.operator.core.judging import WAIT, Judged, JudgeStops, judge_stops
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.queues import queues_from

@@ -29,19 +29,19 @@ from typing import Any
 import pytest
 
 from idlegate.api.crd import render_crd
-from idlegate.api.kopf_retries import KopfRetryLog, RetryForever
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pod_index import TASK, Tagged
 from idlegate.api.settings import Settings
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.tracking import TaskState
 from idlegate.operator.edge import intake
-from idlegate.operator.edge.applier import Op
 from idlegate.operator.edge.endpoints import Endpoints
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Op
+from idlegate.operator.edge.pod_index import TASK, Tagged
 from idlegate.operator.edge.watchdog import Watchdog, operator_pod
-from idlegate.operator.main import Operator
+from idlegate.operator.kopf_retries import KopfRetryLog, RetryForever
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.runtime import Operator
 from tests.clocks import run_in_loop_time
 from tests.e2e import (
     DWF,
@@ -251,7 +251,7 @@ def test_a_pod_that_ends_while_the_first_rebuild_lists_is_seen_ended():
 
 
 def test_the_operator_gives_its_indexes_to_a_rebuild_once_filled_and_listed():
-    """The index of pods is the operator's (`api.pod_index`), of namespaces kopf's: a
+    """The index of pods is the operator's (`operator.edge.pod_index`), of namespaces kopf's: a
     rebuild reads them once kopf ran a handler and the pods' first listing ended."""
     operator = Operator(Settings(pool_size=1, policy="fair"))
     pod = {"metadata": {"name": "w-x-0", "namespace": "default", "uid": "u0"}}

@@ -12,7 +12,6 @@ import threading
 import pytest
 
 from idlegate.api.history import rotated, sink_files
-from idlegate.api.history_sink import read_prior
 from idlegate.api.pool_spec import parse_pool_spec
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
@@ -21,6 +20,7 @@ from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.pools import pool_status
 from idlegate.operator.edge.reload import model_files
+from idlegate.operator.features.history_sink import read_prior
 from idlegate.operator.features.planning import ReplayWorker
 from idlegate.policy import DEFAULT_POLICY_PATH, make_scheduler
 from idlegate.policy.portfolio import PortfolioScheduler
@@ -123,7 +123,7 @@ async def test_a_pool_without_a_policy_runs_default_a_portfolio_of_its_own():
 @pytest.mark.asyncio
 async def test_each_pools_history_records_the_spec_it_runs_not_the_candidate_followed():
     # (a portfolio's status.policy names the candidate it followed, which is not what ran)
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
 
     settings = Settings(pool_size=2, metrics_port=None, health_port=None, clock=FakeClock())
     operator = Operator(settings, kube=FakeKube())  # no --scheduler: default

@@ -18,7 +18,7 @@ from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import build_scheduler
 from idlegate.operator.edge.reload import PolicyWatch, model_files
-from idlegate.operator.main import Operator
+from idlegate.operator.runtime import Operator
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.policy.lookahead import LookaheadScheduler
 from tests.operator_fakes import FakeClock, FakeKube, Harness, harness, stage

@@ -22,13 +22,13 @@ from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
 from idlegate.api.template import check_template
 from idlegate.errors import IdlegateError, SpecError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import PodSeen
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
-from idlegate.operator.main import Operator
+from idlegate.operator.kinds.workflow import AdmitLaterError
+from idlegate.operator.runtime import Operator
 from idlegate.policy import DEFAULT_POLICY_PATH
 from idlegate.sim.spec import StageSpec, parse_workflow
 from idlegate.sim.timestamps import from_datetime, to_datetime
@@ -125,13 +125,13 @@ def test_any_error_while_creating_a_pod_fails_the_workflow_and_frees_its_executo
 
 
 def test_an_error_while_releasing_a_pod_fails_the_workflow_too(monkeypatch):
-    import idlegate.operator.edge.applier as applier
+    import idlegate.operator.edge.writes as writes
 
     async def scenario() -> None:
         h = harness(pool=1)
         await h.submit("hold", {"stages": [stage("a", duration=5)]})
         await h.submit("late", {"stages": [stage("a", duration=1)]})  # gated: pool full
-        monkeypatch.setattr(applier, "release_patch", lambda *a: 1 / 0)
+        monkeypatch.setattr(writes, "release_patch", lambda *a: 1 / 0)
         await h.finish("hold-a-0", after=5)
         status = h.kube.status("late")
         assert status["phase"] == "Failed"
@@ -512,7 +512,7 @@ def test_a_namespace_that_does_not_exist_is_warned_about(caplog):
             pool_size=1, namespaces=("default", "team-a"), metrics_port=None, scheduler=_fifo()
         )
         operator = Operator(settings, kube=FakeKube())
-        with caplog.at_level(logging.WARNING, "idlegate.operator.main"):
+        with caplog.at_level(logging.WARNING, "idlegate.operator.runtime"):
             return await operator.warn_missing_namespaces()
 
     assert run(scenario()) == ["team-a"]

@@ -332,7 +332,8 @@ def test_the_operator_process_never_imports_torch():
         """
         import sys
         import idlegate.cli
-        from idlegate.operator.main import Operator, build_registry
+        from idlegate.operator.runtime import Operator
+        from idlegate.operator.main import build_registry
         from idlegate.api.settings import Settings, Clock
         operator = Operator(Settings(pool_size=2))
         build_registry(operator)

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from idlegate.api.labels import ANNOTATION_EXECUTOR, GATE, LABEL_WORKFLOW
-from idlegate.api.pacing import Priority, Slots
 from idlegate.operator.core.events import PodSeen
-from idlegate.operator.edge.applier import Lanes, Op
 from idlegate.operator.edge.kube import ApiError
+from idlegate.operator.edge.lanes import Lanes, Op
 from idlegate.operator.edge.watchdog import ApiHealth
+from idlegate.operator.lag.pacing import Priority, Slots
 from idlegate.operator.metrics import Metrics
 from tests.operator_fakes import (
     FakeClock,

@@ -1,4 +1,4 @@
-"""The operator's requests cut (issue 79, src/idlegate/api/pacing.py): one object's status
+"""The operator's requests cut (issue 79, src/idlegate/operator/lag/pacing.py): one object's status
 written once per ``--status-interval`` at most, the last status winning; an Event said
 again one Event whose count goes up, not a new one; and how late each write lands after
 its decision (``idlegate_write_lag_seconds``). Requests are counted on the in-memory API
@@ -13,11 +13,11 @@ import math
 
 import pytest
 
-from idlegate.api import pacing
-from idlegate.api.pacing import SERIES_SECONDS, EventBook, Pace, event_name
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.intents import PatchStatus, PostEvent
-from idlegate.operator.edge.applier import Op
+from idlegate.operator.edge.lanes import Op
+from idlegate.operator.lag import pacing
+from idlegate.operator.lag.pacing import SERIES_SECONDS, EventBook, Pace, event_name
 from tests.test_edge_applier import Edge, create, release
 
 T0 = 1_700_000_000.0

@@ -352,7 +352,8 @@ def test_the_pool_status_refresh_and_ready_time_come_from_the_operators_clock():
     pytest.importorskip("kopf", reason="the operator extra (kopf) is not installed")
     from idlegate.api.pool_spec import pool_conditions
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from idlegate.sim.timestamps import from_datetime
     from tests.clocks import ScaledClock
     from tests.operator_fakes import FakeClock, FakeKube
@@ -416,7 +417,7 @@ async def test_the_shadow_watches_the_default_pool_only():
     import asyncio
 
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube
 
     settings = Settings(

@@ -5,6 +5,7 @@ operator's container with flags it has and volumes it declares."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,9 @@ DOCUMENTS = [
 
 def _code(text: str) -> str:
     """The fenced code blocks and inline code spans (where commands are written), with
-    backslash continuations joined."""
-    blocks = re.findall(r"```.*?```", text, re.DOTALL)
+    backslash continuations joined; a block fenced as ``text`` is a program's output quoted,
+    not commands."""
+    blocks = [b for b in re.findall(r"```.*?```", text, re.DOTALL) if not b.startswith("```text")]
     rest = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     return "\n".join(blocks + re.findall(r"`[^`\n]+`", rest)).replace("\\\n", " ")
 
@@ -77,6 +79,42 @@ def test_the_forecast_page_is_a_users_page_and_its_record_is_apart() -> None:
     assert "](research/forecasts.md)" in page
     assert "](forecasts.md)" in (ROOT / "docs" / "research" / "README.md").read_text()
     assert "](../forecast.md)" in (ROOT / "docs" / "research" / "forecasts.md").read_text()
+
+
+GUIDE_LINES = 400
+"""Lines each user's and maintainer's guide may hold (issue 94, item 5): how to use a part,
+what to set and how to read it, one summary table; what was measured and how each figure
+moved is its record, apart."""
+GUIDES = {
+    "docs/queues.md": ("research/queues.md",),
+    "docs/brain.md": ("research/brain-rules.md", "research/brain-cost.md"),
+    "docs/operations.md": ("research/live-operator.md",),
+    "benchmarks/README.md": (
+        "../docs/research/live-operator.md",
+        "../docs/research/queues.md",
+        "../docs/research/brain-cost.md",
+    ),
+}
+"""Each guide, and the records (relative to it) its measurements moved to."""
+
+
+@pytest.mark.parametrize("name", sorted(GUIDES))
+def test_a_guide_is_short_and_its_record_is_apart(name: str) -> None:
+    page = ROOT / name
+    text = page.read_text()
+    records = GUIDES[name]
+    assert len(text.splitlines()) <= GUIDE_LINES, (
+        f"{name} is a users' and maintainers' guide of at most {GUIDE_LINES} lines: move "
+        f"measurements and their history to its record, {records[0]}"
+    )
+    # the guide links each record, the research index lists it, and it links the guide back
+    assert [r for r in records if f"]({r})" not in text] == []
+    index = (ROOT / "docs" / "research" / "README.md").read_text()
+    for record in records:
+        path = (page.parent / record).resolve()
+        assert f"]({path.name})" in index, f"docs/research/README.md does not list {path.name}"
+        back = Path(os.path.relpath(page, path.parent)).as_posix()
+        assert f"]({back})" in path.read_text(), f"{path.name} does not link {name} back"
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)

@@ -1,5 +1,6 @@
-"""Less work lost by the rules (issue 82): a claimant waits for running tasks expected to
-give it the room within its patience, and a task near its declared end is no victim
+"""Less work lost by the rules (issues 82 and 96): a claimant waits for running tasks
+expected to give it the room within its patience, and a stop must save at least half of
+what it loses, the room coming anyway once the running tasks end
 (`idlegate.sim.reclaim_patience`); known answers, then the rules on the engine's clock
 (the forecast tests' pool: X's two tasks end at 200 s, Y's at 210 s, Z's at 220 s)."""
 
@@ -12,7 +13,7 @@ import pytest
 from idlegate.errors import IdlegateError
 from idlegate.policy import make_scheduler
 from idlegate.sim.reclaim_ledger import Calm
-from idlegate.sim.reclaim_patience import OVERDUE_FRACTION, ending, expected_left, room_within
+from idlegate.sim.reclaim_patience import OVERDUE_FRACTION, ending, expected_left, room_after
 from tests.reclaim_helpers import events
 from tests.test_reclaim_forecast import b_start, lent
 
@@ -21,7 +22,8 @@ POD = {"pods": 1000}
 
 def test_a_tasks_expected_remaining_is_its_declared_duration_less_what_it_ran():
     assert expected_left(200.0, 50.0) == 150.0
-    assert expected_left(200.0, 250.0) == OVERDUE_FRACTION * 200.0  # (overdue: about to end)
+    assert expected_left(200.0, 205.0) == OVERDUE_FRACTION * 200.0  # (overdue: about to end)
+    assert expected_left(200.0, 250.0) == 50.0  # (as long as it has overrun, issue 96)
     assert expected_left(inf, 5.0) is None and expected_left(nan, 5.0) is None
     assert expected_left(0.0, 5.0) is None  # (none declared)
 
@@ -33,24 +35,32 @@ def test_a_task_is_ending_when_it_has_left_less_than_the_ratio_times_what_it_ran
     assert not ending(200.0, 140.0, 0.0) and not ending(inf, 140.0, 0.5)
 
 
-def test_room_comes_within_a_time_when_the_tasks_ending_by_then_free_enough():
+def test_a_stop_saves_no_more_than_the_wait_for_the_room_coming_anyway():
+    # the room comes in 50 s anyway: a task that ran 130 s (70 s left) saves 50 s < 65
+    assert ending(200.0, 130.0, 0.5, saves=50.0)
+    assert not ending(200.0, 80.0, 0.5, saves=50.0)  # (50 s >= 40)
+    # past its estimate its remaining is not known, but the room's wait still bounds it
+    assert ending(200.0, 250.0, 0.5, saves=100.0) and not ending(200.0, 250.0, 0.5)
+    assert not ending(inf, 140.0, 0.5, saves=80.0) and ending(inf, 140.0, 0.5, saves=60.0)
+
+
+def test_room_comes_when_the_tasks_ending_by_then_free_enough():
     free = [{"pods": 0}]
-    assert not room_within(POD, free, [(40.0, POD, None)], 30.0)
-    assert room_within(POD, free, [(40.0, POD, None)], 40.0)
+    assert room_after(POD, free, [(40.0, POD, None)]) == 40.0
     two = {"pods": 2000}
-    assert not room_within(two, free, [(10.0, POD, None), (50.0, POD, None)], 30.0)
-    assert room_within(two, free, [(10.0, POD, None), (20.0, POD, None)], 30.0)
-    assert room_within(POD, [{"pods": 1000}], [], 0.0)  # (it fits already)
-    assert not room_within(POD, free, [(0.0, POD, None)], -1.0)
+    assert room_after(two, free, [(10.0, POD, None), (50.0, POD, None)]) == 50.0
+    assert room_after(two, free, [(20.0, POD, None), (10.0, POD, None)]) == 20.0
+    assert room_after(POD, [{"pods": 1000}], []) == 0.0  # (it fits already)
+    assert room_after(two, free, [(5.0, POD, None)]) == inf  # (never enough)
 
 
 def test_on_nodes_the_room_must_come_on_one_node():
     nodes = [{"pods": 0}, {"pods": 0}]
     two = {"pods": 2000}
     spread = [(5.0, POD, 0), (6.0, POD, 1)]
-    assert not room_within(two, nodes, spread, 30.0)
-    assert room_within(two, nodes, [*spread, (7.0, POD, 1)], 30.0)
-    assert not room_within(POD, nodes, [(1.0, POD, None), (2.0, POD, 5)], 30.0)
+    assert room_after(two, nodes, spread) == inf
+    assert room_after(two, nodes, [*spread, (7.0, POD, 1)]) == 7.0
+    assert room_after(POD, nodes, [(1.0, POD, None), (2.0, POD, 5)]) == inf
 
 
 def test_an_owner_whose_room_comes_within_its_patience_waits_for_it():
@@ -65,12 +75,24 @@ def test_an_owner_whose_room_comes_within_its_patience_waits_for_it():
 
 
 def test_an_owner_whose_room_comes_later_than_its_patience_stops_a_task():
-    # at 150 s X's tasks end in 50 s, past the 30 s of patience: Z (run 130 s of 200,
-    # not ending) is stopped
+    # at 100 s X's tasks end in 100 s, past the 30 s of patience: Z (run 80 s of 200)
+    # is stopped, saving 100 s, more than half the 80 s it loses
+    engine = lent(100.0, decide="Rules", policy="fifo")
+    engine.run()
+    assert events(engine, "preempted") == [(100.0, "preempted", 2, 0, (3, 80.0))]
+    assert b_start(engine) == 100.0
+
+
+def test_a_stop_that_saves_less_than_half_what_it_loses_is_not_made():
+    # at 150 s X's tasks end in 50 s, past the patience; Z has run 130 s (70 s left), so
+    # stopping it would save B 50 s for 130 s lost (issue 96): nothing is stopped
     engine = lent(150.0, decide="Rules", policy="fifo")
     engine.run()
-    assert events(engine, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
-    assert b_start(engine) == 150.0
+    assert not events(engine, "preempted") and b_start(engine) == 200.0
+    # the rules before issue 96 read only Z's own remaining (70 s >= 65) and stopped it
+    raw = lent(150.0, decide="Rules", policy="admission?ending=0:fifo")
+    raw.run()
+    assert events(raw, "preempted") == [(150.0, "preempted", 2, 0, (3, 130.0))]
 
 
 def test_a_waiting_claimant_has_the_question_asked_again_when_its_patience_ends():

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from idlegate.api.reclaim_judging import Judged
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.intents import EvictPod, PostEvent, Refused
+from idlegate.operator.core.judging import Judged
 from idlegate.policy import make_scheduler
 from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster

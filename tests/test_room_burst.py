@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from idlegate.api import pacing
-from idlegate.api.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.operator.core.events import PodSeen
+from idlegate.operator.lag import pacing
+from idlegate.operator.lag.pacing import ARRIVALS_ROUND, ROOM_SECONDS
 from idlegate.policy import make_scheduler
 from tests.operator_fakes import harness, stage
 
@@ -84,7 +84,7 @@ class Cluster:
             self.loop.call_later(self.delay(0.01, 0.2), self.event, name)
 
     def event(self, name: str) -> None:
-        """The pod-events handler's part for pod `name` (`operator.main.pod_event`)."""
+        """The pod-events handler's part for pod `name` (`operator.handlers.pods.pod_event`)."""
         h = self.h
         self.h.clock.t = 1_700_000_000.0 + self.loop.time() - self.start
         found = h.kube.pods.get(("default", name))

@@ -23,7 +23,8 @@ def test_every_index_runs_in_kopfs_loop():
     per index and event was a tenth of the operator's CPU at 50 nodes (benchmarks/scale.py
     profiled with py-spy)."""
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -42,7 +43,8 @@ async def test_kopf_runs_one_index_and_one_event_handler_on_a_pods_event(monkeyp
     operator's (a kopf index of pods cost 0.95 ms of CPU a pod, `benchmarks.kopf_floor`)."""
     from idlegate.api.settings import Settings
     from idlegate.operator.core.events import PodSeen
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -72,7 +74,7 @@ def test_one_index_of_pods_reads_as_the_two_it_replaces():
     """`Tagged` reads the one index of pods (kopf's: a key to a store of bodies) as the
     index of every pod by name and the index of task pods by workflow: a task pod in
     both, counted once in each."""
-    from idlegate.api.pod_index import POD, TASK, Tagged, pod_keys
+    from idlegate.operator.edge.pod_index import POD, TASK, Tagged, pod_keys
 
     index: dict[tuple[str | None, ...], list[str]] = {}
     for name, labels in (("a", {LABEL_WORKFLOW: "w"}), ("b", {LABEL_WORKFLOW: "w"}), ("c", {})):
@@ -92,7 +94,8 @@ async def test_a_pods_writes_that_change_no_room_read_no_room(monkeypatch):
     does not."""
     from idlegate.api.labels import ANNOTATION_EXECUTOR
     from idlegate.api.settings import Settings
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube, harness
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -185,7 +188,8 @@ def test_kopf_keeps_a_diff_base_of_our_own_kinds_only():
     from idlegate.api.kinds import GROUP
     from idlegate.api.settings import Settings
     from idlegate.operator.kopf_settings import ANNOTATION_PREFIX, DIFF_BASE_KEY, OursOnlyDiffBase
-    from idlegate.operator.main import Operator, build_registry
+    from idlegate.operator.main import build_registry
+    from idlegate.operator.runtime import Operator
     from tests.operator_fakes import FakeClock, FakeKube
 
     operator = Operator(Settings(pool_size=2, clock=FakeClock()), kube=FakeKube())
@@ -216,7 +220,7 @@ def test_the_operators_index_of_pods_follows_each_event_and_its_listing_ends_onc
 
     from kopf._cogs.clients import watching
 
-    from idlegate.api.pod_index import Listing, PodIndex, install
+    from idlegate.operator.edge.pod_index import Listing, PodIndex, install
 
     def pod(name: str, uid: str, **labels: str) -> dict:
         return {"metadata": {"namespace": "ns", "name": name, "uid": uid, "labels": labels}}
@@ -272,8 +276,8 @@ def test_a_kopf_that_does_not_tell_the_listing_is_refused_with_a_sentence(
     refused at start with what to install (constraints.txt pins the kopf it reads)."""
     from kopf._cogs.clients import watching
 
-    from idlegate.api.pod_index import Listing, install
     from idlegate.errors import IdlegateError
+    from idlegate.operator.edge.pod_index import Listing, install
 
     monkeypatch.setattr(watching, "Bookmark", type("Bookmark", (), {}))
     with pytest.raises(IdlegateError, match=r"constraints\.txt pins"):

@@ -23,7 +23,7 @@ from idlegate.api.forecast_status import (
 )
 from idlegate.api.task_pods import Owner
 from idlegate.api.visibility import PATH, narrow, only_namespaces, pending, table
-from idlegate.api.visibility_http import add_visibility
+from idlegate.operator.edge.visibility_http import add_visibility
 from idlegate.policy.heuristics import FifoScheduler
 from idlegate.sim.admission import Admission
 from idlegate.sim.cluster import Cluster
@@ -345,7 +345,7 @@ def test_the_two_positions_probe_gives_one_position_everywhere(queued: bool):
     # by arrival (position 2) where the admission put it first (position 1). One position
     # now: the visibility document's, status.forecast.position's and the entries' are the
     # admission's, and the started one is numbered nowhere. A pool without queues too.
-    from idlegate.api.forecast_book import as_shown
+    from idlegate.operator.forecasting.book import as_shown
     from idlegate.sim.forecast import forecast
     from idlegate.sim.forecast_calibration import Calibration
 

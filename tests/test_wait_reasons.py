@@ -61,7 +61,7 @@ def test_a_queue_within_its_quota_names_the_cpu_short_and_the_queues_it_lends_to
         "queue b is within its nominal quota (cpu 0/8 used) and lends the rest to queue(s) "
         f"a, c, which borrow beyond theirs: {comes}"
     )
-    _kind, _reason, message = waiting(b.stages[0], b, cluster, entry.message)
+    _kind, _reason, message = waiting(b.stages[0], cluster, entry.holds[b.stages[0]])
     assert "memory=72Gi)" not in message and "(cpu=0 free)" in message
 
 

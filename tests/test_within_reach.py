@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, task_pod
 from idlegate.operator.core.core import Core
 from idlegate.operator.core.events import Admit, PodSeen
 from idlegate.operator.core.intents import CreatePod, PostEvent, RemoveGate
+from idlegate.operator.lag.pacing import ARRIVALS_ROUND
 from idlegate.operator.metrics import Metrics
 from idlegate.policy import make_scheduler
 from idlegate.sim.spec import StageSpec

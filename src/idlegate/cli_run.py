@@ -241,7 +241,7 @@ def advise(
             pool,
         )
     typer.echo(to_markdown(advice))
-    from idlegate.api.forecast_book import accuracy
+    from idlegate.operator.forecasting.book import accuracy
     from idlegate.sim.history import load_history
 
     if (said := accuracy(load_history(history))) is not None:  # (the operator's sink has them)

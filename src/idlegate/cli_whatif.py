@@ -1,5 +1,5 @@
 """``idlegate forecast FILE``: if I submit this DagWorkflow now, when does it start and
-finish? Asks the operator's what-if endpoint (`idlegate.api.visibility_http`), which
+finish? Asks the operator's what-if endpoint (`idlegate.operator.edge.visibility_http`), which
 forks its pool's live state, adds the workflow as its placement would, and replays it
 (docs/forecast.md, "What if"). Nothing is created.
 

@@ -42,13 +42,11 @@ applier's eviction) as follows:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from idlegate.api.labels import ANNOTATION_STOP, FINALIZER_STOP
 from idlegate.api.task_pods import TaskPod
-from idlegate.errors import IdlegateError
 
 STOP_PATH = "/metadata/annotations/" + ANNOTATION_STOP.replace("/", "~1")
 """The JSON-patch path of the stop's annotation."""
@@ -59,72 +57,6 @@ NEVER_EXTERNAL = (
 """Why a task of a workflow whose pods another controller makes is not stopped."""
 GANG_NOT_STOPPED = "its stage is a gang, whose tasks run as one: it is not stopped"
 """Why a gang's task is not stopped on Kubernetes (the state machine stops a gang whole)."""
-
-
-@dataclass(eq=False)
-class Evictions:
-    """One call to stop tasks: the `victims` (executors) in the order to try them, how many
-    are `needed`, and for whom (`queue`, `reason`); what became of each as the API
-    answers (the module docstring, point 1)."""
-
-    victims: tuple[int, ...]
-    needed: int
-    queue: str
-    reason: str
-    decided: str | None = None
-    """How a ``decide: Forecast`` queue's stops were decided (`idlegate.api.reclaim_judging`:
-    the verdict's clause, or the rules' when none came), said on each ``Preempted`` Event."""
-    asked: set[int] = field(default_factory=set)
-    """Victims whose eviction is asked and not answered yet."""
-    stopped: list[int] = field(default_factory=list)
-    """Victims stopped, in the order their evictions were taken."""
-    ended: list[int] = field(default_factory=list)
-    """Victims whose task ended by itself first (as much room, nothing stopped)."""
-    refused: dict[int, str] = field(default_factory=dict)
-    """Victims not stopped, with why (a PodDisruptionBudget's refusal, not stoppable)."""
-    _tried: int = 0
-
-    def __post_init__(self) -> None:
-        if self.needed < 1:
-            raise IdlegateError(f"stopping tasks needs at least one, not {self.needed}")
-        if len(set(self.victims)) != len(self.victims):
-            raise IdlegateError(f"a task is named twice among the victims {self.victims}")
-
-    def take(self) -> int | None:
-        """The next victim to ask for, while fewer than `needed` are stopped or asked;
-        None when enough are (or none is left)."""
-        if len(self.stopped) + len(self.ended) + len(self.asked) >= self.needed:
-            return None
-        if self._tried == len(self.victims):
-            return None
-        victim = self.victims[self._tried]
-        self._tried += 1
-        self.asked.add(victim)
-        return victim
-
-    def ask(self, evict: Callable[[int], str | None]) -> None:
-        """Ask `evict` for the next victims (`take`) while too few are stopped or asked:
-        it asks for one's eviction, or says why it is not stopped."""
-        while (victim := self.take()) is not None:
-            if (why := evict(victim)) is not None:
-                self.settle(victim, why=why)
-
-    def settle(self, victim: int, *, stopped: bool = False, why: str | None = None) -> None:
-        """`victim`'s answer: stopped, refused (`why`), else ended by itself."""
-        self.asked.discard(victim)
-        if stopped:
-            self.stopped.append(victim)
-        elif why is not None:
-            self.refused[victim] = why
-        else:
-            self.ended.append(victim)
-
-    @property
-    def done(self) -> bool:
-        """Every answer is in: enough were stopped, or none is left to ask."""
-        return not self.asked and (
-            len(self.stopped) + len(self.ended) >= self.needed or self._tried == len(self.victims)
-        )
 
 
 def stop_mark(queue: str, reason: str) -> str:

@@ -1,7 +1,7 @@
 """What if, as its asker and the operator read it: the question (a DagWorkflow the one
 parser takes), where it is asked, and how sure the answer is said to be.
 
-Apart from `api.forecast_whatif`, which replays the pool to answer: ``idlegate forecast
+Apart from `operator.forecasting.whatif`, which replays the pool to answer: ``idlegate forecast
 FILE`` checks the question and prints the answer with this module alone, so that its own
 start stays a small part of the 2 s an answer may take (docs/research/forecasts.md, "What if")."""
 

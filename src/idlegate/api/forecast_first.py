@@ -1,7 +1,7 @@
 """``status.firstForecast``: a DagWorkflow's first forecast, kept in its status.
 
 The operator keeps the first forecast made while a workflow waited until the workflow starts
-and ends, then scores it (`api.forecast_book`, "How right"). A DagWorkflow's is also
+and ends, then scores it (`operator.forecasting.book`, "How right"). A DagWorkflow's is also
 written into its status, once kept (`first_status`, with the rest of its status: the same
 value each time, its ``startedAt`` added at its start), so that an operator restarted while
 the workflow waits or runs reads it back as it rebuilds the pool (`restore_first`) and keeps

@@ -3,7 +3,7 @@
 What `argo lint` is to Argo users: run it before ``kubectl apply`` and learn, without a
 cluster, whether the operator would mark a workflow ``Invalid``. The checks are not
 re-implemented here; a DagWorkflow passes exactly when the operator's admission
-(:meth:`idlegate.operator.core.admission.Admission.admit`) would accept it:
+(:meth:`idlegate.operator.kinds.workflow.Admission.admit`) would accept it:
 
 * ``metadata.name``: :func:`idlegate.api.crd.check_workflow_name` (an RFC 1123
   subdomain, as the API server requires of every object's name, so that task pod names

@@ -16,7 +16,7 @@ from idlegate.api.labels import GATE
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.status import SlotState
 from idlegate.sim.dag import Dag
-from idlegate.sim.protocol import Decision, Job, Stage
+from idlegate.sim.protocol import Decision, Stage
 from idlegate.sim.resources import ResourceVector
 from idlegate.sim.spec import StageSpec
 from idlegate.sim.timestamps import stamp, to_datetime
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from idlegate.policy.lookahead import Plan
     from idlegate.policy.plans import Hold
     from idlegate.policy.portfolio import Choice
+    from idlegate.sim.admission_result import Verdict
     from idlegate.sim.cluster import Cluster
 
 Notice = tuple[str, str, str]
@@ -234,18 +235,11 @@ def idle_slot_ended(slot: SlotState, *, while_away: bool) -> Notice:
     return ("Normal", "IdleSlotEnded", message)
 
 
-def waiting(stage: Stage, job: Job, pool: Cluster, why: str | None) -> Notice:
-    """Why a runnable stage of `pool` got no executor; `why`: the hold the admission's
-    phase wrote for it (`Entry.holds`: its queue's quota, limits, wait bound or priority,
-    or the pool's room in the pool's own terms: all executors busy, a gang too wide, no
-    node with the room), else how the decision round ended with executors free
-    (`chose_wait` or `all_rules_failed`), unless the workflow is at the cap the policy
-    gave it; None: the admission let it start and the round gave no answer
-    (`not_started`)."""
-    free, nodes = pool.free_executors, pool.follows_nodes
-    if free and job.cap and job.held >= job.cap:
-        why = f"the workflow holds its parallelism cap of {job.cap} executors"
-    why = why or not_started(stage)
+def waiting(stage: Stage, pool: Cluster, verdict: Verdict) -> Notice:
+    """Why a runnable stage of `pool` got no executor: the `verdict` that decided it, as it
+    was written (the cap rule's, the admission's phase's, or the round's: `Core`'s
+    `_note_waiting` names which), and the executors the pool leaves free meanwhile."""
+    why, free, nodes = verdict.message, pool.free_executors, pool.follows_nodes
     if free:
         left = f"{free} executor(s) stay free"
         if nodes:
@@ -261,13 +255,9 @@ def _free(pool: Cluster) -> ResourceVector:
     return ResourceVector({n: max(0, free[n]) for n in pool.resource_names})
 
 
-def not_started(stage: Stage) -> str:
-    """Why `stage`, which the admission let start, got nothing in a round that ended with
-    executors free and no answer to give: its next pod is not there yet (another
-    controller's), else the policy started something else."""
-    if stage.launched >= stage.available:
-        return "its next pod is not created yet"
-    return "the policy started other work in this round"
+OTHER_WORK = "the policy started other work in this round"
+"""The round's verdict on a stage the admission let start when the round ended with
+nothing more to start and no WAIT (`Decider`)."""
 
 
 def no_node_fits(stage: str, why: str, pool: str) -> Notice:

@@ -64,7 +64,7 @@ NO_COHORT = {"cohort": False}
 reads the spec's other fields so, to say the cohort's problems one by one)."""
 
 LAGGING = "Lagging"
-"""The ExecutorPool's condition (True while the operator lags: `api.lag`) and its
+"""The ExecutorPool's condition (True while the operator lags: `operator.lag.lag`) and its
 Warning's reason."""
 
 
@@ -633,7 +633,7 @@ def pool_conditions(
     """ExecutorPool `body`'s conditions with Ready set at `now` (the operator's clock, as
     every time it writes), `ARRIVALS_FALLBACK` True, reason ``NoQueues``, while its
     forecasts fall back (`arrivals`, `pool_arrivals`' sentence), and ``Lagging`` True,
-    reason ``LagAboveBound``, while the operator lags (`lagging`, `api.lag`'s sentence);
+    reason ``LagAboveBound``, while the operator lags (`lagging`, `operator.lag.lag`'s sentence);
     None: the condition goes. A condition that keeps its status keeps its transition time
     (`Conditions`)."""
     conditions = Conditions((body.get("status") or {}).get("conditions"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -18,8 +18,6 @@ from pydantic import (
     model_validator,
 )
 
-from idlegate.api.forecast_request import Workers
-from idlegate.api.pacing import ARRIVALS_ROUND
 from idlegate.api.podsecurity import DEFAULT_LEVEL, Level
 from idlegate.api.pool_spec import LabelSelector, no_queues, one_capacity
 from idlegate.api.queueing import QueueFile, cohort_check
@@ -30,6 +28,18 @@ from idlegate.sim.forecast_arrivals import Arrivals
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.resources import MILLI, ResourceVector
 from idlegate.sim.spec import NAME_PATTERN, PodGCStrategy
+
+Workers = Literal["process", "thread"]
+"""Where the operator's replays run, a forecast refresh's and a portfolio's round
+(``--forecast-workers``; `operator.forecasting.book`'s docstring, "Where";
+`operator.features.planning.ReplayWorker`)."""
+WORKERS: tuple[str, ...] = get_args(Workers)
+ARRIVALS_ROUND = 0.2
+"""Least loop seconds between two rounds of a burst (`Bridge.round_soon`; the default of
+``--round-window``): a workflow submitted alone, or a pod's end after a quiet spell, is
+decided at once; a flood, which kopf hands the operator over several seconds (a turn of
+its loop each), and its pods' ends, by a round every 0.2 s with all since, not by a round
+each, as the simulator decides the arrivals and ends of one time in one round."""
 
 
 class Clock:

@@ -81,9 +81,16 @@ class Owner:
     """Its kind: a DagWorkflow, or a DagCronWorkflow (the owner of its runs)."""
     api_version: str = API_VERSION
     """Its apiVersion (another API's for an Argo Workflow, whose Events the operator posts)."""
+    namespaced: bool = True
+    """False for a cluster-scoped object (an ExecutorPool): its Events go in `namespace`
+    (``default``, as Kubernetes' own cluster-scoped ones), its reference names none, and
+    an empty `uid` is left out."""
 
     def object_reference(self) -> dict[str, Any]:
-        """The involvedObject of an Event about the workflow."""
+        """The involvedObject of an Event about the object."""
+        if not self.namespaced:
+            reference = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+            return {**reference, **({"uid": self.uid} if self.uid else {})}
         return {
             "apiVersion": self.api_version,
             "kind": self.kind,

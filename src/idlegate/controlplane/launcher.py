@@ -68,13 +68,15 @@ AUDIT_POLICY: dict[str, Any] = {
             "resources": [
                 {"group": "", "resources": ["pods", "pods/status", "pods/binding", "events"]},
                 {"group": "idlegate.io", "resources": ["*"]},
+                # (a Job's suspend, flipped by Kueue, is its admission and its eviction)
+                {"group": "batch", "resources": ["jobs"]},
             ],
         },
         {"level": "Metadata", "verbs": WRITES},
     ],
 }
 """What the audit log keeps: the object after each write of pods (their status and binding
-too), Events and idlegate's kinds; who made every other write; no reads."""
+too), Events, Jobs and idlegate's kinds; who made every other write; no reads."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +109,10 @@ class Plane:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
+    def kubeconfig_of(self, name: str) -> Path:
+        """The kubeconfig of the client `name` of :data:`~idlegate.controlplane.pki.CLIENTS`."""
+        return _kubeconfig_path(self.directory, name)
+
     @property
     def pki(self) -> Pki:
         return Pki(self.directory / "pki")
@@ -129,7 +135,7 @@ class Plane:
 
     def alive(self) -> dict[str, bool]:
         """Whether each recorded process still runs."""
-        return {name: _running(pid) for name, pid in self.pids.items()}
+        return {name: running(pid) for name, pid in self.pids.items()}
 
 
 def binaries(bin_dir: Path) -> dict[str, Path]:
@@ -167,11 +173,11 @@ def start(
     pki = ensure_pki(directory / "pki")
     shutil.rmtree(directory / "etcd", ignore_errors=True)  # a fresh cluster each time
     (directory / "logs").mkdir(parents=True, exist_ok=True)
-    ports = _free_ports(3)
+    ports = free_ports(3)
     url = f"https://127.0.0.1:{ports[2]}"
     plane = Plane(directory, url, {}, time_factor)
     for name in ("admin", *_CLIENTS):
-        _write_kubeconfig(_kubeconfig_path(directory, name), url, pki, name)
+        write_kubeconfig(_kubeconfig_path(directory, name), url, pki, name)
     (directory / "kwok.yaml").write_text(yaml.safe_dump_all(kwok.stages(time_factor)))
     (directory / AUDIT_LOG).unlink(missing_ok=True)  # (a fresh cluster's requests only)
     try:
@@ -179,7 +185,7 @@ def start(
             command = _command(name, exes[name], directory, pki, ports)
             if audit and name == "kube-apiserver":
                 command += audit_flags(directory)
-            plane.pids[name] = _spawn(command, directory / "logs" / f"{name}.log")
+            plane.pids[name] = spawn(command, directory / "logs" / f"{name}.log")
             plane.save()
             _wait_ready(plane, name, ports)
         _create_nodes(plane.client(), nodes)
@@ -197,15 +203,23 @@ def stop(plane: Plane) -> list[str]:
     killed = []
     for name in reversed(COMPONENTS):
         pid = plane.pids.get(name)
-        if pid is None or not _running(pid):
-            continue
-        os.kill(pid, signal.SIGTERM)
-        if not _exited(pid, STOP_SECONDS):
-            os.kill(pid, signal.SIGKILL)
-            _exited(pid, STOP_SECONDS)
+        if pid is not None and end(pid):
             killed.append(name)
     (plane.directory / "state.json").unlink(missing_ok=True)
     return killed
+
+
+def end(pid: int) -> bool:
+    """End the process `pid` if it runs, SIGTERM then SIGKILL after :data:`STOP_SECONDS`;
+    whether it had to be killed."""
+    if not running(pid):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    if _exited(pid, STOP_SECONDS):
+        return False
+    os.kill(pid, signal.SIGKILL)
+    _exited(pid, STOP_SECONDS)
+    return True
 
 
 def audit_flags(directory: Path) -> list[str]:
@@ -232,7 +246,7 @@ def _kubeconfig_path(directory: Path, name: str) -> Path:
     return directory / ("kubeconfig" if name == "admin" else f"{name}.kubeconfig")
 
 
-def _write_kubeconfig(path: Path, url: str, pki: Pki, name: str) -> None:
+def write_kubeconfig(path: Path, url: str, pki: Pki, name: str) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -320,7 +334,7 @@ def _command(name: str, exe: Path, directory: Path, pki: Pki, ports: list[int]) 
     ]
 
 
-def _spawn(command: list[str], log: Path) -> int:
+def spawn(command: list[str], log: Path) -> int:
     """Start `command` in a session of its own (a Ctrl-C in the caller's terminal does not
     reach it; ``down`` stops it), its output written to `log` (a fresh one each run)."""
     with log.open("wb") as out:
@@ -336,14 +350,14 @@ def _wait_ready(plane: Plane, name: str, ports: list[int]) -> None:
     in the API of their work), or fail with the end of its log."""
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if not _running(plane.pids[name]):
+        if not running(plane.pids[name]):
             break
         if _answers(plane, name, ports):
             return
         time.sleep(0.1)
     log = plane.directory / "logs" / f"{name}.log"
     tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-    state = "exited" if not _running(plane.pids[name]) else f"did not answer in {START_SECONDS} s"
+    state = "exited" if not running(plane.pids[name]) else f"did not answer in {START_SECONDS} s"
     raise IdlegateError(f"{name} {state}; the end of its log ({log}):\n{tail}")
 
 
@@ -370,7 +384,7 @@ def _create_nodes(client: Client, specs: Iterable[NodeSpec]) -> None:
             client.request("POST", "/api/v1/nodes", body)
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     try:
         for s in sockets:
@@ -381,7 +395,7 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     try:
         finished, _ = os.waitpid(pid, os.WNOHANG)
         if finished:
@@ -405,7 +419,7 @@ def _zombie(pid: int) -> bool:
 def _exited(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not _running(pid):
+        if not running(pid):
             return True
         time.sleep(0.05)
-    return not _running(pid)
+    return not running(pid)

@@ -4,7 +4,9 @@ One certificate authority signs everything: the API server's serving certificate
 127.0.0.1 and the in-cluster names a pod would use), and one client certificate per
 caller, whose subject is what RBAC reads (the common name is the user, the organisation
 its group). kube-scheduler and kube-controller-manager get their own users, so the
-bindings Kubernetes ships for them are what authorises them, as on a real cluster; the
+bindings Kubernetes ships for them are what authorises them, as on a real cluster (Kueue's
+manager, when one runs beside the plane, is the user ``kueue``, bound to the roles its
+module ships: idlegate.controlplane.kueue); the
 admin (the user and the tests) and KWOK (a kubelet for every fake node) are in
 ``system:masters``. The service-account key pair signs and checks the tokens of pods'
 service accounts (an operator run under its deployed ServiceAccount, e.g.).
@@ -60,6 +62,7 @@ CLIENTS: dict[str, tuple[str, str | None]] = {
     "kube-scheduler": ("system:kube-scheduler", None),
     "kube-controller-manager": ("system:kube-controller-manager", None),
     "kwok": ("kwok", "system:masters"),
+    "kueue": ("kueue", None),
 }
 """Each client certificate's file name: (user, group) as RBAC reads them."""
 
@@ -77,18 +80,8 @@ SERVING_NAMES = (
 
 def ensure_pki(directory: Path) -> Pki:
     """The certificates and keys in `directory`, made there first if missing."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise IdlegateError(
-            "The local control plane makes its certificates with the openssl command, which "
-            "is not installed: install it (Debian: apt-get install openssl) and run again."
-        )
-    pki = Pki(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if not pki.ca.exists():
-        _run(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",
-             "-days", str(DAYS), "-subj", "/CN=idlegate-local-ca",
-             "-keyout", str(pki.ca_key), "-out", str(pki.ca))  # fmt: skip
+    openssl = _openssl()
+    pki = authority(directory, "/CN=idlegate-local-ca")
     if not pki.sa_key.exists():
         _run(openssl, "genrsa", "-out", str(pki.sa_key), "2048")
         _run(openssl, "rsa", "-in", str(pki.sa_key), "-pubout", "-out", str(pki.sa_pub))
@@ -99,14 +92,51 @@ def ensure_pki(directory: Path) -> Pki:
     return pki
 
 
+def authority(directory: Path, subject: str, names: tuple[str, ...] = ()) -> Pki:
+    """A certificate authority of `subject` (with `names` as its subjectAltName, if any)
+    in `directory`, made there first if missing: the plane's, or one a component signs
+    with itself (Kueue's webhooks, idlegate.controlplane.kueue)."""
+    openssl = _openssl()
+    pki = Pki(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if not pki.ca.exists():
+        extra = ("-addext", "subjectAltName=" + ",".join(names)) if names else ()
+        _run(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",
+             "-days", str(DAYS), "-subj", subject, *extra,
+             "-keyout", str(pki.ca_key), "-out", str(pki.ca))  # fmt: skip
+    return pki
+
+
 def serving(pki: Pki, name: str, names: tuple[str, ...]) -> tuple[Path, Path]:
     """A serving certificate and key for `names` (``DNS:…``, ``IP:…``), signed by the CA:
     what an admission webhook on loopback shows the API server (its caBundle: the CA)."""
+    _signed(_openssl(), pki, name, f"/CN={name}", names, "serverAuth")
+    return pki.cert(name), pki.key(name)
+
+
+def pkcs1(key: Path) -> bytes:
+    """The RSA key at `key` in PKCS #1 (``BEGIN RSA PRIVATE KEY``), as some readers want
+    it (Kueue's certificate rotator, of its CA's key); openssl writes PKCS #8."""
+    result = subprocess.run(
+        [_openssl(), "rsa", "-in", str(key), "-traditional"],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise IdlegateError(
+            f"openssl could not read the key {key}: {result.stderr.decode()[-300:]}"
+        )
+    return result.stdout
+
+
+def _openssl() -> str:
     openssl = shutil.which("openssl")
     if openssl is None:
-        raise IdlegateError("openssl is not installed: install it and run again.")
-    _signed(openssl, pki, name, f"/CN={name}", names, "serverAuth")
-    return pki.cert(name), pki.key(name)
+        raise IdlegateError(
+            "The local control plane makes its certificates with the openssl command, which "
+            "is not installed: install it (Debian: apt-get install openssl) and run again."
+        )
+    return openssl
 
 
 def _signed(

@@ -12,8 +12,8 @@ from typing import Any
 import kopf
 
 from idlegate.api.kinds import GROUP
-from idlegate.api.kopf_retries import RetryForever
 from idlegate.api.settings import Settings
+from idlegate.operator.kopf_retries import RetryForever
 from idlegate.operator.metrics import Metrics
 
 ANNOTATION_PREFIX = "idlegate.io"

@@ -1,7 +1,7 @@
 """Prometheus metrics of the operator as one pool sees them (:class:`Metrics`).
 
 The series themselves, their names, help texts and labels (the contract deploy/README.md
-documents), are declared in `idlegate.api.metric_families`; here a pool binds them to its
+documents), are declared in `idlegate.operator.metric_families`; here a pool binds them to its
 ``pool`` label and reads its state into the gauges when a scrape asks.
 """
 
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from idlegate.api.metric_families import DECISION_KINDS, POOL, MetricFamilies
 from idlegate.api.pool_spec import DEFAULT_POOL
 from idlegate.api.status import Phase
+from idlegate.operator.metric_families import DECISION_KINDS, POOL, MetricFamilies
 from idlegate.sim.resources import MILLI
 
 if TYPE_CHECKING:

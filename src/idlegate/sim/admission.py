@@ -137,7 +137,15 @@ from typing import TYPE_CHECKING, Any
 from idlegate.errors import IdlegateError
 from idlegate.sim import admission_baselines as baselines
 from idlegate.sim.admission_baselines import MODES
-from idlegate.sim.admission_entries import BLOCKED, PRIORITY, Entries, first_limit
+from idlegate.sim.admission_entries import (
+    BLOCKED,
+    PRIORITY,
+    Entries,
+    first_limit,
+    forced_hold,
+    quota_holds,
+    reserved_hold,
+)
 from idlegate.sim.admission_ledger import Usage
 from idlegate.sim.admission_plan import BORROW, CLOSED, NOMINAL, AdmissionPlan, Reserve
 from idlegate.sim.admission_result import MANY, AdmissionResult, Reason, Verdict
@@ -242,6 +250,7 @@ class Admission(Usage, Entries, Views):
         self._full: list[bool] = [False] * len(queues)
         """Phase 3: per queue, whether it has room for no pod (none of its stages shows)."""
         self.limits = [(None, {}) for _ in queues]
+        self.quota = quota_holds(queues)
         self._views: dict[int, tuple[tuple[Any, tuple[float, ...]], QueueView]] = {}
         """Each queue's view, while the pool and its entitlement are the same."""
         self._pool_view: PoolView | None = None
@@ -458,7 +467,8 @@ class Admission(Usage, Entries, Views):
                     continue
                 if reserve is None and free > 0 and launchable(stage, free):
                     forced = Decision(stage, max(stage.job.cap, stage.job.held + need))
-                    self.plan = AdmissionPlan(forced=forced, blocked=blocked, holds=holds)
+                    first = forced_hold(self.queues[q].name)
+                    self.plan = AdmissionPlan(forced, first, blocked=blocked, holds=holds)
                     return
                 if reserve is None:
                     reserve = self._reserve(pool, stage, need)
@@ -467,7 +477,7 @@ class Admission(Usage, Entries, Views):
         served = [q for q in nominal if q not in blocked] if nominal else []
         rooms: dict[int, dict[Group, int]] = {}
         phase: dict[int, str] = {}
-        quota_note = CLOSED.quota_note
+        quota: tuple[Verdict, ...] = ()  # (the queues start within theirs: `self.quota`)
         if served:
             served.sort(key=lambda q: (-self.priority[q], self.share(q), q))
             rooms = {q: nominal[q] for q in served}
@@ -482,7 +492,7 @@ class Admission(Usage, Entries, Views):
                 served = [q]
                 rooms = {q: self._fill(q, borrow[q], order[1:])}
                 phase = {q: BORROW}
-                quota_note = f"queue {self.queues[q].name} borrows first"
+                quota = quota_holds(self.queues, f"queue {self.queues[q].name} borrows first")
         # 6. priority
         allowed: dict[int, frozenset[Group]] = {}
         tops: dict[int, int] = {}
@@ -511,8 +521,9 @@ class Admission(Usage, Entries, Views):
             blocked=blocked,
             holds=holds,
             reserve=reserve,
+            reserve_hold=None if reserve is None else reserved_hold(reserve.stage, self.queues),
             ranked_out=ranked_out,
-            quota_note=quota_note,
+            quota=quota,
         )
 
     def _block(

@@ -4,10 +4,11 @@ whose `Admission` derives from `Entries`).
 
 A phase writes its hold as it decides (`idlegate.sim.admission_result.Verdict`): phase 3 the
 limit that keeps a shape from starting at all, phase 4 the task past its wait bound that
-goes first, phase 5 the quota a queue not served is beyond, phase 6 the priority that goes
-first, phase 7 the pool's room (read per stage when it is asked, as the phase itself
-decides per stage). A stage's entry reads them in the phases' order of precedence
-(`hold_of`); nothing works a reason out again. The holds are written per queue and per
+goes first (the one forced, the room reserved), phase 5 the quota a queue not served is
+beyond, phase 6 the priority that goes first, all kept in the question's plan; phase 7
+the pool's room, which the phase decides per stage as it is asked (`_fit`: whether a
+stage fits is a question of that stage). A stage's entry reads them in the phases' order
+of precedence (`hold_of`); nothing works a reason out again. The holds are written per queue and per
 shape, the unit the phases decide over (every stage of one shape gets the same answer,
 `idlegate.sim.admission_snapshot`), not per workflow: a question at 4,000 waiting costs
 what the change costs, not what the waiting do.
@@ -75,6 +76,9 @@ class Entries:
     limits: list[tuple[Verdict | None, dict[Group, Verdict]]]
     """Phase 3's holds per queue (kept while its verdict is): of the whole queue, with
     room for no pod, else of each shape it may not start at all."""
+    quota: tuple[Verdict, ...]
+    """Phase 5's hold of each queue's stages beyond its nominal quota while the queues
+    start within theirs first (made with the queues: `quota_holds`)."""
     last_tick: float
 
     def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
@@ -104,7 +108,7 @@ class Entries:
         live = cluster is not None and cluster.free_executors > 0 and not cluster.beyond
         forced = plan.forced if live else None  # (with no executor free, nothing is forced yet)
         if forced is not None and forced.stage is not stage:
-            return Verdict(Reason.RESERVATION, FORCED, (self.queues[forced.stage.job.queue].name,))
+            return plan.forced_hold
         key = group_of(stage)
         whole, shapes = self.limits[q]
         limit = whole or shapes.get(key)
@@ -116,14 +120,12 @@ class Entries:
         if blocked is stage or (forced is not None and forced.stage is stage):
             return self._fit(cluster, live, stage)  # (overdue, entitled: room)
         if q not in plan.served or key not in plan.allowed.get(q, ()):
-            return Verdict(Reason.QUOTA, QUOTA, (self.queues[q].name, plan.quota_note))
+            return (plan.quota or self.quota)[q]
         ranked = plan.ranked_out.get(q)
         if ranked is not None and key in ranked:
             return ranked[key]
         if plan.reserve is not None and not plan.room(stage):
-            reserved = plan.reserve.stage
-            name = self.queues[reserved.job.queue].name
-            return Verdict(Reason.RESERVATION, RESERVED, (reserved.job.name, reserved.name, name))
+            return plan.reserve_hold
         if (
             live
             and cluster is not None
@@ -309,6 +311,30 @@ class Entries:
             if stage.waits:
                 return max(0.0, now - t)
         return 0.0
+
+
+WITHIN_FIRST = "queues start within theirs first"
+"""Why a queue's stages beyond its nominal quota wait while no queue borrows (phase 5)."""
+
+
+def quota_holds(queues: Sequence[QueueSpec], note: str = WITHIN_FIRST) -> tuple[Verdict, ...]:
+    """Phase 5's hold of each queue's stages beyond its nominal quota, with why they wait
+    (`note`: the queues start within theirs first, or one borrows first)."""
+    return tuple(Verdict(Reason.QUOTA, QUOTA, (spec.name, note)) for spec in queues)
+
+
+def forced_hold(queue: str) -> Verdict:
+    """Phase 4's hold of every other stage while a task of `queue` past its wait bound is
+    forced to start first."""
+    return Verdict(Reason.RESERVATION, FORCED, (queue,))
+
+
+def reserved_hold(stage: Stage, queues: Sequence[QueueSpec]) -> Verdict:
+    """Phase 4's hold of a stage the room kept for `stage` (past its wait bound) leaves
+    none."""
+    return Verdict(
+        Reason.RESERVATION, RESERVED, (stage.job.name, stage.name, queues[stage.job.queue].name)
+    )
 
 
 def first_limit(

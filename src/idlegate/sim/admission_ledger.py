@@ -8,6 +8,7 @@ integrates the figures of `idlegate.sim.queue_metrics` (`Ledger`) between change
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import inf
 
@@ -15,6 +16,13 @@ from idlegate.sim.admission_snapshot import demand_of
 from idlegate.sim.protocol import Job, Stage
 from idlegate.sim.queues import QueueSpec
 from idlegate.sim.resources import MILLI
+
+
+def jain_index(shares: Sequence[float]) -> float:
+    """Jain's fairness index of `shares`: (sum x)^2 / (n sum x^2), 1 when all are equal
+    (all zero too), 1/n when one holds everything."""
+    squares = sum(s * s for s in shares)
+    return 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
 
 
 @dataclass
@@ -129,11 +137,8 @@ class Usage:
                     ledger.lent[q][i] += total[i] * idle[q][i] / idle_total[i] * dt / MILLI
         waiting = [q for q, w in enumerate(self._waiting) if w]
         if len(waiting) >= 2:
-            shares = [self.share(q) for q in waiting]
-            squares = sum(s * s for s in shares)
-            jain = 1.0 if squares == 0 else sum(shares) ** 2 / (len(shares) * squares)
             ledger.contended += dt
-            ledger.jain_area += jain * dt
+            ledger.jain_area += jain_index([self.share(q) for q in waiting]) * dt
 
     def over_idle(self) -> tuple[list[list[float]], list[list[float]]]:
         """Per queue and resource, its use beyond its nominal quota and its idle quota."""

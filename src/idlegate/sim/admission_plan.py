@@ -17,8 +17,10 @@ The plan says, in the phases' order (the admission's docstring numbers them):
   borrowing) and the shapes it may start with their tasks (``rooms``, after phase 6's
   priority; ``allowed``, before it): each stage's cap;
 * ``reserve`` (4, read by 7): the room kept for a task past its bound, and its shadow time;
-* the holds written as the phases decided (``blocked``/``holds``, ``ranked_out``,
-  ``quota_note``); phase 3's are kept per queue across questions (`Admission.limits`);
+* the holds written as the phases decided them (``forced_hold``, ``blocked``/``holds``,
+  ``reserve_hold``, ``quota``, ``ranked_out``); phase 3's are kept per queue across
+  questions (`Admission.limits`), and phase 5's where it adds nothing to the queue's
+  name (`Admission.quota`); the entries read them, and nothing makes one again;
 * ``visible``: a baseline's answer instead (``kueue``, ``drf``: the stages its rule lets
   start, with their tasks);
 * ``stop``: the executors whose running tasks to stop (preemption, issue 82): the
@@ -84,6 +86,8 @@ class AdmissionPlan(NamedTuple):
     tuple: one is made at every question, so it costs what a tuple does."""
 
     forced: Decision | None = None
+    forced_hold: Verdict | None = None
+    """Phase 4's hold of every other stage while `forced` starts first."""
     served: tuple[int, ...] = ()
     """The queues whose stages may start, in the order the policy is asked of them."""
     phase: Mapping[int, str] = _NONE
@@ -98,10 +102,13 @@ class AdmissionPlan(NamedTuple):
     holds: Mapping[int, Verdict] = _NONE
     """Per queue of `blocked`: the hold of its other stages."""
     reserve: Reserve | None = None
+    reserve_hold: Verdict | None = None
+    """Phase 4's hold of a stage the reservation leaves no room (`reserve`)."""
     ranked_out: Mapping[int, Mapping[Group, Verdict]] = _NONE
     """Per queue served: its shapes of a lower priority, and their hold."""
-    quota_note: str = "queues start within theirs first"
-    """Why a queue's stages beyond its nominal quota wait (phase 5)."""
+    quota: tuple[Verdict, ...] = ()
+    """Phase 5's hold of each queue's stages beyond its nominal quota, by queue, when a
+    queue borrows first (empty: the queues start within theirs first, `Admission.quota`)."""
     visible: Mapping[Stage, int] | None = None
     """A baseline's stages that may start and their tasks (None: idlegate's phases)."""
     stop: tuple[int, ...] = ()

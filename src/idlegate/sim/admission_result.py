@@ -49,6 +49,13 @@ class Reason(Enum):
     RECLAIMING = "Reclaiming"
     """Entitled, no room free, and tasks of queues above their quota are being stopped to
     give its queue the room (their evictions asked: `idlegate.sim.reclaim_plan`)."""
+    PARALLELISM_CAP = "ParallelismCap"
+    """The queues let it start, but its workflow holds the parallelism cap the policy's
+    last decision gave it (the cap rule: `idlegate.sim.legality.cap_holds`)."""
+    POLICY = "PolicyRound"
+    """The queues let it start, and the policy's round ended without starting it: the
+    policy chose to wait, every rule failed, or it started other work (the round's
+    verdict, written as the round ends)."""
 
 
 class Limit(NamedTuple):

@@ -66,7 +66,7 @@ class Dag:
     def __getstate__(self) -> dict[str, object]:
         """Its fields only, without its cached properties (the graph, the levels): they are
         recomputed where it is unpickled, so that a fork shipped to the forecasts' replay
-        process is a fifth smaller to pickle in the operator (`api.forecast_book`)."""
+        process is a fifth smaller to pickle in the operator (`operator.forecasting.book`)."""
         return {name: self.__dict__[name] for name in self.__dataclass_fields__}
 
     @property

@@ -57,7 +57,7 @@ from idlegate.sim.forecast import HIGH, PoolForecast, WorkflowForecast
 BURST_GAP = 2.0
 """Seconds: an arrival less than this after the one before it joins its event (a burst
 counts once), as a forecast refresh waits for a burst to pause this long before it
-replays it (`api.forecast_book.DEBOUNCE`)."""
+replays it (`operator.forecasting.book.DEBOUNCE`)."""
 EVENTS = 50
 """The most recent arrival events the rate is fitted on."""
 LEVEL = HIGH

@@ -1,6 +1,7 @@
 """Which decisions the cluster takes (`Cluster.check`, which `Cluster.apply` runs first):
 the one rule of legality every driver and policy meets, an IllegalDecisionError that says
-what was wrong and what to do instead otherwise."""
+what was wrong and what to do instead otherwise; and the cap rule's verdict on a workflow
+its cap leaves no room (`cap_holds`), the same rule that refuses a launch past it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from math import inf
 from typing import TYPE_CHECKING
 
 from idlegate.errors import IllegalDecisionError
-from idlegate.sim.protocol import Decision, Stage
+from idlegate.sim.admission_result import Reason, Verdict
+from idlegate.sim.protocol import Decision, Job, Stage
 
 if TYPE_CHECKING:
     from idlegate.sim.admission_types import PoolState
@@ -61,7 +63,7 @@ def check_decision(cluster: PoolState, decision: Decision) -> None:
         raise IllegalDecisionError(
             f"no executor is free to launch {_where(stage)}; return WAIT until one is"
         )
-    if cap <= job.held:
+    if not room_under(cap, job):
         raise IllegalDecisionError(
             f"cap {cap} leaves {job.name} no room for another executor (it holds {job.held}); "
             "raise the cap above what the job holds, or return WAIT"
@@ -87,3 +89,20 @@ def check_decision(cluster: PoolState, decision: Decision) -> None:
             "executors at once, "
             f"but the cap {cap} and {cluster.free_executors} free executors{fits} allow {n}"
         )
+
+
+CAPPED = "the workflow holds its parallelism cap of {} executors"
+
+
+def room_under(cap: int, job: Job) -> bool:
+    """The cap rule: `job` may take another executor under the parallelism cap `cap`."""
+    return cap > job.held
+
+
+def cap_holds(job: Job) -> Verdict | None:
+    """The cap rule's verdict on `job`: the cap its last decision gave it leaves it no room
+    for another executor (a launch of it is refused: `check_decision`); None while it has
+    room, or before its first decision."""
+    if job.cap and not room_under(job.cap, job):
+        return Verdict(Reason.PARALLELISM_CAP, CAPPED, (job.cap,))
+    return None

@@ -95,7 +95,7 @@ class StopLedger:
 
     def withdraw(self, tasks: Iterable[Hashable], at: float) -> None:
         """Forget that `tasks` were stopped at `at`: their stops were asked and then not
-        carried out (the operator's judge declined them, `idlegate.api.reclaim_judging`)."""
+        carried out (the operator's judge declined them, `idlegate.operator.core.judging`)."""
         for task in tasks:
             if self._last.get(task) == at:
                 del self._last[task]

@@ -9,24 +9,32 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
 (with every queue at ``Never`` it is never asked: today's behaviour, to the byte):
 
 * *The claimant.* Of the queues whose settings allow a stop and that have a ready task,
-  in the admission's order (priority, then lowest weighted dominant share), the first
-  whose ready task of its highest priority (one of its stages of that shape: all of one
-  shape are alike here) does not fit the free room now, the stops asked and not carried
-  out counted as done. A queue whose task fits needs no stop this question; one whose
-  only setting is ``reclaim`` and whose task would take it beyond its nominal quota is
-  no claimant (no rule lets it stop a task).
+  those whose ready task of its highest priority (one of its stages of that shape: all
+  of one shape are alike here) does not fit the free room now, the stops asked and not
+  carried out counted as done, are taken in the admission's order: a task past its wait
+  bound first, then within its nominal quota before borrowing, then priority, then
+  lowest weighted dominant share. One whose only setting is ``reclaim`` and whose task
+  would take it beyond its nominal quota is no claimant (no rule lets it stop a task).
+  The room a stop frees goes to the first of them (the admission serves it first), so
+  while one waits for room coming (its patience, or its stops lately declined) the
+  claimants after it stop nothing: their stops would serve it, not them (issue 96: a
+  queue behind another stopped task after task, each one's room taken by the first).
+  They are told so (`still`). One that stops nothing for want of a victim lets the next
+  be tried.
 * *The candidates* are the running tasks of the queues the rules name
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
-* *Patience* (`idlegate.sim.reclaim_patience`, the ledger's `Calm.patience`): a
-  claimant whose task the running tasks of those queues and of its own are expected to
-  give the room within what is left of its patience stops nothing; the next claimant is
-  tried, and the driver asks the question again when its patience ends (`wake`, read by
-  `Admission.next_bound`). A task near its declared end (`Calm.ending`) is no candidate.
-  Neither holds for the Kueue-like victims. The claimant's wait is its queue's longest
-  of that priority (`oldest_waiting`); its patience is at most its queue's wait bound,
-  and past the bound neither the ending rule nor the cooldown spares a task.
+* *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's
+  `Calm`): R is when the running tasks of those queues and of the claimant's own are
+  expected to give it the room without a stop. A claimant whose R is within what is
+  left of its patience stops nothing; the driver asks the question again when its
+  patience ends (`wake`, read by `Admission.next_bound`). Else a task is no victim
+  where stopping it saves less than ``ending`` × what it has run: it saves at most R,
+  and within its estimate at most its remaining (`Calm.ending`). Neither holds for the
+  Kueue-like victims. The claimant's wait is its queue's longest of that priority
+  (`oldest_waiting`); its patience is at most its queue's wait bound, and past the bound
+  neither the ending rule nor the cooldown spares a task.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -35,10 +43,10 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
 * *Decided on forecasts.* A claimant whose queue says ``decide: Forecast`` has its
   victims judged before they are stopped, where the driver gave a judge (`judge`, the
   simulator's engine: `idlegate.sim.reclaim_forecast`): a verdict that declines stops
-  nothing for it, the next claimant is tried, and its queue is not judged again for
-  `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
+  nothing for it nor for the claimants after it (its task waits for the room as
+  borrowed tasks end), and its queue is not judged again for `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
   Without a judge (a fork, the operator) the rules decide; the operator then judges the
-  stops asked off its loop (`idlegate.api.reclaim_judging`) and `withdraw`s those its
+  stops asked off its loop (`idlegate.operator.core.judging`) and `withdraw`s those its
   verdict declines.
 * *Cooldown.* A stage's tasks are alike in the state machine, so a task stopped runs
   again as the next task its stage launches (`Cluster.rerun_of`, kept by
@@ -69,7 +77,8 @@ a task started at s loses at least (now − s) executor-seconds, so once the bes
 among the newer ones loses less than that (and spares the young lent tasks the grace
 spares), every choice with an older one loses more. So a question reads the newest
 candidates, not every running task; one with no claimant, or no queue borrowing for a
-``reclaim`` claimant, reads none.
+``reclaim`` claimant, reads none. The room coming reads at most `SCAN` running tasks, for
+the first claimant that does not fit (and the next only where that one found no victim).
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ from idlegate.sim.reclaim import MILLI as LOSS_UNIT
 from idlegate.sim.reclaim import Running, Victims, fits
 from idlegate.sim.reclaim_baselines import kueue_victims
 from idlegate.sim.reclaim_ledger import Calm, StopLedger, calm_victims
-from idlegate.sim.reclaim_patience import ending, expected_left, room_within
+from idlegate.sim.reclaim_patience import ending, expected_left, room_after
 from idlegate.sim.reclaim_rules import Claimant, Eligible, eligible
 
 if TYPE_CHECKING:
@@ -100,7 +109,7 @@ docstring's *pending*)."""
 FIRST = 4
 """Candidates read before the first choice (then twice as many each time)."""
 SCAN = 256
-"""Running tasks a claimant's patience reads at most, oldest first (of tasks alike, the
+"""Running tasks a claimant's room coming reads at most, oldest first (of tasks alike, the
 first to end): on a pool running more, one ending soon may be missed, and the claimant
 then stops what the rules choose, as without patience."""
 RECHECK = 30.0
@@ -123,6 +132,19 @@ class Reclaim(NamedTuple):
     verdict: ReclaimVerdict | None = None
     """A ``decide: Forecast`` queue's: which case let the stops go ahead, with both
     figures (`idlegate.sim.reclaim_forecast`); None: decided by the rules alone."""
+
+
+class _Unfit(NamedTuple):
+    """A claimant whose task does not fit the room (`Reclaimer._first_unfit`): its place
+    in the admission's order, its queue, stage, the tasks it starts at once, what they
+    need, and whether its task is past its queue's wait bound."""
+
+    order: tuple[bool, bool, int, float, int]
+    queue: int
+    stage: Stage
+    tasks: int
+    need: dict[str, int]
+    due: bool
 
 
 class Queues(Protocol):
@@ -218,8 +240,9 @@ class Reclaimer:
     ) -> Reclaim | None:
         """The stops of the question at `now` (None: none): `claims` are the claiming
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
-        at once), tried in the admission's order (`queues`: priority, then weighted
-        dominant share); only a claimant that does not fit is read further."""
+        at once); of those that do not fit, only the first in the admission's order
+        (`queues`: past its bound, within its nominal quota, priority, then weighted
+        dominant share) may stop tasks, as the room a stop frees goes to it."""
         self.wake, self.still = inf, {}
         if not self.ledger.left(now):  # (the budget spent: no choice fits)
             per = self.ledger.calm.per_minute
@@ -229,7 +252,6 @@ class Reclaimer:
         self._settle(pool, now)
         if not claims:
             return None
-        dims = self.dims
         free = dict(pool.free_resources)
         placed = pool.reclaim_nodes()
         if placed is None and pool.follows_nodes:
@@ -237,57 +259,96 @@ class Reclaimer:
         nodes = None if placed is None else self._rooms(placed, free["pods"], pool.follows_nodes)
         where = _nowhere if placed is None else placed[1]
         for _start, _at, stage, _for in self.pending.values():
-            amounts = _demand(stage, len(dims))
-            for x, a in zip(dims, amounts, strict=True):
+            for x, a in zip(self.dims, _demand(stage, len(self.dims)), strict=True):
                 free[x] = free.get(x, 0) + int(a)
+        unfit = self._unfit(now, queues, claims, free, nodes, where)
+        for i, claimant in enumerate(unfit):
+            got, waits = self._claim(pool, now, queues, claimant, free, nodes, where)
+            if got is not None:
+                return got
+            if waits:  # (the room a later claimant's stop frees would go to it)
+                for other in unfit[i + 1 :]:
+                    self.still[other.queue] = _behind(self.queues[claimant.queue].name)
+                return None
+        return None
+
+    def _unfit(
+        self,
+        now: float,
+        queues: Queues,
+        claims: Sequence[tuple[int, Stage, int]],
+        free: Mapping[str, int],
+        nodes: list[dict[str, int]] | None,
+        where: Callable[[int], int | None],
+    ) -> list[_Unfit]:
+        """The `claims` whose task does not fit the room, in the admission's order
+        (`plan`)."""
+        dims, used, nominal = self.dims, queues.used, queues.nominal
         unfit = []
-        used, nominal = queues.used, queues.nominal
         for q, stage, tasks in claims:
             one = _demand(stage, len(dims))
             settings = self.queues[q].preemption
-            only = settings.within_queue == "Never" and settings.borrow_below is None
-            if only and any(  # (only `reclaim`: beyond its nominal quota it stops none)
+            beyond = any(
                 u + a * tasks > n for u, a, n in zip(used[q], one, nominal[q], strict=True)
-            ):
-                continue
+            )
+            if beyond and settings.within_queue == "Never" and settings.borrow_below is None:
+                continue  # (only `reclaim`: beyond its nominal quota it stops none)
             need = {x: int(a) * tasks for x, a in zip(dims, one, strict=True) if a > 0}
             room = [free] if nodes is None else _usable(nodes, where, stage)[0]
             if not any(fits(need, r, ()) for r in room):
-                unfit.append((q, stage, tasks, need))
-        if not unfit:
-            return None
-        if len(unfit) > 1:
-            unfit.sort(key=lambda u: (-queues.priority[u[0]], queues.share(u[0]), u[0]))
-        usage = [{x: int(u) for x, u in zip(dims, row, strict=True)} for row in used]
-        borrowing = {r for r, (u, n) in enumerate(zip(used, nominal, strict=True)) if _above(u, n)}
-        for q, stage, tasks, need in unfit:
-            claimant = Claimant(q, stage.job.priority, need)
-            settings = self.queues[q].preemption
-            wanted = set(borrowing) - {q}
-            if settings.within_queue == "LowerPriority":
-                wanted.add(q)
-            if not wanted:
-                continue
-            judged = self.judge is not None and settings.decide == "Forecast"
-            if now < (until := self.declined.get(q, -inf)):
-                self.still[q] = _declined(until - now)
-                continue  # (declined lately: its task waits for borrowed tasks to end)
-            if self._patient(pool, now, queues, (q, stage, need), wanted, free, nodes, where):
-                continue  # (running tasks give it the room soon: it waits for them)
-            key = None if stage.need is None else stage.need.amounts
-            lent = queues.entitled_for(q, key)[1] >= tasks
-            mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
-            due = queues.waits_since[q].get(stage, now) + queues.bound[q] <= now
-            got = self._choose(pool, now, claimant, usage, wanted, lent, free, mine, on, due)
-            if got is None:
-                self.still[q] = NONE_CHOSEN
-            elif judged:
-                got = self._judged(pool, got, q, now)
-            if got is not None:
-                return got
-        return None
+                due = queues.waits_since[q].get(stage, now) + queues.bound[q] <= now
+                order = (not due, beyond, -queues.priority[q], queues.share(q), q)
+                unfit.append(_Unfit(order, q, stage, tasks, need, due))
+        return sorted(unfit)
 
-    def _patient(
+    def _claim(
+        self,
+        pool: PoolState,
+        now: float,
+        queues: Queues,
+        first: _Unfit,
+        free: Mapping[str, int],
+        nodes: list[dict[str, int]] | None,
+        where: Callable[[int], int | None],
+    ) -> tuple[Reclaim | None, bool]:
+        """The stops for `first`, a claimant whose task does not fit (`_unfit`), and
+        whether it waits for room coming: none while its queue's stops were lately
+        declined, or while running tasks give it the room within its patience (it waits);
+        else the victims chosen, judged where its queue decides so (None: none)."""
+        q, stage, need = first.queue, first.stage, first.need
+        used, nominal = queues.used, queues.nominal
+        borrowing = {r for r, (u, n) in enumerate(zip(used, nominal, strict=True)) if _above(u, n)}
+        settings = self.queues[q].preemption
+        wanted = borrowing - {q}
+        if settings.within_queue == "LowerPriority":
+            wanted.add(q)
+        if not wanted:
+            return None, False
+        if now < (until := self.declined.get(q, -inf)):
+            self.still[q] = _declined(until - now)
+            return None, True  # (declined lately: its task waits for borrowed tasks to end)
+        soon = inf  # (when running tasks give it the room: what a stop saves at most)
+        if self.victims == "least":
+            claim = (q, stage, need)
+            soon, waits = self._room_coming(pool, now, queues, claim, wanted, free, nodes, where)
+            if waits:
+                return None, True  # (they give it the room within its patience)
+        key = None if stage.need is None else stage.need.amounts
+        lent = queues.entitled_for(q, key)[1] >= first.tasks
+        mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
+        usage = [{x: int(u) for x, u in zip(self.dims, row, strict=True)} for row in used]
+        claimant = Claimant(q, stage.job.priority, need)
+        got = self._choose(
+            pool, now, claimant, usage, wanted, lent, free, mine, on, first.due, soon
+        )
+        if got is None:
+            self.still[q] = NONE_CHOSEN
+        elif self.judge is not None and settings.decide == "Forecast":
+            got = self._judged(pool, got, q, now)
+            return got, got is None
+        return got, False
+
+    def _room_coming(
         self,
         pool: PoolState,
         now: float,
@@ -297,38 +358,35 @@ class Reclaimer:
         free: Mapping[str, int],
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
-    ) -> bool:
-        """Whether the claimant `claim` (its queue, stage and need) waits rather than stops
-        a task: the running tasks of `wanted` and of its queue (the oldest `SCAN`) are
-        expected to give it the room within what is left of its patience
-        (`idlegate.sim.reclaim_patience`); its patience's end is then `wake`. Never for
-        the Kueue-like victims."""
-        patience = self.ledger.calm.patience
-        if patience <= 0 or self.victims != "least":
-            return False
+    ) -> tuple[float, bool]:
+        """Seconds until the running tasks of `wanted` and of the claimant's queue (the
+        oldest `SCAN`) are expected to give the claimant `claim` (its queue, stage and
+        need) the room without a stop (`idlegate.sim.reclaim_patience.room_after`; inf:
+        not from those), and whether it waits for them: where that is within what is
+        left of its patience (its patience's end is then `wake`, and why is said)."""
         q, stage, need = claim
-        since = queues.waits_since[q].get(stage, now)
-        patience = min(patience, queues.bound[q])  # (a bound shorter than it holds)
-        left = since + patience - now
-        if left <= 0:
-            return False
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
         running, coming = [], []
         for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
-            if ends is not None and ends <= left and start < now:  # (not this round's own)
+            if ends is not None and start < now:  # (not this round's own)
                 running.append((ends, self._demand_of(task), on(executor)))
-                coming.append((start, executor, task))
-        if not room_within(need, rooms, running, left):
-            return False
+                coming.append((ends, task))
+        soon = room_after(need, rooms, running)
+        since = queues.waits_since[q].get(stage, now)
+        patience = min(self.ledger.calm.patience, queues.bound[q])  # (a shorter bound holds)
+        left = since + patience - now
+        if left <= 0 or soon > left:
+            return soon, False
         self.wake = min(self.wake, since + patience)
-        own = sum(1 for _s, _e, task in coming if task.job.queue == q)
+        ending = [task for ends, task in coming if ends <= soon]
+        own = sum(1 for task in ending if task.job.queue == q)
         mine = f", {own} of them its own queue's, counted as room coming" if own else ""
         self.still[q] = (
-            f"its patience holds {left:.0f} s more, as {len(coming)} running task(s) are "
+            f"its patience holds {left:.0f} s more, as {len(ending)} running task(s) are "
             f"expected to end within it and give the room{mine}"
         )
-        return True
+        return soon, True
 
     def waking(self, now: float) -> float:
         """When a claimant waiting for room stops waiting, after `now` (`wake`; inf: none)."""
@@ -358,10 +416,12 @@ class Reclaimer:
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
         due: bool = False,
+        soon: float = inf,
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues (its
         task `due`, past its queue's wait bound: neither the ending rule nor the cooldown
-        spares a task, as the bound would be broken by as much as the task has left)."""
+        spares a task, as the bound would be broken by as much as the task has left; the
+        room coming in `soon` seconds without a stop: what a stop saves at most)."""
         cool, pending = (0.0 if due else self.ledger.calm.cooldown), self.pending
         ratio = self.ledger.calm.ending if self.victims == "least" and not due else 0.0
         rows = (
@@ -369,7 +429,7 @@ class Reclaimer:
             for r in pool.running_newest(wanted, now)
             if r[1] not in pending
             and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
-            and (r[3] or not ending(r[2].duration, now - r[0], ratio))
+            and (r[3] or not ending(r[2].duration, now - r[0], ratio, soon))
         )
         ledger = self.ledger
         if self.victims == "kueue":
@@ -570,6 +630,13 @@ NONE_CHOSEN = (
     "near its end, one stopped lately, and on nodes one whose node would not then hold it"
 )
 """Why a claimant's question stopped nothing when no victims were found."""
+
+
+def _behind(first: str) -> str:
+    return (
+        f"queue {first} comes first in the admission's order and would take the room a "
+        "stop frees, so only its claim may stop a task now"
+    )
 
 
 def _declined(left: float) -> str:

@@ -18,7 +18,7 @@ declared, a latency of the pool's last `LATENCIES` tasks and a stretch of its la
 the tasks still running, `TaskTimes.frozen`): the bias goes, and the interval spreads as
 the pool's tasks do. A pool that has not seen `EVIDENCE` of its tasks end knows neither
 (`TaskTimes.ready`): the operator then says so instead of forecasting
-(`api.forecast_book`).
+(`operator.forecasting.book`).
 
 Within one replay every task draws from the same pool-wide shift of these (`LiveTimes.
 begin`): what the pool's few tasks seen so far leave unknown is how its tasks run *on
@@ -36,7 +36,7 @@ which widens a cold pool's intervals before any of its forecasts came out
 
 A third thing a pool learns is its **dispatch delay**: a task's end seen frees its room,
 but the next task released into it waits for the operator's next decision round (the
-rounds of a burst are paced, `api.pacing.ARRIVALS_ROUND`; a pool that follows its nodes
+rounds of a burst are paced, `operator.lag.pacing.ARRIVALS_ROUND`; a pool that follows its nodes
 reads them again first), where the simulator's engine releases it at the end itself. A
 replay that leaves it out starts a waiting workflow early by a delay per run of tasks
 ahead of it (on the live benchmark a small share of a task: docs/research/forecasts.md,

@@ -1,6 +1,6 @@
 """The operator's core: one pool's workflows and pods in, the cluster state machine
 (:class:`idlegate.sim.cluster.Cluster`) in the middle, intents out; docs/architecture.md
-("Clock 2") follows a workflow through it, :mod:`.kinds` says what differs by kind.
+("Clock 2") follows a workflow through it, :mod:`idlegate.operator.kinds` says what differs by kind.
 
 It reads no API and no clock: :meth:`Core.handle` is given each event with its time and
 returns what to write (:mod:`.intents`) and the facts for the features (:mod:`.events`).
@@ -27,11 +27,9 @@ from typing import Any, cast
 from idlegate.api import eviction, notices
 from idlegate.api.forecast_first import restore_first, restore_started
 from idlegate.api.kinds import KIND
-from idlegate.api.nodes import named
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.pool_spec import POOL_CONDITION
 from idlegate.api.queueing import bound_hit
-from idlegate.api.reclaim_judging import Judged, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
     FINISHED,
@@ -47,13 +45,6 @@ from idlegate.api.status import (
 )
 from idlegate.api.task_pods import Owner, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import (
-    DagWorkflow,
-    Restore,
-    classify,
-    new_workflow,
-    owner_of,
-)
 from idlegate.operator.core.decider import Answer, Decider, post_round
 from idlegate.operator.core.events import (
     Admit,
@@ -78,7 +69,6 @@ from idlegate.operator.core.events import (
     Unpooled,
     WorkflowAdmitted,
 )
-from idlegate.operator.core.external import ExternalJob, refused_release
 from idlegate.operator.core.intents import (
     Confirmed,
     EvictPod,
@@ -91,8 +81,9 @@ from idlegate.operator.core.intents import (
     ReleaseStop,
     RemoveGate,
     Timing,
+    follow_ups,
 )
-from idlegate.operator.core.kinds import JobKind
+from idlegate.operator.core.judging import Judged, Judging
 from idlegate.operator.core.lifecycle import Lifecycle
 from idlegate.operator.core.stops import Stops
 from idlegate.operator.core.tracking import (
@@ -100,9 +91,21 @@ from idlegate.operator.core.tracking import (
     WorkflowKey,
     timer_key,
 )
+from idlegate.operator.kinds.external import ExternalJob, refused_release
+from idlegate.operator.kinds.protocol import JobKind, Then
+from idlegate.operator.kinds.workflow import (
+    DagWorkflow,
+    Restore,
+    classify,
+    new_workflow,
+    owner_of,
+)
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.nodes.ledger import named
 from idlegate.sim.admission import Admission
+from idlegate.sim.admission_result import AdmissionResult, Verdict
 from idlegate.sim.cluster import Cluster
+from idlegate.sim.legality import cap_holds
 from idlegate.sim.pool import Allows
 from idlegate.sim.protocol import Job, Launch, Scheduler, Stage
 from idlegate.sim.resources import ResourceVector
@@ -153,7 +156,7 @@ class Core(Lifecycle, Stops):
         self.bound = inf
         """When the wait bound's timer is armed for (`Admission.next_bound`)."""
         self.judging: Judging | None = None
-        """The ``decide: Forecast`` queues' stops being judged (`api.reclaim_judging`)."""
+        """The ``decide: Forecast`` queues' stops being judged (`operator.core.judging`)."""
         if self.queues:
             cluster = self.cluster
             cluster.admission = Admission(self.queues, cluster.capacity, cluster.resource_names)
@@ -178,7 +181,7 @@ class Core(Lifecycle, Stops):
         self.unsaid = Outbox()
         self.workflows: dict[WorkflowKey, DagWorkflow] = {}
         self.held: dict[str, dict[WorkflowKey, Any]] = {KIND: self.workflows}
-        """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`.kinds`);
+        """Kind (the owner's) -> the workflows of that kind in the pool (:mod:`idlegate.operator.kinds`);
         :attr:`workflows`, the DagWorkflows, is one of them."""
         self.ended: dict[str, None] = {}
         """The uids of workflows that ended here (the latest :data:`ENDED_KEPT`, oldest
@@ -295,7 +298,7 @@ class Core(Lifecycle, Stops):
             wf.admit(self.cluster, self.now(), event.arrival, event.pods)
             self.held.setdefault(owner.kind, {})[key] = wf
             self._say_unfit((wf.job,))
-            for pod in event.seen:
+            for pod in event.seen:  # (an ExternalJob hands back nothing: its releases are intents)
                 wf.observe(self, pod)
 
     # -- admission -------------------------------------------------------------------------
@@ -473,12 +476,14 @@ class Core(Lifecycle, Stops):
         namespace = (body.get("metadata") or {}).get("namespace", "")
         wf = self.workflows.get((namespace, info.workflow))
         if wf is not None and wf.active and wf.owner.uid == info.owner_uid:
-            wf.observe(self, info, deleted=deleted)
+            self.then(wf, wf.observe(self, info, deleted=deleted))
 
     def outcome(self, outcome: Outcome) -> None:
-        """A write ended (the edge's report): what it means is its workflow's kind's
-        (`JobKind.confirmed`, `JobKind.refused`)."""
+        """A write ended (the edge's report): what it asks next (`follow_ups`: a cron's run
+        said started), and what it means is its workflow's kind's (`JobKind.confirmed`,
+        `JobKind.refused`)."""
         intent = outcome.intent
+        self.intents.intents += follow_ups(outcome)
         if isinstance(intent, EvictPod):
             self._evicted(intent, outcome)
             return
@@ -489,11 +494,11 @@ class Core(Lifecycle, Stops):
             live = cast(DagWorkflow, status.workflow) if isinstance(status, LiveStatus) else None
             wf = live if live is not None else self.holding(intent.owner)
             if wf is not None:
-                wf.confirmed(self, outcome)
+                self.then(wf, wf.confirmed(self, outcome))
             return
         wf = self.holding(intent.owner)
         if wf is not None and wf.active:
-            wf.refused(self, outcome)
+            self.then(wf, wf.refused(self, outcome))
         elif isinstance(intent, RemoveGate) and intent.spec is None:  # (released unscheduled)
             refused_release(self.intents, outcome)
 
@@ -508,6 +513,13 @@ class Core(Lifecycle, Stops):
         self.cluster.idle_expired(stage, self.now())
         wf.idle_ended(self, stage_index)
         self.schedule()
+
+    def then(self, wf: JobKind, then: Then | None) -> None:
+        """Do what a kind's step handed back (a kind never calls the pool's round)."""
+        if then is Then.FORGET:
+            self.forget(wf.owner.namespace, wf.owner.name, wf.owner.uid)
+        elif then is Then.ROUND:
+            self.schedule()
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -532,7 +544,7 @@ class Core(Lifecycle, Stops):
             released, waits = sum(len(a.launches) for a in done.taken), self.cluster.jobs
             self.times.dispatched(self.now(), released, any(j.runnable for j in waits))
             post_round(done, self.cluster, self.intents.event, self.reporter)
-            self._note_waiting(done.waited)
+            self._note_waiting(done.ended)
             if (admission := self.cluster.admission) is not None:
                 for hit in self.metrics.note_queues(admission):
                     if self.reporter is not None:
@@ -603,11 +615,14 @@ class Core(Lifecycle, Stops):
                 self.intents.set_timer(timer_key(wf.owner, stage.index), stage.idle_until, fire)
         self.cluster.new_timers.clear()
 
-    def _note_waiting(self, why: str | None) -> None:
+    def _note_waiting(self, ended: Verdict) -> None:
         """One Event per stage that became runnable but got no executor: why it waits.
         Only a job whose runnable stages changed since the last round can have one (the
-        cluster's `changed`, read in arrival order); the reason is its entry's hold, as
-        the admission's phase wrote it (`Cluster.admission_result`), else `why`."""
+        cluster's `changed`, read in arrival order). The reason is the verdict of what
+        decided it, as that wrote it: with executors free, the cap rule's on a workflow
+        at its cap (`cap_holds`); else the hold the admission's phase wrote in its entry
+        (`Cluster.admission_result`); else the round's (`ended`: the policy chose to wait,
+        every rule failed, or it started other work). Nothing is worked out here."""
         changed = self.cluster.changed or {}
         jobs = sorted((j for j in changed if j.finish is None), key=lambda j: j.id)
         changed.clear()
@@ -620,13 +635,19 @@ class Core(Lifecycle, Stops):
                     wf.noted.add(stage.name)
                     if result is None:  # (once a round, and only when something is said)
                         result = self.cluster.admission_result()
-                    entry = result.of(job)
-                    hold = None if entry is None else entry.holds.get(stage)
-                    said = why if hold is None else hold.message
-                    notice = notices.waiting(stage, job, self.cluster, said)
+                    notice = notices.waiting(
+                        stage, self.cluster, self._verdict(result, stage, ended)
+                    )
                     first = accepted.pop(job, None)  # (its Accepted says why it waits too)
                     if first is None or not self.intents.amend(first, notice):
                         self.intents.event(wf.owner, *notice)
+
+    def _verdict(self, result: AdmissionResult, stage: Stage, ended: Verdict) -> Verdict:
+        """The one verdict that decided `stage` waits (`_note_waiting`), as it was written."""
+        capped = cap_holds(stage.job) if self.cluster.free_executors else None
+        entry = result.of(stage.job)
+        hold = None if entry is None else entry.holds.get(stage)
+        return capped or hold or ended
 
     def _say_unfit(self, jobs: Iterable[Job]) -> None:
         """A Warning, once, for each stage of `jobs` that no node of the pool could hold

@@ -31,6 +31,7 @@ import numpy as np
 
 from idlegate.api import notices
 from idlegate.operator.metrics import Metrics
+from idlegate.sim.admission_result import Reason, Verdict
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.engine import Answered, JobArrival, decision_round
 from idlegate.sim.protocol import Action, Decision, Launch, Scheduler, Stage, followed
@@ -59,6 +60,10 @@ def fallback_rules(policy: Scheduler, seed: int = 0) -> tuple[Scheduler, ...]:
         fair.reset(np.random.default_rng(seed))
         rules.append(fair)
     return tuple(rules)
+
+
+OTHER_WORK = Verdict(Reason.POLICY, notices.OTHER_WORK)
+"""The verdict of a round that ended with nothing more to start, the stage not chosen."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,11 @@ class Round:
 
     taken: list[Answer] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
-    waited: str | None = None
-    """Why the round ended with free executors (`notices.waiting`'s phrase), or None."""
+    ended: Verdict = OTHER_WORK
+    """The round's verdict on the stages the admission let start and it did not: the
+    policy chose to wait (or every rule failed: `notices.chose_wait`,
+    `notices.all_rules_failed`), written as it answers WAIT; else it started other work
+    and nothing more could start."""
     holding: tuple[Hold, str] | None = None
     """A new hold by the WAIT that ended the round, and who chose it (`decided_by`): the
     Holding Event to post."""
@@ -264,7 +272,7 @@ class Decider:
                 seen.append(action)
             if not isinstance(action, Decision):
                 self.metrics.decisions.labels("wait").inc()
-                done.waited = by
+                done.ended = Verdict(Reason.POLICY, by)
                 self._note_hold(hold, done)
                 return
             self.metrics.decisions.labels("idle" if action.idle_delay > 0 else "launch").inc()

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from idlegate.api.podsecurity import NamespacePolicy
-from idlegate.api.reclaim_judging import Judged, JudgeStops
 from idlegate.api.task_pods import Owner
+from idlegate.operator.core.judging import Judged, JudgeStops
 
 if TYPE_CHECKING:
     from idlegate.api.external_pods import ExternalPod
-    from idlegate.api.nodes import Placing
-    from idlegate.operator.core.external import ExternalJob
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow, WorkflowKey
+    from idlegate.operator.kinds.external import ExternalJob
+    from idlegate.operator.nodes.ledger import Placing
     from idlegate.sim.external import Mapped
     from idlegate.sim.pool import Allows
     from idlegate.sim.resources import ResourceVector
@@ -81,7 +81,7 @@ class IdleEnded:
 @dataclass(frozen=True, slots=True)
 class Join:
     """The workflow `owner`, whose pods another controller creates, is the job `mapped`
-    (:class:`~.external.ExternalJob`): it enters the pool, arrived at `arrival`, with
+    (:class:`~idlegate.operator.kinds.external.ExternalJob`): it enters the pool, arrived at `arrival`, with
     the `pods` listed and then those `seen` since; in the pool, its job is `mapped` now
     (its controller settled more of it)."""
 
@@ -205,7 +205,7 @@ class Capacity:
     """The nodes were read (kopf's index of them filled): none then means none. Before,
     no node is no sign of a problem, so nothing is said of it."""
     allows: Allows | None = None
-    """Which of them each stage's task may use (`idlegate.api.nodes.NodeRules`); None: any."""
+    """Which of them each stage's task may use (`idlegate.operator.nodes.rules.NodeRules`); None: any."""
     placing: Placing | None = None
     """Where the pool's pods run on them (a reclaim's victims on one node); None: not said."""
 

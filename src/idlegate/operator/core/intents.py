@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from idlegate.api.eviction import Evictions
 from idlegate.api.notices import accepted_waiting
 from idlegate.api.task_pods import Owner, pod_name, task_pod
+from idlegate.operator.core.evictions import Evictions
 
 if TYPE_CHECKING:
     from idlegate.operator.core.tracking import StageTrack, Task, Workflow
@@ -266,6 +266,27 @@ class Refused:
 
 Outcome = Confirmed | Refused
 """What the applier hands back for an intent that needed an answer."""
+
+
+def follow_ups(outcome: Outcome) -> tuple[Intent, ...]:
+    """What an ended write asks next, written by whoever takes the outcome in: a cron's run
+    created, the Event and status saying it started (`CreateWorkflow.then`); one refused
+    for good, a Warning on its cron, its run not recorded (it is tried again)."""
+    intent = outcome.intent
+    if not isinstance(intent, CreateWorkflow):
+        return ()
+    if isinstance(outcome, Confirmed):
+        return intent.then
+    said = (
+        f"{outcome.status} {outcome.reason}: {outcome.message}"
+        if outcome.status
+        else outcome.message
+    )
+    return (
+        PostEvent(
+            intent.owner, "Warning", "RunNotStarted", f"Cannot create {intent.lane[2]}: {said}"
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from idlegate.api import notices
 from idlegate.api.status import Phase, WorkflowStatus, dump
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.events import DeadlinePassed, ReadAgain
 from idlegate.operator.core.intents import Outbox
-from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import TaskState, Workflow, WorkflowKey
+from idlegate.operator.kinds.protocol import Pool
+from idlegate.operator.kinds.workflow import DagWorkflow
 from idlegate.sim.spec import WorkflowSpec, only_mutable_changed
 from idlegate.sim.timestamps import from_datetime, to_datetime
 
@@ -49,6 +49,7 @@ class Lifecycle(Pool):
         @property
         def busy(self) -> int: ...
         def known(self, owner: Owner) -> bool: ...
+        def schedule(self) -> None: ...
 
     def hold(self, wf: Workflow, body: Mapping[str, Any]) -> None:
         """Keep the suspended `wf` out of the pool, with a status that says so; its deadline,

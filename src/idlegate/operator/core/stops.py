@@ -11,11 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from idlegate.api import eviction, notices
-from idlegate.api.eviction import Evictions
-from idlegate.api.reclaim_judging import Carry, Judged, JudgeStops, Judging
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner, TaskPod, read_task_pod
-from idlegate.operator.core.admission import DagWorkflow
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import (
     Confirmed,
     EvictPod,
@@ -24,7 +22,9 @@ from idlegate.operator.core.intents import (
     Refused,
     ReleaseStop,
 )
-from idlegate.operator.core.kinds import JobKind, Pool
+from idlegate.operator.core.judging import Carry, Judged, JudgeStops, Judging
+from idlegate.operator.kinds.protocol import JobKind, Pool, Then
+from idlegate.operator.kinds.workflow import DagWorkflow
 from idlegate.sim.reclaim_plan import RECHECK, Reclaim
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class Stops(Pool):
         @property
         def scheduler(self) -> Scheduler: ...
         def holding(self, owner: Owner) -> JobKind | None: ...
+        def schedule(self) -> None: ...
+        def then(self, wf: JobKind, then: Then | None) -> None: ...
 
     def stop_tasks(
         self, victims: Sequence[int], needed: int, reason: str, queue: str, said: str | None = None
@@ -66,7 +68,7 @@ class Stops(Pool):
 
     def _stops(self, plan: Reclaim | Carry) -> None:
         """A plan's stops (the cluster's `stopper`), evicted, the chosen first, then the other
-        candidates; a ``Forecast`` queue's judged first, off the loop (`api.reclaim_judging`:
+        candidates; a ``Forecast`` queue's judged first, off the loop (`operator.core.judging`:
         its question sent, then its `Carry`, evicted or withdrawn, with a fallback's Warning)."""
         got: Carry | JudgeStops = plan if isinstance(plan, Carry) else Carry(plan)
         if self.judging is not None and isinstance(plan, Reclaim):
@@ -156,7 +158,11 @@ class Stops(Pool):
         or ended first; then the next victims are asked if need be. The stop's finalizer,
         on the pod the answer returned, is taken off (its stop counted, or none was)."""
         evictions, wf = intent.evictions, self.holding(intent.owner)
-        lost = wf.evicted(self, intent, outcome) if wf is not None and wf.active else None
+        lost, then = (
+            wf.evicted(self, intent, outcome) if wf is not None and wf.active else (None, None)
+        )
+        if wf is not None:  # (its pod's end, if it ended first: a round before the rest)
+            self.then(wf, then)
         why = None
         if isinstance(outcome, Refused):
             why = eviction.refused(outcome.status, outcome.message)

@@ -4,7 +4,7 @@ A :class:`Workflow` is one admitted DagWorkflow with its job in the cluster stat
 (``job``), which has every count of tasks and executors; a :class:`StageTrack` keeps only
 what Kubernetes adds to a stage: the task pods (which attempt, gated or released, on which
 executor slot). The status is built from both (:meth:`Workflow.status`). Plain state,
-changed by the core (:mod:`.core`) and the DagWorkflow kind (:class:`.kinds.DagWorkflow`).
+changed by the core (:mod:`.core`) and the DagWorkflow kind (:class:`idlegate.operator.kinds.workflow.DagWorkflow`).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class Workflow:
         self.unfit: dict[str, str] = {}
         """Stages no node of the pool could hold even empty, with the NoNodeFits message."""
         self.forecast: Forecast | Unavailable | None = None
-        """Its last forecast written (``status.forecast``: `api.forecast_book`)."""
+        """Its last forecast written (``status.forecast``: `operator.forecasting.book`)."""
         self.forecast_made: Forecast | None = None
         """Its first forecast made while it waited (its history record's)."""
         self.forecast_replayed: tuple[Span, Span] | None = None

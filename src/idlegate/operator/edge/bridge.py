@@ -21,15 +21,12 @@ from types import MappingProxyType
 from typing import Any
 
 from idlegate.api.labels import LABEL_WORKFLOW
-from idlegate.api.pacing import Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import resource_status
 from idlegate.api.queueing import queue_status, queues_summary
-from idlegate.api.reclaim_judging import Judged, JudgeStops, judge_stops, judged
 from idlegate.api.settings import Settings
 from idlegate.api.status import Phase, with_nulls
 from idlegate.api.task_pods import Owner, owner_of
-from idlegate.operator.core.admission import DagWorkflow
 from idlegate.operator.core.core import Core, Output
 from idlegate.operator.core.decider import Onlooker
 from idlegate.operator.core.events import Admit, Event, Observed, PodSeen, ReadAgain, Schedule
@@ -43,16 +40,23 @@ from idlegate.operator.core.intents import (
     Readable,
     SetTimer,
 )
+from idlegate.operator.core.judging import Judged, JudgeStops, judge_stops, judged
 from idlegate.operator.core.lifecycle import DEADLINE_RETRY, UNFINISHED, deadline_key
 from idlegate.operator.core.tracking import WorkflowKey
-from idlegate.operator.edge.applier import Applier, EventRecorder, Lanes, WriteGate
-from idlegate.operator.edge.kube import ApiError, KubeApi
+from idlegate.operator.edge.applier import Applier
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate
+from idlegate.operator.edge.lanes import Lanes
+from idlegate.operator.edge.recorder import EventRecorder
 from idlegate.operator.edge.timers import Timers
 from idlegate.operator.features.cleanup import Cleanup
 from idlegate.operator.features.history import HistoryRecorder
 from idlegate.operator.features.planning import PlanningWorker, ReplayWorker, planning_worker
 from idlegate.operator.forecasting.process import ReplayProcess
 from idlegate.operator.forecasting.refresh import ForecastRefresh
+from idlegate.operator.forecasting.request import ForecastRequest, scheduler_copy
+from idlegate.operator.forecasting.whatif import what_if
+from idlegate.operator.kinds.workflow import DagWorkflow
+from idlegate.operator.lag.pacing import Coalesced
 from idlegate.operator.metrics import Metrics
 from idlegate.policy.spec import SchedulerSpec
 from idlegate.sim.engine import JobArrival
@@ -230,6 +234,16 @@ class Bridge:
         """The resources its pool counts beyond pods (a pool on nodes: told their room)."""
         return self.core.cluster.resource_names
 
+    def what_if(
+        self, body: Mapping[str, Any], queue: int, priority: int
+    ) -> tuple[ForecastRequest, int]:
+        """The replays' request of a fork of the pool now with the DagWorkflow `body`
+        submitted to `queue` at `priority`, under a copy of its scheduler
+        (`forecasting.whatif.what_if`), and the id of its job there."""
+        core = self.core
+        policy = scheduler_copy(core.scheduler, core.spec, core.decider.learns)
+        return what_if(core.cluster, policy, body, queue, priority, self.now())
+
     def status(self) -> dict[str, Any]:
         """The pool's part of its ExecutorPool's status: its size, busy executors, pending
         workflows, policy, and what it follows (a portfolio's choice, with its figures)."""
@@ -351,7 +365,7 @@ class Bridge:
         return fired
 
     def _judge(self, ask: JudgeStops) -> None:
-        """A ``Forecast`` queue's stops to the replay process (`api.reclaim_judging`); its
+        """A ``Forecast`` queue's stops to the replay process (`operator.core.judging`); its
         verdict, or why none came, handed back as `Judged` (a judge that fails: the rules')."""
         try:
             loop = asyncio.get_running_loop()

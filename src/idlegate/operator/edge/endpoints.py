@@ -1,7 +1,7 @@
 """The operator's HTTP endpoints besides kopf's: ``/metrics`` (the Prometheus text of the
 operator's registry) and ``/readyz`` (200 when the operator serves, 503 with the reason
 as JSON ``{"ready": ..., "reason": ...}`` while it cannot) and the visibility API
-(`idlegate.api.visibility_http`), on `Settings.metrics_port`.
+(`idlegate.operator.edge.visibility_http`), on `Settings.metrics_port`.
 
 One aiohttp server (aiohttp comes with kopf) in the operator's event loop, so ``/readyz``
 reads the operator's state where it lives, without locks. The port is bound before kopf
@@ -18,8 +18,8 @@ from collections.abc import Callable
 import aiohttp.web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from idlegate.api.visibility_http import add_visibility
 from idlegate.errors import IdlegateError
+from idlegate.operator.edge.visibility_http import add_visibility
 from idlegate.operator.metrics import Metrics
 
 

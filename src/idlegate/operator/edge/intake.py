@@ -28,13 +28,13 @@ from idlegate.api.task_pods import (
     task_pod,
 )
 from idlegate.errors import IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Forget, PodSeen, Schedule, SpecChanged
 from idlegate.operator.core.intents import ReleaseStop
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, WorkflowKey
 from idlegate.operator.edge.bridge import read_workflow
 from idlegate.operator.edge.kube import ApiError, KubeApi
 from idlegate.operator.edge.pools import Pools
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.sim.spec import parse_workflow
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ async def rebuild(
 ) -> tuple[int, int]:
     """The state from the API as it is now, level-triggered; returns the DagWorkflows and
     pods read. At the start, every DagWorkflow is admitted with its pods, oldest first,
-    before the first decision (see :mod:`idlegate.operator.core.admission`). After an outage
+    before the first decision (see :mod:`idlegate.operator.kinds.workflow`). After an outage
     (:mod:`idlegate.operator.edge.watchdog`) the same reading also catches up with what the
     watches may have missed: the pods as they are now, pods deleted, workflows gone, and
     workflows created meanwhile. The ExecutorPools are listed too, and applied before any

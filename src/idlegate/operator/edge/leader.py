@@ -45,8 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from idlegate.api.settings import Settings
-from idlegate.operator.edge.applier import WriteGate
-from idlegate.operator.edge.kube import ApiError, KubeApi, identity
+from idlegate.operator.edge.kube import ApiError, KubeApi, WriteGate, identity
 from idlegate.sim.timestamps import micro_time
 
 log = logging.getLogger(__name__)

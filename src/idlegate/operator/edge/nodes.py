@@ -1,5 +1,5 @@
 """The cluster's nodes and pods as kopf's indexes hold them: the room of the pools that
-follow the cluster (an ExecutorPool's ``nodeSelector``; :mod:`idlegate.api.nodes` counts
+follow the cluster (an ExecutorPool's ``nodeSelector``; :mod:`idlegate.operator.nodes.ledger` counts
 it), and the released pods that the kube-scheduler leaves pending all the same."""
 
 from __future__ import annotations
@@ -9,26 +9,24 @@ from typing import Any, Protocol
 
 from idlegate.api import notices
 from idlegate.api.labels import GATE
-from idlegate.api.nodes import (
-    Node,
-    NodeLedger,
-    NodeRules,
-    Placing,
-    Releasing,
-    Room,
-    counted,
-    outside,
-    read_node,
-    released,
-    requested,
-    room,
-    room_key,
-)
+from idlegate.api.nodes import Node, counted, read_node
 from idlegate.api.pool_spec import LabelSelector
 from idlegate.api.task_pods import Owner
 from idlegate.operator.core.events import Capacity
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.nodes.ledger import (
+    NodeLedger,
+    Placing,
+    Releasing,
+    Room,
+    outside,
+    released,
+    requested,
+    room,
+    room_key,
+)
+from idlegate.operator.nodes.rules import NodeRules
 from idlegate.sim.resources import ResourceVector
 
 SWEEP_SECONDS = 10.0
@@ -46,7 +44,7 @@ class Lister(Protocol):
 
 class NodeWatch:
     """kopf's index of Nodes (`nodes`, by name) and the operator's of pods (`pods`, by
-    namespace and name: api.pod_index); `releasing`: the applier's pods released that the
+    namespace and name: operator.edge.pod_index); `releasing`: the applier's pods released that the
     index may show gated still."""
 
     def __init__(self, metrics: Metrics, releasing: dict[tuple[str, str], Releasing]) -> None:

@@ -30,8 +30,6 @@ from typing import Any, NamedTuple
 
 from idlegate.api import notices
 from idlegate.api.kinds import API_VERSION, KIND, POOL_KIND
-from idlegate.api.nodes import named
-from idlegate.api.pacing import ROOM_SECONDS, Coalesced
 from idlegate.api.podsecurity import namespace_policy
 from idlegate.api.pool_spec import (
     ARRIVALS_FALLBACK,
@@ -52,7 +50,6 @@ from idlegate.api.routing import (
 from idlegate.api.status import FINISHED, Phase
 from idlegate.api.task_pods import Owner, owner_of, read_task_pod
 from idlegate.errors import DemandTooLargeError, GangTooWideError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import (
     Admit,
     Ended,
@@ -67,14 +64,17 @@ from idlegate.operator.core.events import (
     SpecChanged,
     Unpooled,
 )
-from idlegate.operator.core.external import ExternalJob
 from idlegate.operator.core.intents import Confirmed, Outcome, PostEvent, Refused
 from idlegate.operator.core.tracking import Workflow, WorkflowKey
 from idlegate.operator.decisions import load_scheduler
 from idlegate.operator.edge.bridge import Bridge
 from idlegate.operator.edge.nodes import Lister, NodeWatch
 from idlegate.operator.features.history import HistoryRecorder
+from idlegate.operator.kinds.external import ExternalJob
+from idlegate.operator.kinds.workflow import AdmitLaterError
+from idlegate.operator.lag.pacing import ROOM_SECONDS, Coalesced
 from idlegate.operator.metrics import Metrics
+from idlegate.operator.nodes.ledger import named
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.external import Mapped
 
@@ -101,14 +101,10 @@ class Waiting(NamedTuple):
     owner: Owner
 
 
-@dataclass(frozen=True, slots=True)
-class PoolObject(Owner):
+def pool_object(name: str, uid: str) -> Owner:
     """An ExecutorPool as the involved object of its pool's own Events (a portfolio's
     PolicyFollowed), in the namespace ``default`` as Kubernetes' own cluster-scoped ones."""
-
-    def object_reference(self) -> dict[str, Any]:
-        reference = {"apiVersion": API_VERSION, "kind": POOL_KIND, "name": self.name}
-        return {**reference, **({"uid": self.uid} if self.uid else {})}
+    return Owner("default", name, uid, POOL_KIND, API_VERSION, namespaced=False)
 
 
 class Pools:
@@ -464,7 +460,7 @@ class Pools:
             return
         self.arrivals_fallback[name] = why
         log.warning("%s", why)
-        pool = PoolObject("default", name, uid, POOL_KIND, API_VERSION)
+        pool = pool_object(name, uid)
         self.carry([PostEvent(pool, "Warning", ARRIVALS_FALLBACK, why)])
 
     def _recount(self, bridge: Bridge) -> bool:
@@ -520,7 +516,7 @@ class Pools:
         self.invalid[name] = why
         said = notices.pool_invalid(why, name in self.bridges, ran)
         log.warning("%s", said)
-        pool = PoolObject("default", name, uid, POOL_KIND, API_VERSION)
+        pool = pool_object(name, uid)
         self.carry([PostEvent(pool, "Warning", "Invalid", said)])
         return [w.owner for w in self.waiting.values() if w.pool == name], said
 
@@ -577,7 +573,7 @@ class Pools:
             timers=d.timers,
             beside=d,
             spec=built,
-            reporter=PoolObject("default", name, uid, POOL_KIND, API_VERSION),
+            reporter=pool_object(name, uid),
         )
         bridge.pause(self._moving > 0)
         bridge.pool_status = _Status(self, name)

@@ -2,7 +2,7 @@
 Deployment, every outage of a minute would otherwise become a restart). deploy/README.md
 ("API-server outages and a missing CRD") tells it from the user's side. The pieces:
 
-* `idlegate.api.kopf_retries`: kopf retries its failed requests for ever, and logs the
+* `idlegate.operator.kopf_retries`: kopf retries its failed requests for ever, and logs the
   first failed attempt of each object at WARNING.
 * :class:`ApiHealth` sees outages in what the operator's own API client reports.
 * :class:`Watchdog` makes the first rebuild of the state (after waiting for the CRD),
@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 
 from idlegate.api.kinds import GROUP, PLURAL
 from idlegate.api.task_pods import Owner
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.intents import PostEvent
 from idlegate.operator.edge import intake
 from idlegate.operator.edge.kube import ApiError
 from idlegate.operator.edge.pools import Pools
+from idlegate.operator.kinds.workflow import AdmitLaterError
 from idlegate.operator.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 from prometheus_client import Counter
 
-from idlegate.api.external_jobs import too_large
 from idlegate.api.notices import pool_of
-from idlegate.api.pacing import pause_after
 from idlegate.api.routing import AIRFLOW_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError
@@ -52,14 +50,14 @@ from idlegate.integrations.airflow_pods import (
     WORKER,
     AirflowPod,
     QueuedTimeout,
-    gates_with_ours,
     run_name,
 )
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.external import gate_pods
+from idlegate.operator.kinds.external import unscheduled
+from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.kinds.workflow import AdmitLaterError
+from idlegate.operator.lag.pacing import pause_after
 
 if TYPE_CHECKING:
     from idlegate.operator.features.external import FeaturePools, Host
@@ -71,6 +69,8 @@ KIND = AIRFLOW_KIND
 """The owner kind of an Airflow DAG run in the pool (`run_owner`)."""
 SELECTOR = f"{EXECUTOR_LABEL}=True"
 """The pods listed at a run's admission (`AirflowPod.of` keeps the worker pods)."""
+POD_LABELS: dict[str, Any] = {WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"}
+"""The labels of the worker pods of Airflow's KubernetesExecutor (kopf's filter)."""
 POLL = 30.0
 """Seconds between two reads of a run in the pool, and before a run refused for an API
 error is tried again."""
@@ -501,20 +501,3 @@ class AirflowSide:
 
 def _run_of(pod: AirflowPod) -> RunKey | None:
     return None if pod.dag_run is None else (pod.namespace, *pod.dag_run)
-
-
-def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
-    """Add the Airflow handlers to the operator's registry (nothing without ``--airflow-url``)."""
-    settings = operator.settings
-    if settings.airflow_url is None:
-        return
-    labels: dict[str, Any] = {WORKER: kopf.PRESENT, EXECUTOR_LABEL: "True"}
-    if settings.webhook_port is not None:
-        gate_pods(registry, WEBHOOK_ID, labels, gates_with_ours)
-    side = AirflowSide(operator)
-    operator.restorers.append(side.restore)
-    operator.notes.append(side.note)
-
-    @kopf.on.event("v1", "pods", registry=registry, id="airflow-pods", labels=labels)
-    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        await side.pod_seen(type == "DELETED", event["object"])

@@ -14,7 +14,7 @@ beside DagWorkflows.
   (`ArgoSide.restore`) the Workflows there are joined before the first decision, so that
   the pods released before a restart hold their executors again.
 * **Releases.** The job's payload is the core's `ExternalJob` (the kind of the
-  workflows whose pods another controller creates, :mod:`idlegate.operator.core.kinds`):
+  workflows whose pods another controller creates, :mod:`idlegate.operator.kinds.protocol`):
   a launch of a stage, paired with a gated pod of that stage, is a `RemoveGate`, an idle
   slot a `SetTimer`. What its pods and ``status.nodes`` show is handed to the core as
   events (``Join``, ``Observed``, ``Ended``). Argo's objects are never
@@ -34,21 +34,19 @@ from dataclasses import replace
 from time import thread_time
 from typing import TYPE_CHECKING, Any
 
-import kopf
-
-from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod, gates_with_ours
-from idlegate.api.external_jobs import too_large
-from idlegate.api.forecast_book import history_forecast
+from idlegate.api.argo_pods import WORKFLOW_LABEL, ArgoPod
 from idlegate.api.notices import pool_of
-from idlegate.api.pacing import pause_after
 from idlegate.api.routing import ARGO_KIND, NoPlaceError
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
-from idlegate.operator.core.admission import AdmitLaterError
 from idlegate.operator.core.events import Ended, Join, Observed, Schedule
-from idlegate.operator.core.external import ExternalJob, unscheduled
 from idlegate.operator.core.intents import PostEvent
-from idlegate.operator.features.external import FeaturePool, FeaturePools, Host, gate_pods
+from idlegate.operator.features.external import FeaturePool, FeaturePools, Host
+from idlegate.operator.forecasting.book import history_forecast
+from idlegate.operator.kinds.external import ExternalJob, unscheduled
+from idlegate.operator.kinds.pairing import too_large
+from idlegate.operator.kinds.workflow import AdmitLaterError
+from idlegate.operator.lag.pacing import pause_after
 from idlegate.sim.argo import (
     GROUP,
     ArgoJob,
@@ -428,31 +426,3 @@ class ArgoSide:
     def _gauges(self) -> None:
         self.active.labels("argo").set(len(self.held))
         self.active.labels("dagworkflow").set(len(self.operator.pools.workflows))
-
-
-def register(registry: kopf.OperatorRegistry, operator: Host) -> None:
-    """Add the Argo handlers to the operator's registry (nothing without ``--argo``)."""
-    settings = operator.settings
-    if not settings.argo:
-        return
-    if settings.webhook_port is not None:
-        gate_pods(registry, WEBHOOK_ID, {WORKFLOW_LABEL: kopf.PRESENT}, gates_with_ours)
-    side = ArgoSide(operator)
-    operator.restorers.append(side.restore)
-
-    @kopf.on.event(GROUP, VERSION, "workflows", registry=registry, id="argo-workflows")
-    async def workflow_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        operator.lag.seen("workflow", event["object"], type)  # (its pods': the pods' handler)
-        await side.workflow_seen(type == "DELETED", event["object"])
-
-    @kopf.on.event(
-        "v1", "pods", registry=registry, id="argo-pods", labels={WORKFLOW_LABEL: kopf.PRESENT}
-    )
-    async def pod_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-        await side.pod_seen(type == "DELETED", event["object"])
-
-    for plural in TEMPLATE_PLURALS:
-
-        @kopf.on.event(GROUP, VERSION, plural, registry=registry, id=f"argo-{plural}")
-        async def template_event(type: str | None, event: kopf.RawEvent, **_: Any) -> None:
-            side.template_seen(type == "DELETED", event["object"])

@@ -1,9 +1,10 @@
 """What the features of the kinds whose pods another controller creates (Argo's
 :mod:`.argo`, Airflow's :mod:`.airflow`) share: what they use of the operator (`Host`) and
-of its pools (`FeaturePools`, `FeaturePool`), and the mutating webhook that gates those
-pods at their creation, one kopf handler per kind, each told which pods are its kind's and
-how to gate them (``api.external_pods.with_our_gate`` behind each kind's own test). The
-server they share is deploy/components/webhook's.
+of its pools (`FeaturePools`, `FeaturePool`). The mutating webhook that gates those pods
+at their creation is one kopf handler per kind (`idlegate.operator.handlers.pods.gate`),
+each told which pods are its kind's and how to gate them
+(``api.external_pods.with_our_gate`` behind each kind's own test); the server they share
+is deploy/components/webhook's.
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import kopf
-
 from idlegate.api.settings import Settings
 from idlegate.api.task_pods import Owner
 
 if TYPE_CHECKING:
-    from idlegate.api.lag import Lag
     from idlegate.operator.features.history import HistoryRecorder
+    from idlegate.operator.lag.lag import Lag
     from idlegate.operator.metrics import Metrics
 
 
@@ -72,7 +71,7 @@ class FeaturePools(FeaturePool, Protocol):
 
 
 class Host(Protocol):
-    """What this module uses of the operator (:class:`idlegate.operator.main.Operator`)."""
+    """What this module uses of the operator (:class:`idlegate.operator.runtime.Operator`)."""
 
     settings: Settings
     metrics: Metrics
@@ -88,28 +87,3 @@ class Host(Protocol):
 
     notes: list[Callable[[], str | None]]
     restorers: list[Callable[[], Awaitable[Callable[[], None]]]]  # (`Operator.restorers`)
-
-
-def gate_pods(
-    registry: kopf.OperatorRegistry,
-    webhook_id: str,
-    labels: Mapping[str, Any],
-    gates: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None],
-) -> None:
-    """Serve the mutating webhook `webhook_id` (its URL path), which sets the scheduling
-    gates `gates` gives a pod with `labels` at its creation (None: not a pod of ours, left
-    as it is). Stateless, so it answers before the rebuild; Argo's and Airflow's pods."""
-
-    @kopf.on.mutate(
-        "v1",
-        "pods",
-        registry=registry,
-        id=webhook_id,
-        operations=["CREATE"],
-        labels=labels,
-        side_effects=False,
-    )
-    def gate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        with_ours = gates(body)
-        if with_ours is not None:
-            patch.spec["schedulingGates"] = with_ours

@@ -2,7 +2,7 @@
 (:func:`idlegate.api.history.history_workflow`, the same as ``idlegate history export``
 makes from live objects), for replays and training.
 
-The optional sink (``--history-file PATH``; :mod:`idlegate.api.history_sink`, the file and
+The optional sink (``--history-file PATH``; :mod:`idlegate.operator.features.history_sink`, the file and
 its writing thread) takes one line per finished workflow (with ``pool``, the ExecutorPool
 that ran it), so a slow or failing volume never stalls the pool: a failed write is a Warning
 Event and ``idlegate_history_errors``. Once written, the status says
@@ -22,13 +22,13 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from idlegate.api.forecast_book import history_forecast
 from idlegate.api.history import history_workflow, object_history
-from idlegate.api.history_sink import HistorySink
 from idlegate.api.task_pods import Owner, owner_of
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Fact, Finished, FoundFinished, Recorded
 from idlegate.operator.core.intents import PatchStatus, PostEvent
+from idlegate.operator.features.history_sink import HistorySink
+from idlegate.operator.forecasting.book import history_forecast
 from idlegate.sim.engine import JobArrival
 from idlegate.sim.history import HistoryWorkflow
 

@@ -1,7 +1,7 @@
 """The operator's replay process: where its pools' forecast replays and portfolio rounds run.
 
 One ``spawn``ed interpreter for all the pools (`ReplayProcess`), which builds each
-scheduler from its spec once per spec (`api.forecast_request.compute`), so that the
+scheduler from its spec once per spec (`operator.forecasting.request.compute`), so that the
 replays' objects are not in the deciding interpreter's heap and hold none of its lock.
 What crosses is plain data: a frozen `ForecastRequest` there, a pure result back. A process
 that dies or raises fails that refresh (`ForecastRefresh` counts it); the next starts a
@@ -19,7 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from idlegate.api.forecast_request import ForecastRequest, compute
+from idlegate.operator.forecasting.request import ForecastRequest, compute
 from idlegate.sim.forecast import PoolForecast
 
 T = TypeVar("T")
@@ -64,7 +64,7 @@ def replay_executor(context: str = "spawn") -> ProcessPoolExecutor:
 
 
 class ReplayProcess:
-    """The operator's replay process (`api.forecast_book`'s docstring, "Where"): one for
+    """The operator's replay process (`operator.forecasting.book`'s docstring, "Where"): one for
     all its pools, for their forecasts' replays and their portfolios' rounds,
     started by the first refresh and again by the next one after it died, stopped by
     `close`. Its pools run at most one refresh each, queued to it in turn. `context` is

@@ -1,7 +1,7 @@
 """A pool's forecast refresh at run time: when it runs, where its replays run, and the one
 apply step that writes what comes back.
 
-The state and pure steps are `api.forecast_book.ForecastBook`'s (the module docstring there
+The state and pure steps are `operator.forecasting.book.ForecastBook`'s (the module docstring there
 says When, How, Where and How right); :class:`ForecastRefresh` adds the runtime: timers on
 the operator's clock (`changed`, the scheduled tick, the duty cap's wait: `after_duty`),
 the worker thread or the operator's `ReplayProcess` the frozen request goes to, and
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from idlegate.api.forecast_book import DEBOUNCE, INTERVAL, REPLAYS, ForecastBook, after_duty
-from idlegate.api.forecast_request import ForecastRequest, compute, replayed_spec
+from idlegate.operator.forecasting.book import DEBOUNCE, INTERVAL, REPLAYS, ForecastBook, after_duty
 from idlegate.operator.forecasting.process import ReplayProcess
+from idlegate.operator.forecasting.request import ForecastRequest, compute, replayed_spec
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast import PoolForecast

@@ -76,7 +76,7 @@ FORECAST_KEYS = (
 and finish it forecast, when it really started (its finish: arrival + jctSeconds), and the
 replays' 80 % interval around the start and the finish before the pool's calibration
 widened it (what a restarted operator's calibration is rebuilt from:
-`api.forecast_book.resumed_calibration`), in the operator clock's epoch seconds (all
+`operator.forecasting.book.resumed_calibration`), in the operator clock's epoch seconds (all
 but the first three may be absent: records of operators before them)."""
 OPTIONAL_FORECAST_KEYS = frozenset(FORECAST_KEYS[3:])
 

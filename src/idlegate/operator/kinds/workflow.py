@@ -1,14 +1,18 @@
-"""The DagWorkflow kind (:class:`DagWorkflow`, a :class:`~.kinds.JobKind`): its steps in
+"""The DagWorkflow kind (:class:`DagWorkflow`, a :class:`~.protocol.JobKind`): its steps in
 the state machine, and its admission, reading a DagWorkflow and the pods it already has.
+(The admission of the queues, which decides whose tasks may start, is the simulator's:
+:mod:`idlegate.sim.admission`.)
 
 The core creates a DagWorkflow's task pods, gated, and keeps their bookkeeping
-(:mod:`.tracking`): a launch removes a gate (or creates the pod released), a task pod
-seen ended finishes its task or fails it, and an idle slot is persisted in the status.
+(:mod:`idlegate.operator.core.tracking`): a launch removes a gate (or creates the pod
+released), a task pod seen ended finishes its task or fails it, and an idle slot is
+persisted in the status. Each step hands the core what it is to do next (`Then`).
 
 Admission is read only: a new workflow's checks (its spec; its templates against its
 namespace's Pod Security level and service-account allow-list) and times
-(:func:`new_workflow`), and the progress its pods and status record (:func:`classify`). `Core.admit` rejects an invalid
-spec and puts that progress into the state machine before its first decision.
+(:func:`new_workflow`), and the progress its pods and status record (:func:`classify`).
+`Core.admit` rejects an invalid spec and puts that progress into the state machine
+before its first decision.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from idlegate.api import notices
 from idlegate.api.crd import check_workflow_name
-from idlegate.api.eviction import GANG_NOT_STOPPED, Evictions, stop_mark, uncounted, was_stopped
+from idlegate.api.eviction import GANG_NOT_STOPPED, stop_mark, uncounted, was_stopped
 from idlegate.api.podsecurity import NamespacePolicy
 from idlegate.api.settings import Settings
 from idlegate.api.status import (
@@ -39,6 +43,7 @@ from idlegate.api.task_pods import TaskPod, arrival_of, owner_of, pod_name, read
 from idlegate.api.template import check_templates
 from idlegate.errors import IdlegateError
 from idlegate.operator.core.events import Finished, RuleSwitched, StatusLanded, TaskEnded
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import (
     Confirmed,
     CreatePod,
@@ -49,8 +54,8 @@ from idlegate.operator.core.intents import (
     ReleaseStop,
     RemoveGate,
 )
-from idlegate.operator.core.kinds import Pool
 from idlegate.operator.core.tracking import StageTrack, Task, TaskState, Workflow, timer_key
+from idlegate.operator.kinds.protocol import Pool, Then
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.protocol import Launch
 from idlegate.sim.spec import parse_workflow
@@ -61,11 +66,11 @@ log = logging.getLogger(__name__)
 
 class DagWorkflow(Workflow):
     """A DagWorkflow as a :class:`JobKind`: its task pods are the core's (see
-    :class:`~.tracking.Workflow` for its state)."""
+    :class:`~idlegate.operator.core.tracking.Workflow` for its state)."""
 
     stoppable = True
 
-    def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> None:
+    def observe(self, pool: Pool, pod: TaskPod, *, deleted: bool = False) -> Then | None:
         track = self.by_name.get(pod.stage)
         task = track.tasks.get(pod.index) if track is not None else None
         if pod.held and not deleted and (pod.deleting or pod.terminal):
@@ -74,9 +79,9 @@ class DagWorkflow(Workflow):
                 self.holds.add(pod.name)
                 pool.intents.add(ReleaseStop(self.owner, pod.name))
         if track is None or task is None or task.attempt != pod.attempt:
-            return  # not ours, or an attempt already dealt with
+            return None  # not ours, or an attempt already dealt with
         if task.evicting and pod.phase != "Succeeded" and (deleted or pod.deleting):
-            return  # (its eviction's doing: the eviction's answer stops its task)
+            return None  # (its eviction's doing: the eviction's answer stops its task)
         if (deleted or pod.deleting) and not pod.terminal:
             self.pod_vanished = True
             if task.state is TaskState.RELEASED:
@@ -84,20 +89,18 @@ class DagWorkflow(Workflow):
                 self.task_failed(pool, track, task, why)
             elif task.state is TaskState.GATED and deleted:
                 track.forget_pod(task)
-            pool.schedule()
-            return
+            return Then.ROUND
         if task.state is TaskState.GATED and not pod.gated:
             self.released_by_others(pool, track, task, pod.name)
             if not pod.terminal:
-                pool.schedule()
-                return
+                return Then.ROUND
         if task.state is not TaskState.RELEASED:
-            return
+            return None
         if not pod.terminal:
             if pod.phase == "Running" and task.running_at is None:  # (its latency ends)
                 task.running_at = pool.now()
                 self.seen_running(task.running_at)
-            return
+            return None
         if task.running_at is None and pod.phase == "Succeeded":  # (its start: its status's)
             ran, released = pod.ran, task.released_at
             if ran is not None:
@@ -110,7 +113,7 @@ class DagWorkflow(Workflow):
             task.finished_unaccounted = True
         else:
             self.task_succeeded(pool, track, task, _ran(pool, pod))
-        pool.schedule()
+        return Then.ROUND
 
     def launched(self, pool: Pool, stage: int, launches: list[Launch], rule: str) -> None:
         track = self.stages[stage]
@@ -141,7 +144,7 @@ class DagWorkflow(Workflow):
             pool.intents.event(self.owner, *notices.idle_slot_ended(slot, while_away=False))
         pool.intents.status(self, urgent=True)
 
-    def confirmed(self, pool: Pool, outcome: Confirmed) -> None:
+    def confirmed(self, pool: Pool, outcome: Confirmed) -> Then | None:
         """A write for it was carried out: a pod the API returned is read like a watch event; a
         status write that landed put its idle slots and its ended pods (for pod GC) in the API."""
         intent, body = outcome.intent, outcome.body
@@ -156,15 +159,16 @@ class DagWorkflow(Workflow):
                 self.pod_vanished = False  # (the workflow is there)
             pod = read_task_pod(body)
             if pod is not None and self.active and pod.owner_uid == self.owner.uid:
-                self.observe(pool, pod)
+                return self.observe(pool, pod)
+        return None
 
-    def refused(self, pool: Pool, outcome: Refused) -> None:
-        """A write whose workflow is gone makes the core forget it; a pod write refused
-        for good fails it (its executors return to the pool)."""
-        intent, owner = outcome.intent, self.owner
+    def refused(self, pool: Pool, outcome: Refused) -> Then | None:
+        """A write whose workflow is gone: the core is to forget it; a pod write refused
+        for good fails it (its executors return to the pool: a round)."""
+        intent = outcome.intent
         if outcome.gone:
-            pool.forget(owner.namespace, owner.name, owner.uid)
-        elif outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
+            return Then.FORGET
+        if outcome.permanent and isinstance(intent, CreatePod | RemoveGate):
             action = "create" if isinstance(intent, CreatePod) else "release"
             if outcome.status is None:  # not the API's refusal: an error of the operator's
                 reason, cause = "PodError", f"{outcome.reason}: {outcome.message}"
@@ -176,7 +180,8 @@ class DagWorkflow(Workflow):
                 f"{intent.stage!r}; {cause}."
             )
             self.fail(pool, reason, message)
-            pool.schedule()
+            return Then.ROUND
+        return None
 
     def unfit_changed(self, pool: Pool) -> None:
         pool.intents.status(self)  # (its Running condition: NoNodeFits, or no longer)
@@ -208,28 +213,29 @@ class DagWorkflow(Workflow):
             return None, ""
         return task, pod_name(self.owner.name, track.spec.name, task.index, task.attempt)
 
-    def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> float | None:
+    def evicted(
+        self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused
+    ) -> tuple[float | None, Then | None]:
         """Its pod's eviction was answered: the work lost if its task was stopped (free of
         its executor, gated again: its next attempt is made), None if not (refused, or
-        its pod ended first, which is taken in as any end)."""
+        its pod ended first, which is taken in as any end: what that hands the pool)."""
         track = self.by_name[intent.stage]
         task = track.tasks.get(intent.index)
         if task is None or not task.evicting:
-            return None
+            return None, None
         task.evicting = False  # (none other is asked meanwhile: `evict`)
         if task.attempt != intent.attempt:  # (it failed meanwhile: retried)
-            return None
+            return None, None
         if isinstance(outcome, Refused):
             if outcome.status == 404 and task.state is TaskState.RELEASED:  # (its deletion
                 self.pod_vanished = True  # was this eviction's to answer: someone else's)
                 why = f"pod {intent.name} was deleted before it finished"
                 self.task_failed(pool, track, task, why)
-            return None
+            return None, None
         pod = read_task_pod(outcome.body) if outcome.body is not None else None
         if pod is None or pod.terminal or task.state is not TaskState.RELEASED:
-            if pod is not None:  # (it ended first: taken in as any end)
-                self.observe(pool, pod)
-            return None
+            then = None if pod is None else self.observe(pool, pod)  # (it ended first: an end)
+            return None, then
         assert task.executor is not None  # (released on the pool's executor it was asked for)
         (stopped,) = pool.cluster.stop([task.executor], pool.now())
         pool.cluster.stopped = ()  # (taken: its pod is the end there is to drop)
@@ -239,7 +245,7 @@ class DagWorkflow(Workflow):
         track.replan(task)
         self.top_up(pool, track)
         pool.intents.status(self)
-        return stopped.lost
+        return stopped.lost, None
 
     def released_by_others(self, pool: Pool, track: StageTrack, task: Task, pod: str) -> None:
         """A gated pod of ours lost the gate without the operator: its task is launched on a

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from idlegate.api.lag import Lag
+from idlegate.operator.lag.lag import Lag
 
 JCT_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
 ADMISSION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 300, 1800, 3600)
@@ -388,7 +388,7 @@ class MetricFamilies:
             "reason (unreadable, malformed, no arrival; each kind logged once).",
             "reason",
         )
-        self.lag = Lag(self.registry)  # (the lags' series and bound: idlegate.api.lag)
+        self.lag = Lag(self.registry)  # (the lags' series and bound: idlegate.operator.lag.lag)
 
     def _series(
         self, kind: type[M], name: str, doc: str, *labels: str, pool: bool, **options: Any

@@ -17,7 +17,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +27,6 @@ from idlegate.sim.forecast_arrivals import Recent, invent
 from idlegate.sim.forecast_overtake import Overtake, widen
 from idlegate.sim.protocol import Scheduler
 from idlegate.sim.rollout import Future as RolloutFuture
-
-Workers = Literal["process", "thread"]
-"""Where the operator's replays run, a forecast refresh's and a portfolio's round
-(``--forecast-workers``; `api.forecast_book`'s docstring, "Where";
-`operator.features.planning.ReplayWorker`)."""
-WORKERS: tuple[str, ...] = get_args(Workers)
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ class _Running:
 class PodPairing:
     """One workflow's job in a cluster and its pods (see the module docstring); what it
     pairs is a list of `Release`s, for its holder to carry out (the operator's
-    :class:`idlegate.operator.core.external.ExternalJob`)."""
+    :class:`idlegate.operator.kinds.external.ExternalJob`)."""
 
     owner: Owner
     mapped: Mapped

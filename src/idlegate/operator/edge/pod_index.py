@@ -157,7 +157,7 @@ def install(settings: Any, listener: Callable[[str | None, set[str]], None]) -> 
                 yield event
 
     infinite_watch._idlegate = True  # type: ignore[attr-defined]
-    watching.infinite_watch = infinite_watch  # type: ignore[assignment]
+    watching.infinite_watch = infinite_watch  # type: ignore[attr-defined]
 
 
 def plain(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A workflow whose pods another controller creates (Argo's, Airflow's) as a job kind of the
-core (:mod:`.kinds`): its job and its pods' pairing with the executors are
-:class:`idlegate.api.external_jobs.PodPairing`'s (pure); as a kind it says each pairing to
+core (:mod:`.protocol`): its job and its pods' pairing with the executors are
+:class:`idlegate.operator.kinds.pairing.PodPairing`'s (pure); as a kind it says each pairing to
 the API (a gate removal recording the executor), and a remap's or a move's outcome.
 """
 
@@ -10,16 +10,17 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from idlegate.api.eviction import NEVER_EXTERNAL, Evictions
-from idlegate.api.external_jobs import PodPairing, Release
+from idlegate.api.eviction import NEVER_EXTERNAL
 from idlegate.api.external_pods import ExternalPod
 from idlegate.api.forecast_status import Forecast
 from idlegate.api.status import SlotState
 from idlegate.api.task_pods import Owner
 from idlegate.errors import DemandTooLargeError, IdlegateError
+from idlegate.operator.core.evictions import Evictions
 from idlegate.operator.core.intents import Confirmed, EvictPod, Outbox, Refused, RemoveGate
-from idlegate.operator.core.kinds import JobKind, Pool
 from idlegate.operator.core.tracking import timer_key
+from idlegate.operator.kinds.pairing import PodPairing, Release
+from idlegate.operator.kinds.protocol import JobKind, Pool
 from idlegate.sim.external import Mapped
 from idlegate.sim.forecast import Span
 from idlegate.sim.protocol import Launch
@@ -29,13 +30,13 @@ log = logging.getLogger(__name__)
 
 class ExternalJob(PodPairing, JobKind):
     """One workflow's job in a cluster and its pods (`PodPairing`), as a
-    :class:`~.kinds.JobKind`: the core only releases its pods (and says why on the
+    :class:`~.protocol.JobKind`: the core only releases its pods (and says why on the
     workflow, `owner`); its idle slots persist nothing (a restart maps it again from its
     controller's state) and its controller deletes its pods."""
 
     stoppable = False  # (never evicted: `evict` says why)
     forecast_made: Forecast | None = None
-    """Its job's first forecast made while it waited (`api.forecast_book`, as a
+    """Its job's first forecast made while it waited (`operator.forecasting.book`, as a
     DagWorkflow's): an Argo Workflow's history record keeps it, so that a restarted pool's
     calibration scores it as the live pool did."""
     forecast_replayed: tuple[Span, Span] | None = None
@@ -79,7 +80,8 @@ class ExternalJob(PodPairing, JobKind):
         return True
 
     def observe(self, pool: Pool, pod: ExternalPod, *, deleted: bool = False) -> None:
-        # (a pod deleted before it ended comes as Failed: its executor is free)
+        # (a pod deleted before it ended comes as Failed: its executor is free; the core
+        # runs a round after each of its kind's observations, `Observed`)
         self._say(pool, self.seen(pool.cluster, pod, pool.now()))
 
     def launched(self, pool: Pool, stage: int, launches: list[Launch], rule: str) -> None:
@@ -98,7 +100,10 @@ class ExternalJob(PodPairing, JobKind):
     def confirmed(self, pool: Pool, outcome: Confirmed) -> None: ...
     def dropped(self, pool: Pool) -> None: ...
     def unfit_changed(self, pool: Pool) -> None: ...
-    def evicted(self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused) -> None: ...
+    def evicted(
+        self, pool: Pool, intent: EvictPod, outcome: Confirmed | Refused
+    ) -> tuple[None, None]:
+        return None, None
 
     def evict(self, pool: Pool, stage: int, executor: int, evictions: Evictions) -> str:
         return NEVER_EXTERNAL

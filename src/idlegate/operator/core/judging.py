@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from math import inf
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from idlegate.api.forecast_request import _BUILT, replayed_spec, scheduler_copy
+from idlegate.operator.forecasting.request import _BUILT, replayed_spec, scheduler_copy
 from idlegate.sim.reclaim_forecast import EVENTS, ForecastJudge
 from idlegate.sim.reclaim_plan import RECHECK, Reclaim, Reclaimer
 from idlegate.sim.rollout import planning_fork

@@ -12,12 +12,11 @@ import aiohttp.web
 
 from idlegate.api.crd import KIND
 from idlegate.api.forecast_ask import WHAT_IF_PATH, read_what_if
-from idlegate.api.forecast_request import scheduler_copy
 from idlegate.api.forecast_status import dump_forecast
-from idlegate.api.forecast_whatif import answer, what_if
 from idlegate.api.routing import NoPlaceError
 from idlegate.api.visibility import PATH, narrow, pending
 from idlegate.errors import IdlegateError
+from idlegate.operator.forecasting.whatif import answer
 
 
 def add_visibility(app: aiohttp.web.Application, pools: Callable[[], object]) -> None:
@@ -54,7 +53,7 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
     door (`Pools.place`: its pool, queue and priority by its namespace and labels), added
     to a fork of its pool's state now, replayed under a copy of the pool's scheduler in a
     worker thread (inventing the arrivals the pool's refresh invents, within
-    `api.forecast_whatif.SECONDS`); answers ``{"pool", "queue", "forecast", "replays",
+    `operator.forecasting.whatif.SECONDS`); answers ``{"pool", "queue", "forecast", "replays",
     "held"}`` (``status.forecast``'s shape; the replays it took; per kind, how many of the
     pool's resolved forecasts held inside their interval, of how many:
     `ForecastBook.coverage`) or 400/404/503 with ``{"error": sentence}``. Nothing is
@@ -74,11 +73,7 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
         try:
             placed = found.place(KIND, body)
             bridge = found.bridges[placed.pool]
-            core = bridge.core
-            policy = scheduler_copy(core.scheduler, core.spec, core.decider.learns)
-            snap, job_id = what_if(
-                core.cluster, policy, body, placed.queue, placed.priority, bridge.now()
-            )
+            snap, job_id = bridge.what_if(body, placed.queue, placed.priority)
             refresh = getattr(bridge, "forecasts", None)
             # (as the pool's refresh: its arrivals, its calibration, resumed if read)
             calibration = None
@@ -92,8 +87,7 @@ def what_if_route(pools: Callable[[], Any]) -> Any:
             return error(404, str(exc))
         except IdlegateError as exc:
             return error(400, str(exc))
-        admission = core.cluster.admission
-        queue = admission.queues[placed.queue].name if admission is not None else ""
+        queue = bridge.queues[placed.queue].name if bridge.queues else ""
         doc = {
             "pool": placed.pool,
             "queue": queue,

@@ -41,6 +41,7 @@ from enum import IntEnum
 from time import thread_time
 from typing import Any
 
+from idlegate.api.settings import ARRIVALS_ROUND
 from idlegate.api.status import MAX_MESSAGE
 from idlegate.api.task_pods import Owner
 from idlegate.sim.timestamps import stamp
@@ -49,12 +50,6 @@ SERIES_SECONDS = 30.0
 """Least seconds from an Event's post to the first write of its count, and between two
 (client-go's series write the second occurrence at once and later ones every 30 minutes;
 the count here is current to half a minute, and repeats in a burst cost one write)."""
-ARRIVALS_ROUND = 0.2
-"""Least loop seconds between two rounds of a burst (`Bridge.round_soon`; the default of
-``--round-window``): a workflow submitted alone, or a pod's end after a quiet spell, is
-decided at once; a flood, which kopf hands the operator over several seconds (a turn of
-its loop each), and its pods' ends, by a round every 0.2 s with all since, not by a round
-each, as the simulator decides the arrivals and ends of one time in one round."""
 ROOM_SECONDS = ARRIVALS_ROUND
 """Least loop seconds between two readings of a followed pool's nodes' room
 (`Pools.room_soon`), the arrivals' window: a reading costs the nodes, each may start a

@@ -1,9 +1,9 @@
 """What if: "if I submit this DagWorkflow now, when does it start and finish, and how sure?"
 
-The operator answers ``POST /visibility/forecast`` (`api.visibility_http`) with a DagWorkflow:
+The operator answers ``POST /visibility/forecast`` (`operator.edge.visibility_http`) with a DagWorkflow:
 placed by the one door (`Pools.place`), :func:`what_if` adds it to a fork of its pool's
 state in the event loop, :func:`answer` replays that fork in a worker thread as the pool's
-refresh replays its own (`api.forecast_request.compute`: its arrivals, and its calibration
+refresh replays its own (`operator.forecasting.request.compute`: its arrivals, and its calibration
 to widen the interval), and `api.forecast_ask` reads the
 question and says how sure the answer is.
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from idlegate.api.forecast_book import REPLAYS, Shown, as_shown
-from idlegate.api.forecast_request import ForecastRequest, compute
 from idlegate.errors import SpecError
+from idlegate.operator.forecasting.book import REPLAYS, Shown, as_shown
+from idlegate.operator.forecasting.request import ForecastRequest, compute
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.forecast_calibration import Calibration, calibrations

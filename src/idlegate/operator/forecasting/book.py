@@ -18,7 +18,7 @@ and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefres
 * **How.** In the event loop (which owns the cluster) :meth:`request` forks the pool's
   state (`sim.rollout.planning_fork`, at the loop's time) and says which scheduler to
   replay (never the deciding one: each replay resets it), frozen in a `ForecastRequest`;
-  `api.forecast_request.compute` replays them
+  `operator.forecasting.request.compute` replays them
   away from the decisions; back in the loop :meth:`take` turns the result into each
   workflow's `api.forecast_status` forecast. The forecast's seconds are the cluster's,
   which are the operator clock's (the status's timestamps): no conversion is needed.
@@ -31,7 +31,7 @@ and calibration, is the operator's (`operator.forecasting.refresh.ForecastRefres
   operator's process, sharing its interpreter; a pool driven without an event loop
   (tests) refreshes in place. The same state and seed give the same forecast in each.
   A replay process that dies or raises fails that refresh (below); the next starts a new
-  one. What if one more were submitted now: `api.forecast_whatif`.
+  one. What if one more were submitted now: `operator.forecasting.whatif`.
 * **Arrivals.** What the replays invent of the workflows not submitted yet is the pool's
   `arrivals` (``--forecast-arrivals``, an ExecutorPool's ``forecastArrivals``): none, or
   `sim.forecast_arrivals.invent`'s ``poisson`` or ``queues``, the one copy `idlegate
@@ -98,9 +98,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from idlegate.api.forecast_request import ForecastRequest, replayed_spec, scheduler_copy
 from idlegate.api.forecast_status import Forecast, Unavailable
 from idlegate.errors import IdlegateError, SpecError
+from idlegate.operator.forecasting.request import ForecastRequest, replayed_spec, scheduler_copy
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.dag import Dag
@@ -570,7 +570,7 @@ class ForecastBook:
         for entry in result.workflows:
             job, payload = owned.get(entry.job_id, (None, None))
             owner = getattr(payload, "owner", None)
-            if job is None or owner is None or job.finish is not None:
+            if job is None or payload is None or owner is None or job.finish is not None:
                 continue  # (ended meanwhile: nothing to show)
             started = started_at(job)
             if job.first_start is None and isinstance(entry, sim_forecast.WorkflowForecast):
@@ -631,7 +631,7 @@ class ForecastBook:
     def coverage(self) -> dict[str, tuple[int, int]]:
         """Per kind (start, finish): of the pool's last resolved forecasts (since the
         operator started), how many held their actual inside the interval shown, and of how
-        many (a what-if's answer says it: `api.forecast_whatif.sureness`)."""
+        many (a what-if's answer says it: `operator.forecasting.whatif.sureness`)."""
         return {which: (sum(held), len(held)) for which, held in self.held.items()}
 
 
