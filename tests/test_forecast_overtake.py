@@ -17,7 +17,6 @@ from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.forecast import PoolForecast, Span, WorkflowForecast
 from idlegate.sim.forecast_overtake import (
     EXACT,
-    MOST_LOAD,
     Overtake,
     arrival_events,
     count_quantile,
@@ -120,9 +119,7 @@ def test_a_waiting_workflow_is_raised_by_higher_priority_arrivals_under_fifo():
     o = Overtake(1, 100.0, ((50.0, 50.0, 0), (100.0, 100.0, 1000)), 1.0)
     (entry,) = widen(result, cluster, o, None).workflows
     assert isinstance(entry, WorkflowForecast)
-    moved = o.stretch(None, 0.0, 100.0)  # (ρ = 1/100 · 100/2 = ½: a wait twice as long)
-    assert moved == pytest.approx(100.0)
-    assert entry.start.high == 110 + moved + o.delay(None, 0.0, 100.0) > 110 + moved
+    assert entry.start.high == 110 + o.delay(None, 0.0, 100.0) > 110
     waiting.priority = 1000  # (of the same priority: none goes ahead under fifo)
     (entry,) = widen(result, cluster, o, None).workflows
     assert entry == result.workflows[0]
@@ -145,34 +142,14 @@ def test_only_waiting_workflows_tops_are_raised():
     )
     o = Overtake(1, 100.0, ((50.0, 50.0, 0), (100.0, 100.0, 0)), 1.0)
     late = o.delay("remaining_work", 100.0, 100.0)
-    moved = o.stretch("remaining_work", 100.0, 100.0)  # (ρ = 1/100 · 50/2 = ¼: 100/3 s)
-    assert late > 0 and moved == pytest.approx(100.0 / 3)
+    assert late > 0
     raised = widen(result, cluster, o, "remaining_work")
     assert raised.workflows[0] == result.workflows[0]
     entry = raised.workflows[1]
     assert isinstance(entry, WorkflowForecast)
-    # the bottom stays; the point and the top move by the stretch, the top by `late` more
-    assert entry.start == Span(90, 100 + moved, 110 + moved + late)
-    assert entry.finish == Span(190, 200 + moved, 210 + moved + late)
+    assert entry.start == Span(90, 100, 110 + late)  # (the point and the bottom stay)
+    assert entry.finish == Span(190, 200, 210 + late)
     assert widen(result, cluster, o, None) is result
-
-
-def test_the_stretch_is_the_wait_over_the_share_the_arrivals_ahead_leave():
-    # 5 events in 100 s (λ = 0.05/s); of the recent arrivals' works 10, 30 and 200 on one
-    # executor, a key of 50 has 10 and 30 ahead: 40/3 s of work ahead per arrival, so
-    # ρ = 0.05 · 40/3 = ⅔ and a wait of 100 s the replays put lasts 100 / (1 − ⅔) = 300 s
-    sizes = ((10.0, 1.0, 0), (30.0, 1.0, 0), (200.0, 1.0, 0))
-    o = Overtake(events=5, exposure=100.0, sizes=sizes, executors=1.0)
-    assert o.load("remaining_work", 50.0) == pytest.approx(2 / 3)
-    assert o.stretch("remaining_work", 50.0, 100.0) == pytest.approx(200.0)
-    assert o.stretch("remaining_work", 5.0, 100.0) == 0.0  # (none ahead)
-    assert o.stretch("remaining_work", 50.0, 0.0) == 0.0  # (no wait)
-    assert o.stretch(None, 50.0, 100.0) == 0.0  # (no order: none ahead)
-    # twice the rate would fill more than the pool: ρ is taken at `MOST_LOAD` (¾), 4×
-    busy = Overtake(events=10, exposure=100.0, sizes=sizes, executors=1.0)
-    assert busy.load("remaining_work", 50.0) == pytest.approx(4 / 3)
-    assert busy.stretch("remaining_work", 50.0, 100.0) == pytest.approx(300.0)
-    assert MOST_LOAD == 0.75
 
 
 def two_events() -> Cluster:
@@ -212,17 +189,9 @@ def test_a_live_pool_asks_its_replays_to_count_being_overtaken():
     # 50 s one (p = ⅓) comes at a rate of Gamma(1, 10): s = 10 / (10 + 140/3) = 3/17 and
     # 1 − (14/17)^(k + 1) ≥ 0.9 first at k = 11, each 50 s on the one executor
     assert without.start.median == pytest.approx(T0 + 150)
-    # and the 50 s one at 1/10 s keeps more than the pool busy: ρ at ¾, a wait 4× as long
-    moved = 3 * 140.0
-    late = 11 * 50.0
-    assert with_it.start == without.start._replace(
-        median=pytest.approx(without.start.median + moved),
-        high=pytest.approx(without.start.high + moved + late),
-    )
-    assert with_it.finish == without.finish._replace(
-        median=pytest.approx(without.finish.median + moved),
-        high=pytest.approx(without.finish.high + moved + late),
-    )
+    assert with_it.start == without.start._replace(high=without.start.high + 11 * 50.0)
+    assert with_it.finish == without.finish._replace(high=without.finish.high + 11 * 50.0)
+    assert with_it.start.median == without.start.median  # (the forecast itself stays)
     refresh.close()
 
 
@@ -247,24 +216,3 @@ def test_a_what_if_counts_being_overtaken_as_the_refresh_does():
     assert asked.overtake == refresh.request().overtake
     assert asked.overtake is not None
     refresh.close()
-
-
-def test_forecast_evaluate_moves_a_waiting_workflow_as_the_live_pool_does():
-    # issue 96, item 5: `forecast evaluate`'s replays invent no arrivals by default, and
-    # its forecasts are moved as a live pool's are, counted from the run's own arrivals
-    from idlegate.evaluation.forecast_eval import overtaken
-    from idlegate.sim.forecast import forecast
-
-    cluster = two_events()
-    rule = SrptScheduler()
-    result = forecast(cluster, rule, seed=0, replays=4)
-    before = result.of(1)
-    after = overtaken(result, cluster, cluster.jobs, rule).of(1)
-    assert isinstance(before, WorkflowForecast) and isinstance(after, WorkflowForecast)
-    assert before.start.median == pytest.approx(T0 + 150)  # (w0 to T0 + 100, w2's 50 s)
-    # as the live pool's (above): ρ past ¾, so a 140 s lead is read 4× as long
-    assert after.start.median == pytest.approx(before.start.median + 3 * 140.0)
-    assert after.finish.median == pytest.approx(before.finish.median + 3 * 140.0)
-    assert after.start.low == before.start.low
-    # copying w0 alone (100 s, not smaller than w1): none goes ahead
-    assert overtaken(result, cluster, cluster.jobs[:1], rule) == result

@@ -42,18 +42,9 @@ from idlegate.policy.portfolio.scheduler import PortfolioScheduler
 from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
-from idlegate.sim.forecast import (
-    BUDGET,
-    PoolForecast,
-    Span,
-    WorkflowUnavailable,
-    forecast,
-    start_quantile,
-)
+from idlegate.sim.forecast import BUDGET, Span, WorkflowUnavailable, forecast, start_quantile
 from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 from idlegate.sim.forecast_calibration import calibrations
-from idlegate.sim.forecast_overtake import Overtake, size_of, widen
-from idlegate.sim.pool import effective_executors
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
 from idlegate.sim.rollout import Future
 
@@ -279,8 +270,6 @@ def evaluate_seed(
             start_quantile=settings.start_at,
             budget=settings.budget,
         )
-        if not settings.invented:  # (and not oracle: the run's own are in its replays)
-            ours = overtaken(ours, cluster, recent, rule)
         plan = forecast(cluster, rule, replays=1, waves=False, horizon=settings.horizon)
         positions = cluster.admission_result()  # (the admission's, as the operator's)
         out.refreshes += 1
@@ -300,20 +289,6 @@ def evaluate_seed(
     engine.run()
     out.actual = {r.id: r for r in engine.cluster.done}
     return out
-
-
-def overtaken(
-    result: PoolForecast, cluster: Cluster, recent: Sequence[Job], rule: Scheduler
-) -> PoolForecast:
-    """`result`, whose replays invented no arrivals, as an operator's pool moves it for the
-    arrivals its own past counts (`sim.forecast_overtake.widen`): from the run's arrival
-    log and its `recent` arrivals, under the replayed `rule`'s order."""
-    sizes = [size_of(j.dag, j.priority) for j in recent]
-    executors = effective_executors(cluster, [j.dag for j in recent])
-    overtake = Overtake.of(cluster.arrival_log, cluster.now, sizes, executors)
-    if overtake is None:
-        return result
-    return widen(result, cluster, overtake, getattr(rule, "order_key", None))
 
 
 def measured_view(cluster: Cluster, tasks: Sequence[TaskRun]) -> Cluster:

@@ -27,17 +27,9 @@ ahead is negative binomial,
 
 and the workflow starts later by the `LEVEL` quantile of N (`count_quantile`) times the
 mean work of those smaller arrivals over the pool's executors (`Overtake.delay`). Its
-start's and its finish's interval tops are raised by that (`widen`); the bottom stays the
-replays'. A rule with no order key (`fifo`, `fair`...) lets only a later arrival of
-higher priority ahead here, and a started workflow is not delayed.
-
-The point forecast moves too, by the *stretch* (issue 96, item 5: after a burst, on one
-queue under `srpt`, every waiting workflow was overtaken and started a median 41 % of its
-wait after its forecast). The arrivals that go ahead keep a share ρ = λ · p · w̄ / E of
-the pool's E executors busy (λ = n/T, p·w̄ the work ahead per arrival), so a wait the
-replays put at L seconds of the pool's work without them lasts L / (1 − ρ): the point
-forecast and both tops move L · ρ / (1 − ρ) later (`Overtake.stretch`), the finish as
-much as the start (it includes the run). ρ is taken at most `MOST_LOAD`.
+start's and its finish's interval tops are raised by that (`widen`); the point forecast
+and the bottom stay the replays'. A rule with no order key (`fifo`, `fair`...) lets only
+a later arrival of higher priority ahead here, and a started workflow is not delayed.
 
 What it does not know: when a stream will send a burst again (each event is one
 workflow), which queue a later arrival joins (any goes ahead by its priority and key),
@@ -73,9 +65,6 @@ LEVEL = HIGH
 EXACT = 200.0
 """Mean counts up to this sum the negative binomial's terms; above it (a long wait on a
 busy stream) its normal approximation gives the quantile (`count_quantile`)."""
-MOST_LOAD = 0.75
-"""The largest share of the pool the arrivals ahead are taken to keep busy (a wait at most
-4 times the replays'): past it a pool's own past rate says little of a queue that grows."""
 KEYS = {"remaining_work": 0, "total_work": 0, "remaining_cp": 1}
 """A rule's order key → the item of a recent arrival's `Size` that is a new arrival's key
 (a new workflow's remaining work is its DAG's total work, its remaining critical path its
@@ -155,37 +144,14 @@ class Overtake:
         no recent arrival goes ahead, or with no wait."""
         if lead <= 0.0:
             return 0.0
-        below, ahead_work = self._ahead(key, own, priority)
-        if below == 0:
-            return 0.0
-        share = below / len(self.sizes)
-        ahead = count_quantile(self.events, self.exposure / (self.exposure + share * lead))
-        return ahead * (ahead_work / below) / self.executors
-
-    def load(self, key: str | None, own: float, priority: int = 0) -> float:
-        """ρ: the share of the pool's executors the arrivals that go ahead of a workflow
-        (as `delay` counts them) keep busy, at the rate of the pool's arrival events: the
-        rate n/T times their work per recent arrival, over `executors`."""
-        _, ahead_work = self._ahead(key, own, priority)
-        return self.events / self.exposure * ahead_work / len(self.sizes) / self.executors
-
-    def stretch(self, key: str | None, own: float, lead: float, priority: int = 0) -> float:
-        """Seconds a workflow whose replays start it `lead` seconds from now starts later
-        at the median, as the arrivals that go ahead of it take their share ρ (`load`, at
-        most `MOST_LOAD`) of the pool meanwhile: its wait is lead / (1 − ρ) (module
-        docstring). 0 with no wait or no arrival ahead."""
-        if lead <= 0.0:
-            return 0.0
-        rho = min(self.load(key, own, priority), MOST_LOAD)
-        return lead * rho / (1.0 - rho)
-
-    def _ahead(self, key: str | None, own: float, priority: int) -> tuple[int, float]:
-        """How many of the recent arrivals go ahead of a workflow of `priority` whose key
-        under the rule's order `key` is `own` (`delay`), and their work in all."""
         index = KEYS.get(key or "")
         keys, works = self._ordered(index)
         below = bisect.bisect_left(keys, (-priority, 0.0 if index is None else own))
-        return below, (works[below - 1] if below else 0.0)
+        if below == 0:
+            return 0.0
+        share = below / len(keys)
+        ahead = count_quantile(self.events, self.exposure / (self.exposure + share * lead))
+        return ahead * (works[below - 1] / below) / self.executors
 
     @cached_property
     def ranked(self) -> bool:
@@ -218,9 +184,8 @@ def widen(
     result: PoolForecast, cluster: Cluster, overtake: Overtake, key: str | None
 ) -> PoolForecast:
     """`result` (a forecast of `cluster`, whose replays invented no arrivals) with each
-    waiting workflow's start and finish moved later by `Overtake.stretch` and their
-    interval tops raised by `Overtake.delay` too, over its wait (from the forecast to its
-    start), by its priority and the rule's order `key`."""
+    waiting workflow's start and finish interval tops raised by `Overtake.delay` over
+    its wait (from the forecast to its start), by its priority and the rule's order `key`."""
     keyed = key is not None and key in KEYS
     if not keyed and not overtake.ranked:
         return result
@@ -232,20 +197,15 @@ def widen(
             out.append(entry)
             continue
         own = getattr(job, key) if keyed and key is not None else 0.0
-        lead = entry.start.median - result.now
-        late = overtake.delay(key, own, lead, job.priority)
-        moved = overtake.stretch(key, own, lead, job.priority)
-        out.append(raised(entry, late, moved))
+        late = overtake.delay(key, own, entry.start.median - result.now, job.priority)
+        out.append(raised(entry, late))
     return PoolForecast(result.now, result.replays, tuple(out), result.events)
 
 
-def raised(entry: WorkflowForecast, late: float, moved: float = 0.0) -> WorkflowForecast:
-    """`entry` with its start and finish `moved` seconds later but for their bottoms (the
-    stretch: `Overtake.stretch`), and their interval tops `late` seconds later still
-    (being overtaken at the top's quantile: `Overtake.delay`): what later arrivals add
-    (`widen`; the paired measurement, benchmarks/live_forecast_paired.py, adds it as the
-    pool would)."""
-    start, finish = entry.start, entry.finish
-    start = start._replace(median=start.median + moved, high=start.high + moved + late)
-    finish = finish._replace(median=finish.median + moved, high=finish.high + moved + late)
+def raised(entry: WorkflowForecast, late: float) -> WorkflowForecast:
+    """`entry` with its start's and finish's interval tops `late` seconds later (the point
+    forecast and the bottom stay the replays'): what being overtaken adds (`widen`; the
+    paired measurement, benchmarks/live_forecast_paired.py, adds it as the pool would)."""
+    start = entry.start._replace(high=entry.start.high + late)
+    finish = entry.finish._replace(high=entry.finish.high + late)
     return dataclasses.replace(entry, start=start, finish=finish)
