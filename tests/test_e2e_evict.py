@@ -43,6 +43,8 @@ from tests.k8s.kubelet import SimKubelet, duration_of
 T = TypeVar("T")
 GRACE = 30
 """The task pods' terminationGracePeriodSeconds (Kubernetes' default)."""
+UNTIL_TOLD = 1e6
+"""A task's run that ends only when the test ends it (`SimKubelet.finish`)."""
 
 
 def in_loop(operator: Operator, fn: Callable[[], T]) -> T:
@@ -124,7 +126,8 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
     # (reclaim: Any): one of x's tasks is evicted within its grace period, y's starts and
     # ends while x's others still run, and x's stopped task runs again: both succeed. With
     # decide: Forecast the stop is judged first, in the replay process, and its Event says
-    # the verdict (x's tasks declared 90 s, within the judge's horizon: they run 400 s)
+    # the verdict (x's tasks declared 90 s, within the judge's horizon: they run until the
+    # test ends them, once y succeeded, so a verdict slow to come never races their end)
     from idlegate.api.queueing import QueueFile
     from idlegate.operator.core import judging as reclaim_judging
     from idlegate.sim.queues import queues_from
@@ -134,8 +137,8 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
 
     lent = {f"x-a-{i}" for i in range(4)}
 
-    def durations(pod: Any) -> float:  # (x's first runs long, every other pod as declared)
-        return 400.0 if pod["metadata"]["name"] in lent else duration_of(pod)
+    def durations(pod: Any) -> float:  # (x's first runs until told, every other as declared)
+        return UNTIL_TOLD if pod["metadata"]["name"] in lent else duration_of(pod)
 
     kubelet.durations = durations
     kubelet.stop_seconds = 5.0
@@ -167,8 +170,9 @@ def test_an_owner_returns_and_the_admission_evicts_a_borrowed_task_for_it(
             y = workflow("y", stage("b", 1, 5))
             y["spec"]["queueName"] = "b"
             api.create(DWF, y, namespace=ns)
-            owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"))
+            owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"), timeout=HANG_SECONDS)
             still = [p for p in sorted(lent) if running(api, ns, p)]
+            kubelet.finish(*still)  # (only now: a slow verdict never races their own end)
             lender = wait_phase(api, ns, "x", ("Succeeded", "Failed"), timeout=60)
     finally:
         monitor.close()
