@@ -32,6 +32,11 @@ many were scored), finish error ÷ the JCT, the 80 % interval's coverage of star
 finishes, and how many forecasts of a waiting workflow gave a finish equal to their
 start (item 6: none may). Each refresh's CPU is recorded too (p50, p99 over the burst's
 and the drain's refreshes).
+
+``stretch --dumps BEFORE.json AFTER.json``: two ``accuracy --dump`` runs of one pool, on
+the code before item 5's stretch and with it, compared forecast by forecast per window:
+the share of the pool the stretch took (`sim.forecast_overtake.Overtake.stretch`), the
+share the actual start needed, and how many later submissions overtook the workflow.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from idlegate.errors import IdlegateError
 from idlegate.evaluation import forecast_eval
 from idlegate.evaluation.comparison import WorkloadOptions, build
 from idlegate.evaluation.forecast_report import figures
@@ -175,8 +181,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
     pools = [p for p in POOLS if p in args.pools.split(",")]
     out: dict[str, Any] = {"burst": [lo, hi], "seed": args.seed, "replays": args.replays}
     for pool in pools:
+        budget = {} if args.budget is None else {"budget": args.budget or None}
         settings = forecast_eval.EvalSettings(
-            "file", "default", options(args.stream, pool), replays=args.replays
+            "file", args.scheduler, options(args.stream, pool), replays=args.replays, **budget
         )
         counted = _Counted(forecast_eval.forecast)
         forecast_eval.forecast = counted  # type: ignore[assignment]
@@ -272,6 +279,60 @@ def _scored(run: forecast_eval.SeedRun, window: tuple[float, float]) -> dict[str
     }
 
 
+# -- the stretch, forecast by forecast ---------------------------------------------------
+
+
+def stretch(args: argparse.Namespace) -> dict[str, Any]:
+    """Per window, from two `--dump`s of the same run (the code before the stretch, then
+    with it): the share ρ the stretch took of each waiting forecast scored (it moved the
+    start m from a lead L: ρ = m / (m + L)), the ρ its actual start needed (1 − L ÷ the
+    wait from the forecast), and how many workflows submitted after the forecast started
+    before it (the ones that overtook it)."""
+    lo, hi = burst_window(args.stream)
+    before, after = (json.loads(Path(p).read_text()) for p in args.dumps)
+    actual = after["actual"]
+    starts = sorted((r[1], r[2]) for r in actual.values())
+    old = {(p[1], p[2]): p for p in before["predictions"] if p[0] == "forecast" and not p[3]}
+    rows: dict[str, list[tuple[float, float, int]]] = {}
+    for p in after["predictions"]:
+        was = old.get((p[1], p[2]))
+        if p[0] != "forecast" or p[3] or was is None:
+            continue
+        made, lead = p[2], was[4][1] - p[2]
+        _, arrival, start, _ = actual[str(p[1])]
+        if start - arrival < 60 or lead <= 0:
+            continue
+        moved = p[4][1] - was[4][1]
+        over = sum(made < a and s < start for a, s in starts)
+        window = _window_of(made, lo, hi)
+        rows.setdefault(window, []).append(
+            (moved / (moved + lead), 1 - lead / (start - made), over)
+        )
+    return {
+        w: {
+            "n": len(v),
+            "rho_taken": float(np.median([r[0] for r in v])),
+            "rho_needed": float(np.median([r[1] for r in v])),
+            "overtaken_by": float(np.median([r[2] for r in v])),
+        }
+        for w, v in rows.items()
+    }
+
+
+def _window_of(made: float, lo: float, hi: float) -> str:
+    if made < lo:
+        return "before"
+    return "burst" if made <= hi else "drain" if made < hi + DRAIN else "after"
+
+
+def show_stretch(now: dict[str, Any]) -> None:
+    for w, got in now.items():
+        print(
+            f"{w:7} n {got['n']:4}  rho taken {got['rho_taken']:.3f}  needed "
+            f"{got['rho_needed']:.3f}  overtaken by {got['overtaken_by']:.0f} (medians)"
+        )
+
+
 # -- printing and the code before ------------------------------------------------------
 
 
@@ -334,21 +395,29 @@ def show_accuracy(now: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("what", choices=("cost", "accuracy"))
+    p.add_argument("what", choices=("cost", "accuracy", "stretch"))
     p.add_argument("--stream", type=Path, required=True)
     p.add_argument("--seed", type=int, default=9601)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--window", default=None, help="LO:HI seconds (cost; default the burst)")
     p.add_argument("--stride", type=int, default=1)
     p.add_argument("--pools", default="queues,one", help="accuracy: queues, one or both")
+    p.add_argument("--scheduler", default="default", help="accuracy: the pool's scheduler")
+    p.add_argument(
+        "--budget", type=int, default=None, help="accuracy: forecast evaluate's --budget"
+    )
     p.add_argument("--against", default=None)
     p.add_argument("--json", default=None, help="write the figures here (- : stdout only)")
     p.add_argument("--dump", default=None, help="accuracy: write every forecast to DUMP.POOL.json")
+    p.add_argument("--dumps", nargs=2, default=None, help="stretch: BEFORE.json AFTER.json")
     return p
 
 
 def main(args: argparse.Namespace) -> None:
-    got = cost(args) if args.what == "cost" else accuracy(args)
+    if args.what == "stretch" and not args.dumps:
+        raise IdlegateError("stretch compares two runs' dumps: give --dumps BEFORE.json AFTER.json")
+    run = {"cost": cost, "accuracy": accuracy, "stretch": stretch}[args.what]
+    got = run(args)
     if args.json == "-":
         print(json.dumps(got))
         return
@@ -356,6 +425,8 @@ def main(args: argparse.Namespace) -> None:
         Path(args.json).write_text(json.dumps(got, indent=1) + "\n")
     if args.what == "cost":
         show_cost(got, before(args, args.against) if args.against else None)
+    elif args.what == "stretch":
+        show_stretch(got)
     else:
         show_accuracy(got)
 
