@@ -105,7 +105,7 @@ def delay(every: Sequence[Outcome], o: Outcome, executors: float, key: str) -> f
     overtake = Overtake.of(log, made, sizes, executors)
     if overtake is None:
         return 0.0
-    own = o.work if KEYS.get(key) == "work" else o.critical_path
+    own = (o.work, o.critical_path)[KEYS[key]]  # (the size item the key orders by)
     return overtake.delay(key, own, o.replayed[0].median - made)
 
 

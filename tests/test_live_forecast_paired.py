@@ -54,6 +54,15 @@ def test_the_delay_is_the_pools_as_it_stood_at_the_forecast():
     assert delay([later, every[1]], every[1], 1.0, "remaining_cp") == 0.0
 
 
+def test_the_delay_sizes_a_workflow_by_what_its_key_orders():
+    # the second's total work is 5 s (its critical path 30 s): by remaining work no arrival
+    # seen is smaller, so none overtakes it; by critical path the 10 s one still does
+    first, second = outcomes()
+    light = dataclasses.replace(second, work=5.0)
+    assert delay([first, light], light, 1.0, "remaining_work") == 0.0
+    assert delay([first, light], light, 1.0, "remaining_cp") == pytest.approx(20.0)
+
+
 def test_the_term_raises_only_the_tops_of_the_same_forecasts():
     run = [("pool", outcomes())]
     without, with_term = shown(run, 1.0, None)[0][1], shown(run, 1.0, "remaining_work")[0][1]
