@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from idlegate.errors import IdlegateError
 from idlegate.flags import description, run_script
 
 EXECUTORS = 96
@@ -227,22 +228,44 @@ def queues_file(reclaim: str | None) -> dict[str, Any]:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description(__doc__))
-    parser.add_argument("--seed", type=int, default=9601)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--hours", type=float, default=8.0)
-    parser.add_argument("--load", type=float, default=0.7)
-    parser.add_argument("--burst", type=int, default=480)
-    parser.add_argument("--burst-at", type=float, default=3600.0)
-    parser.add_argument("--burst-span", type=float, default=120.0)
-    parser.add_argument("--heavy", choices=("alibaba", "generated"), default=None)
-    parser.add_argument("--alibaba-dir", default=None)
-    parser.add_argument("--reclaim", choices=("LowerPriority", "Any"), default=None)
+    add = parser.add_argument
+    add("--seed", type=int, default=9601, help="the stream's seed (default: %(default)s)")
+    add("--out", type=Path, required=True, help="directory for stream.yaml and queues.yaml")
+    add("--hours", type=float, default=8.0, help="the steady arrivals' span (default: 8)")
+    add("--load", type=float, default=0.7, help="the teams' load on 96 executors (default: 0.7)")
+    add("--burst", type=int, default=480, help="small workflows in the burst (default: 480)")
+    add(
+        "--burst-at",
+        type=float,
+        default=3600.0,
+        help="seconds from the start the burst begins, within --hours (default: 3600)",
+    )
+    add("--burst-span", type=float, default=120.0, help="the burst's seconds (default: 120)")
+    add(
+        "--heavy",
+        choices=("alibaba", "generated"),
+        default=None,
+        help="the heavy team's jobs (default: Alibaba's when its data is found)",
+    )
+    add("--alibaba-dir", default=None, help="Alibaba's DAG jobs (default: ../shared/data's)")
+    add(
+        "--reclaim",
+        choices=("LowerPriority", "Any"),
+        default=None,
+        help="every queue's preemption.reclaim in queues.yaml (default: none)",
+    )
     return parser
 
 
 def write(args: argparse.Namespace) -> Path:
     """Write the stream and its queues into `args.out` (the module docstring); the
     stream's path."""
+    if not 0 <= args.burst_at < args.hours * 3600.0:
+        raise IdlegateError(
+            f"--burst-at {args.burst_at:g} is not within the stream's {args.hours:g} h "
+            f"({args.hours * 3600.0:g} s): give a burst that begins before its end, "
+            f"e.g. --burst-at {args.hours * 3600.0 / 3:g}"
+        )
     if args.heavy is None:
         from idlegate.sim.alibaba import default_alibaba_dir
 

@@ -395,18 +395,25 @@ def show_accuracy(now: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description(__doc__))
-    p.add_argument("what", choices=("cost", "accuracy", "stretch"))
-    p.add_argument("--stream", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=9601)
-    p.add_argument("--replays", type=int, default=20)
+    p.add_argument(
+        "what",
+        choices=("cost", "accuracy", "stretch"),
+        help="cost: refreshes' CPU through the burst; accuracy: forecast evaluate per window; "
+        "stretch: two --dump runs matched",
+    )
+    p.add_argument(
+        "--stream", type=Path, required=True, help="a directory benchmarks.burst_stream wrote"
+    )
+    p.add_argument("--seed", type=int, default=9601, help="the runs' seed (default: %(default)s)")
+    p.add_argument("--replays", type=int, default=20, help="replays a refresh (default: 20)")
     p.add_argument("--window", default=None, help="LO:HI seconds (cost; default the burst)")
-    p.add_argument("--stride", type=int, default=1)
+    p.add_argument("--stride", type=int, default=1, help="cost: every Nth arrival (default: 1)")
     p.add_argument("--pools", default="queues,one", help="accuracy: queues, one or both")
     p.add_argument("--scheduler", default="default", help="accuracy: the pool's scheduler")
     p.add_argument(
         "--budget", type=int, default=None, help="accuracy: forecast evaluate's --budget"
     )
-    p.add_argument("--against", default=None)
+    p.add_argument("--against", default=None, help="cost: another checkout's src, timed beside")
     p.add_argument("--json", default=None, help="write the figures here (- : stdout only)")
     p.add_argument("--dump", default=None, help="accuracy: write every forecast to DUMP.POOL.json")
     p.add_argument("--dumps", nargs=2, default=None, help="stretch: BEFORE.json AFTER.json")
@@ -416,6 +423,11 @@ def parser() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     if args.what == "stretch" and not args.dumps:
         raise IdlegateError("stretch compares two runs' dumps: give --dumps BEFORE.json AFTER.json")
+    if not (args.stream / "stream.yaml").is_file():
+        raise IdlegateError(
+            f"{args.stream} holds no stream.yaml: write one first, e.g. "
+            f"python -m benchmarks.burst_stream --seed 9601 --out {args.stream}"
+        )
     run = {"cost": cost, "accuracy": accuracy, "stretch": stretch}[args.what]
     got = run(args)
     if args.json == "-":

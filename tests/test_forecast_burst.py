@@ -81,3 +81,22 @@ def test_no_waiting_workflows_finish_is_its_start() -> None:
         assert late.finish.low <= late.finish.median <= late.finish.high
         clamped += late.start.median >= middle.finish.median  # (the old rule: equal)
     assert clamped  # (the case the old rule got wrong arises on these seeds)
+
+
+def test_the_scripts_refuse_a_burst_past_the_stream_and_a_missing_stream(tmp_path, capsys):
+    """A burst that begins at or after the stream's end, and a cost run over a directory
+    no stream was written to, are one sentence each that says what to give instead."""
+    from benchmarks import burst_stream, forecast_burst
+    from idlegate.flags import run_script
+
+    argv = ["--hours", "1", "--out", str(tmp_path / "s")]
+    with pytest.raises(SystemExit) as ended:
+        run_script(burst_stream.parser(), burst_stream.write, argv)
+    assert ended.value.code == 1
+    said = capsys.readouterr().err
+    assert "--burst-at 3600 is not within the stream's 1 h (3600 s)" in said
+    assert "e.g. --burst-at 1200" in said and not (tmp_path / "s").exists()
+    with pytest.raises(SystemExit) as ended:
+        run_script(forecast_burst.parser(), forecast_burst.main, ["cost", "--stream", "nowhere"])
+    assert ended.value.code == 1
+    assert "nowhere holds no stream.yaml: write one first" in capsys.readouterr().err
