@@ -33,7 +33,7 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   stops nothing; the driver asks the question again when its patience ends (`wake`,
   read by `Admission.next_bound`). Else a task is no victim where its stop would not
   pay: it saves at most E (and within its estimate its remaining), weighed against what
-  it has run at `Calm.ending`, the saving by the claimant's `backlog` (`_ratios`). Neither
+  it has run at `Calm.ending`, the saving by the claimant's `backlog` (`_ratio`). Neither
   holds for the Kueue-like victims. The claimant's wait is its queue's longest of that
   priority (`oldest_waiting`); its patience is at most its queue's wait bound, and past
   the bound neither the ending rule nor the cooldown spares a task.
@@ -152,12 +152,12 @@ class _Unfit(NamedTuple):
 
 class _Spare(NamedTuple):
     """Which running tasks a claimant's choice spares: those stopped within `cooldown`
-    seconds, and by the ending rule at each victim queue's ratio, a stop saving at most
-    `soon` seconds (`idlegate.sim.reclaim_patience.ending`). Past the claimant's wait
-    bound none of them, as the bound would break by as much as a spared task has left."""
+    seconds, and by the ending rule at `ratio` (0: none), a stop saving at most `soon`
+    seconds (`idlegate.sim.reclaim_patience.ending`). Past the claimant's wait bound
+    none of them, as the bound would break by as much as a spared task has left."""
 
     cooldown: float
-    ratios: Mapping[int, float]
+    ratio: float
     soon: float
 
 
@@ -344,14 +344,14 @@ class Reclaimer:
             self.still[q] = _declined(until - now)
             return None, True  # (declined lately: its task waits for borrowed tasks to end)
         cooldown = 0.0 if first.due else self.ledger.calm.cooldown
-        spare = _Spare(cooldown, {}, inf)  # (no ending rule: past its bound, or Kueue-like)
+        spare = _Spare(cooldown, 0.0, inf)  # (no ending rule: past its bound, or Kueue-like)
         if self.victims == "least":
             claim = (q, stage, need)
             soon, waits = self._room_coming(pool, now, queues, claim, wanted, free, nodes, where)
             if waits:
                 return None, True  # (they give it the room within its patience)
             if not first.due:
-                spare = _Spare(cooldown, self._ratios(queues, q, wanted), soon)
+                spare = _Spare(cooldown, self._ratio(queues, q), soon)
         key = None if stage.need is None else stage.need.amounts
         lent = queues.entitled_for(q, key)[1] >= first.tasks
         mine, on = (None, where) if nodes is None else _usable(nodes, where, stage)
@@ -413,15 +413,15 @@ class Reclaimer:
         )
         return back, True
 
-    def _ratios(self, queues: Queues, q: int, wanted: set[int]) -> dict[int, float]:
-        """The ending rule's ratio for the tasks of each queue of `wanted`: `Calm.ending`
-        over what an executor-second given back is worth to claimant `q` (`backlog`: its
-        task's workflow, and its other waiting workflows over the executors it runs). The
-        victims' queues run on quota they borrow, so their own waiting workflows weigh
-        nothing: they have no claim on it (`idlegate.sim.reclaim_patience`, *ending*)."""
+    def _ratio(self, queues: Queues, q: int) -> float:
+        """The ending rule's ratio for claimant `q`'s stops: `Calm.ending` over what an
+        executor-second given back is worth to it (`backlog`: its task's workflow, and its
+        other waiting workflows over the executors it runs). One for every victim: their
+        queues run on quota they borrow, so their own waiting workflows weigh nothing
+        (`idlegate.sim.reclaim_patience`, *ending*)."""
         others = max(0, queues.snapshot.waiting[q] - 1)
         worth = backlog(others, queues.used[q][0] / LOSS_UNIT)  # (pods: the first resource)
-        return dict.fromkeys(wanted, self.ledger.calm.ending / worth)
+        return self.ledger.calm.ending / worth
 
     def _lacks(self, queues: Queues, q: int, stage: Stage) -> tuple[int, bool]:
         """How many tasks of `stage`'s demand queue `q` lacks: those its nominal quota
@@ -471,13 +471,13 @@ class Reclaimer:
     ) -> Reclaim | None:
         """The victims for `claimant` among the running tasks of the `wanted` queues, but
         those `spare` spares (the cooldown and the ending rule)."""
-        cool, ratios, soon, pending = spare.cooldown, spare.ratios, spare.soon, self.pending
+        cool, ratio, soon, pending = spare.cooldown, spare.ratio, spare.soon, self.pending
         rows = (
             r
             for r in pool.running_newest(wanted, now)
             if r[1] not in pending
             and ((t := pool.rerun_of(r[1])) is None or now >= t + cool)
-            and (r[3] or not ending(r[2].duration, now - r[0], ratios.get(r[2].job.queue, 0), soon))
+            and (r[3] or not ending(r[2].duration, now - r[0], ratio, soon))
         )
         ledger = self.ledger
         if self.victims == "kueue":
