@@ -183,7 +183,12 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
     for pool in pools:
         budget = {} if args.budget is None else {"budget": args.budget or None}
         settings = forecast_eval.EvalSettings(
-            "file", args.scheduler, options(args.stream, pool), replays=args.replays, **budget
+            "file",
+            args.scheduler,
+            options(args.stream, pool),
+            replays=args.replays,
+            arrivals=args.arrivals,
+            **budget,
         )
         counted = _Counted(forecast_eval.forecast)
         forecast_eval.forecast = counted  # type: ignore[assignment]
@@ -410,6 +415,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stride", type=int, default=1, help="cost: every Nth arrival (default: 1)")
     p.add_argument("--pools", default="queues,one", help="accuracy: queues, one or both")
     p.add_argument("--scheduler", default="default", help="accuracy: the pool's scheduler")
+    p.add_argument(
+        "--arrivals",
+        choices=("none", "poisson", "queues", "oracle"),
+        default="none",
+        help="accuracy: what the replays invent, as forecast evaluate's --arrivals "
+        "(default: %(default)s)",
+    )
     p.add_argument(
         "--budget", type=int, default=None, help="accuracy: forecast evaluate's --budget"
     )

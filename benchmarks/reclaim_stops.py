@@ -27,6 +27,7 @@ import argparse
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from math import inf
 from typing import Any
 
 import numpy as np
@@ -60,14 +61,18 @@ class Log:
     starts: Counter[tuple[str, float]] = field(default_factory=Counter)
 
 
-def hooked(log: Log, between: tuple[float, float]) -> Callable[[], None]:
+def hooked(log: Log, between: tuple[float, float], most: float = inf) -> Callable[[], None]:
     """Record into `log` what the reclaim stops and the admission starts, the stops kept
-    to instants in `between`; the undo."""
+    to instants in `between` and to the first `most` plans there; the undo."""
     planned, stopped, started = Reclaimer.plan, Reclaimer.stopped, Admission.started
+    made = [0]
 
     def on_plan(self: Reclaimer, pool: Any, now: float, *rest: Any) -> Any:
         got = planned(self, pool, now, *rest)
-        return got if between[0] <= now < between[1] else None
+        if got is None or not between[0] <= now < between[1] or made[0] >= most:
+            return None
+        made[0] += 1
+        return got
 
     def on_stop(self: Reclaimer, plan: Any, pool: Any, now: float, carried: bool) -> None:
         for executor, start in zip(plan.executors, plan.starts, strict=True):
@@ -111,10 +116,15 @@ def room_soon(pool: Any, reclaimer: Reclaimer, queue: str, now: float) -> float:
 
 
 def run(
-    seed: int, spec: str, burst: float, hours: float, between: tuple[float, float]
+    seed: int,
+    spec: str,
+    burst: float,
+    hours: float,
+    between: tuple[float, float],
+    most: float = inf,
 ) -> tuple[Log, float, float, list[float]]:
-    """One row on one seed, stopping only in `between`: its log, the work lost, the
-    executor-seconds run and each workflow's JCT."""
+    """One row on one seed, stopping only in `between` and there at most `most` times:
+    its log, the work lost, the executor-seconds run and each workflow's JCT."""
     workload = build_workload(
         "shared", seed, queues="teams", split="test", burst=burst, hours=hours
     )
@@ -123,7 +133,7 @@ def run(
         workload, queues=tuple(replace(q, preemption=settings) for q in workload.queues)
     )
     log = Log()
-    undo = hooked(log, between)
+    undo = hooked(log, between, most)
     try:
         engine = Engine.for_workload(workload, make_scheduler(spec), seed)
         engine.run()
@@ -173,6 +183,13 @@ def parser() -> argparse.ArgumentParser:
         help="LO,HI: stop only at instants in [LO, HI) s (default: any)",
     )
     p.add_argument(
+        "--most",
+        type=positive_int,
+        default=None,
+        help="carry out at most this many of the reclaim's plans, the first in --between "
+        "(default: all); --most 1 measures what a single stop moves",
+    )
+    p.add_argument(
         "--rows",
         type=rows_of,
         default=list(ROWS),
@@ -190,6 +207,17 @@ def window(text: str) -> tuple[float, float]:
             f"--between takes two numbers of seconds, LO,HI (e.g. 0,3600), not {text!r}"
         ) from None
     return lo, hi
+
+
+def positive_int(text: str) -> int:
+    """`--most`'s count."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--most takes a whole number of 1 or more, not {text!r}")
+    return n
 
 
 def rows_of(text: str) -> list[str]:
@@ -220,7 +248,12 @@ def report(args: argparse.Namespace) -> int:
         logs, lost, busy, jcts = [], 0.0, 0.0, []
         for seed in seed_range(args):
             log, seed_lost, seed_busy, seed_jcts = run(
-                seed, ROWS[label], args.burst, args.hours, args.between
+                seed,
+                ROWS[label],
+                args.burst,
+                args.hours,
+                args.between,
+                inf if args.most is None else args.most,
             )
             logs.append(log)
             lost, busy = lost + seed_lost, busy + seed_busy
