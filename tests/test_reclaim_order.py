@@ -1,6 +1,7 @@
 """The room a stop frees goes to the first queue in the admission's order (issue 96): a
-claimant behind one that waits for room coming soon stops nothing, as its stop would
-serve the first; a claimant past its wait bound goes first. Hand-built pools on the
+claimant behind one whose stops were declined stops nothing, as its stop would serve
+the first; behind one that waits on its patience it may, counting the room the first
+waits for as its own once the first is served; a claimant past its wait bound goes first. Hand-built pools on the
 engine's clock, each checked against the answer worked out by hand.
 
 The pool (5 pods): queue a (nominal 1) runs A, three tasks of 300 s from 0 s, two of them
@@ -46,34 +47,41 @@ def starts(engine: Engine) -> dict[int, float]:
     return first
 
 
-def test_a_claimant_behind_one_waiting_for_room_stops_nothing():
+def test_a_claimant_behind_one_waiting_on_its_patience_stops_once_for_both():
     engine = pool()
     engine.run()
-    # b waits for B1's end (10 s, within its patience); c's stop would only give b that
-    # room sooner, so nothing is stopped until 110 s: then B2 takes B1's room, and c,
-    # first now, stops one of A's lent tasks (run 110 s; c's room comes at 300 s). Before
-    # issue 96 c stopped one of A's tasks at 100 s, whose room went to b, then another
-    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(110.0, 0)]
-    assert starts(engine)[3] == 110.0 and starts(engine)[4] == 110.0
+    # b waits for B1's end (10 s, within its patience); c's room comes only at 300 s, so
+    # c stops one of A's lent tasks at 100 s (run 100 s): B2 takes its room, and B1's end
+    # at 110 s, which b no longer needs, is c's room coming, so c stops nothing more (B2's
+    # own end, at 105 s, comes first and C2 takes it).
+    # Before issue 96 c stopped a second task at 100 s (the first's room went to b); with
+    # the claimants behind waiting for a patient one, c stopped one at 110 s (run 110 s)
+    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(100.0, 0)]
+    assert starts(engine)[3] == 100.0 and starts(engine)[4] == 105.0
 
 
 def test_a_claimant_past_its_bound_comes_first():
-    # c's bound is 5 s: at 105 s C2 is past it, so c goes before b, and its stop is made
-    # then (past its bound the ending rule spares nothing); B2 still waits for B1
+    # c's bound is 5 s, so its patience is too: behind b (patient), c stops one of A's
+    # lent tasks at 100 s and b takes the room; at 105 s C2 is past its bound, goes before
+    # b, and takes B2's room as B2 ends
     engine = pool(c_bound=5.0)
-    engine.run()
-    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(105.0, 0)]
-    assert starts(engine)[4] == 105.0 and starts(engine)[3] == 110.0
-
-
-def test_why_the_claimant_behind_waits_is_said():
-    engine = pool()
     engine.run(105.0)
+    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(100.0, 0)]
+    engine.run()
+    assert starts(engine)[4] == 105.0 and starts(engine)[3] == 100.0
+
+
+def test_a_claimant_behind_one_whose_stops_were_declined_waits_and_is_told_why():
+    engine = pool()
+    engine.run(99.0)
     reclaimer = engine.cluster.admission.reclaimer  # type: ignore[union-attr]
     assert reclaimer is not None
+    reclaimer.declined[1] = 200.0  # (a verdict declined b's stops: b waits for room)
+    engine.run(105.0)
+    assert not events(engine, "preempted")
     said = reclaimer.still_for(2)
     assert said is not None and said.startswith("queue b comes first in the admission's order")
-    assert reclaimer.still_for(1) is not None and "patience holds" in reclaimer.still_for(1)
+    assert reclaimer.still_for(1) is not None and "declined" in reclaimer.still_for(1)
 
 
 def test_a_stop_saves_the_wait_for_all_its_queue_lacks_not_for_its_own_tasks_ends():

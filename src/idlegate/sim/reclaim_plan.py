@@ -16,19 +16,25 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   lowest weighted dominant share. One whose only setting is ``reclaim`` and whose task
   would take it beyond its nominal quota is no claimant (no rule lets it stop a task).
   The room a stop frees goes to the first of them (the admission serves it first), so
-  while one waits for room coming (its patience, or its stops lately declined) the
-  claimants after it stop nothing: their stops would serve it, not them (issue 96: a
-  queue behind another stopped task after task, each one's room taken by the first).
-  They are told so (`still`). One that stops nothing for want of a victim lets the next
-  be tried.
+  while one's stops are declined (a verdict, lately) the claimants after it stop nothing:
+  their stops would serve it, not them (issue 96: a queue behind another stopped task
+  after task, each one's room taken by the first). They are told so (`still`). One that
+  stops nothing for want of a victim, or that waits on its patience, lets the next be
+  tried: the room the patient one waits for then comes to the next, which counts it
+  as its room coming once the first is served (a queue with no ready task gives back
+  the room of its tasks that end, below), so it stops once for both, where it would
+  stop anyway, its victims having run less (issue 96: on `large` a steady team kept
+  waiting behind one that waited on its own tasks, one after another, was held to a ρ
+  of 1.48).
 * *The candidates* are the running tasks of the queues the rules name
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
 * *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's
-  `Calm`): R is when the running tasks of those queues (and of the claimant's own where
-  it has fewer ready tasks than its quota has room for: else they only pass room
-  between its own tasks) are expected to give its task the room without a stop, E when
+  `Calm`): R is when the running tasks of those queues, of the queues with no ready task
+  (their room is given back as they end), and of the claimant's own where it has fewer
+  ready tasks than its quota has room for (else they only pass room between its own
+  tasks) are expected to give its task the room without a stop, E when
   they give back all its queue lacks (`_lacks`). A claimant whose R is within what is left of its patience
   stops nothing; the driver asks the question again when its patience ends (`wake`,
   read by `Admission.next_bound`). Else a task is no victim where its stop would not
@@ -256,9 +262,10 @@ class Reclaimer:
     ) -> Reclaim | None:
         """The stops of the question at `now` (None: none): `claims` are the claiming
         queues' ready tasks of their highest priority (queue, stage, the tasks it starts
-        at once); of those that do not fit, only the first in the admission's order
-        (`queues`: past its bound, within its nominal quota, priority, then weighted
-        dominant share) may stop tasks, as the room a stop frees goes to it."""
+        at once); of those that do not fit, in the admission's order (`queues`: past its
+        bound, within its nominal quota, priority, then weighted dominant share), the
+        first whose stops are chosen, none after one whose stops were declined (the room
+        a stop frees goes to it)."""
         self.wake, self.still = inf, {}
         if not self.ledger.left(now):  # (the budget spent: no choice fits)
             per = self.ledger.calm.per_minute
@@ -282,7 +289,7 @@ class Reclaimer:
             got, waits = self._claim(pool, now, queues, claimant, free, nodes, where)
             if got is not None:
                 return got
-            if waits:  # (the room a later claimant's stop frees would go to it)
+            if waits:  # (declined: the room a later claimant's stop frees would go to it)
                 for other in unfit[i + 1 :]:
                     self.still[other.queue] = _behind(self.queues[claimant.queue].name)
                 return None
@@ -328,9 +335,11 @@ class Reclaimer:
         where: Callable[[int], int | None],
     ) -> tuple[Reclaim | None, bool]:
         """The stops for `first`, a claimant whose task does not fit (`_unfit`), and
-        whether it waits for room coming: none while its queue's stops were lately
-        declined, or while running tasks give it the room within its patience (it waits);
-        else the victims chosen, judged where its queue decides so (None: none)."""
+        whether the claimants after it wait for it: none while its queue's stops were
+        lately declined (they wait), or while running tasks give it the room within its
+        patience (they do not: the room it waits for is theirs once it is served); else
+        the victims chosen, judged where its queue decides so (None: none; declined:
+        they wait)."""
         q, stage, need = first.queue, first.stage, first.need
         used, nominal = queues.used, queues.nominal
         borrowing = {r for r, (u, n) in enumerate(zip(used, nominal, strict=True)) if _above(u, n)}
@@ -348,8 +357,8 @@ class Reclaimer:
         if self.victims == "least":
             claim = (q, stage, need)
             soon, waits = self._room_coming(pool, now, queues, claim, wanted, free, nodes, where)
-            if waits:
-                return None, True  # (they give it the room within its patience)
+            if waits:  # (the room comes within its patience: the next claimant is tried)
+                return None, False
             if not first.due:
                 spare = _Spare(cooldown, self._ratio(queues, q), soon)
         key = None if stage.need is None else stage.need.amounts
@@ -376,10 +385,11 @@ class Reclaimer:
         nodes: list[dict[str, int]] | None,
         where: Callable[[int], int | None],
     ) -> tuple[float, bool]:
-        """When the running tasks (the oldest `SCAN` of `wanted` and of the claimant's
-        queue) give the claimant `claim` (its queue, stage and need) back what a stop
-        would, and whether it waits for them: where room for its task comes back within
-        what is left of its patience (its end is then `wake`, and why is said).
+        """When the running tasks (the oldest `SCAN` of `wanted`, of the queues with no
+        ready task, and of the claimant's queue) give the claimant `claim` (its queue,
+        stage and need) back what a stop would, and whether it waits for them: where room
+        for its task comes back within what is left of its patience (its end is then
+        `wake`, and why is said).
 
         What a stop gives back is room for the tasks its queue lacks (`_lacks`). Without
         it that room comes back as the other queues' tasks end: its own tasks' ends only
@@ -390,7 +400,8 @@ class Reclaimer:
         rooms, on = ([free], where) if nodes is None else _usable(nodes, where, stage)
         lacks, ready = (1, True) if nodes is not None else self._lacks(queues, q, stage)
         giving, coming = [], []
-        for start, executor, task in islice(pool.running_oldest(wanted | {q}), SCAN):
+        idle = {r for r, n in enumerate(queues.snapshot.waiting) if n == 0 and r != q}
+        for start, executor, task in islice(pool.running_oldest(wanted | idle | {q}), SCAN):
             ends = expected_left(task.duration, now - start)
             # (its own tasks' ends give it room only where its ready tasks are fewer)
             if ends is not None and (ready or task.job.queue != q or q in wanted):
