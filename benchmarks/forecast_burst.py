@@ -20,6 +20,11 @@ workflow present, two ways, each timed in CPU seconds of this process:
 * ``operator``: the operator's refresh, within `sim.forecast.BUDGET` events and
   `sim.forecast.SECONDS` of CPU.
 
+With `--arrivals poisson|queues` both ways replay the arrivals the operator's refresh
+invents (`sim.forecast_arrivals.invent`, from the last `TEMPLATES` workflows that
+arrived); the first replay always runs whole, so a refresh may take more than
+`SECONDS` (`--window LO:HI` after the burst's last arrival times its drain).
+
 Printed: per pool and way, the refreshes, their CPU p50, p99 and largest, and the events
 of the largest. `--against SRC` runs the same in a child process on the package at SRC
 (the code before), and prints each figure beside it with the ratio now ÷ before.
@@ -62,6 +67,7 @@ from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.engine import Engine
+from idlegate.sim.forecast_arrivals import TEMPLATES, invent
 
 POOLS = ("queues", "one")
 """The pools a stream runs as: its queues file, or one queue."""
@@ -93,8 +99,12 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
 def cost(args: argparse.Namespace) -> dict[str, Any]:
     lo, hi = _window(args)
     out: dict[str, Any] = {"window": [lo, hi], "stride": args.stride, "replays": args.replays}
+    if args.arrivals != "none":
+        out["arrivals"] = args.arrivals
     for pool in POOLS:
-        out[pool] = _pool_cost(args.stream, pool, lo, hi, args.stride, args.replays, args.seed)
+        out[pool] = _pool_cost(
+            args.stream, pool, (lo, hi), args.stride, args.replays, args.seed, args.arrivals
+        )
     return out
 
 
@@ -106,21 +116,31 @@ def _window(args: argparse.Namespace) -> tuple[float, float]:
 
 
 def _pool_cost(
-    stream: Path, pool: str, lo: float, hi: float, stride: int, replays: int, seed: int
+    stream: Path,
+    pool: str,
+    window: tuple[float, float],
+    stride: int,
+    replays: int,
+    seed: int,
+    arrivals: str = "none",
 ) -> dict[str, Any]:
+    lo, hi = window
     built = build("file", seed, options(stream, pool))
     engine = Engine.for_workload(built, make_scheduler("default"), seed)
     times = sorted({a.time for a in built.jobs if lo <= a.time <= hi})[::stride]
+    seen = _Seen(built.jobs, arrivals != "none")
     waves = built.fidelity.wave_durations
     cache: dict[str, Any] = {}
     spent: dict[str, list[tuple[float, int, int]]] = {"evaluate": [], "operator": []}
     rng = np.random.default_rng(seed)
     for t in times:
-        engine.run(t)
+        seen.run(engine, t)
         cluster = engine.cluster
         assert engine.scheduler is not None
         rule = forecast_eval.replay_scheduler(engine.scheduler, "default", cache)
         s = int(rng.integers(2**63))
+        drawn = invent(arrivals, cluster, seen.recent, replays, rng)
+        futures = None if drawn is None else list(drawn)
         for way, caps in (("evaluate", _evaluate_caps()), ("operator", OPERATOR)):
             got, cpu = timed(
                 functools.partial(
@@ -130,12 +150,31 @@ def _pool_cost(
                     seed=s,
                     replays=replays,
                     waves=waves,
-                    start_quantile=sim_forecast.start_quantile(False),
+                    start_quantile=sim_forecast.start_quantile(futures is not None),
+                    **({} if futures is None else {"futures": futures}),
                     **caps,
                 )
             )
             spent[way].append((cpu, got.events, len(cluster.jobs)))
     return {way: _summary(rows) for way, rows in spent.items()}
+
+
+class _Seen:
+    """The last `TEMPLATES` workflows that arrived (what the operator's refresh copies when
+    it invents arrivals), kept by running the engine to each arrival time on the way to a
+    refresh's (only where `wanted`: else it runs straight there)."""
+
+    def __init__(self, jobs: Sequence[Any], wanted: bool) -> None:
+        self.times = sorted({a.time for a in jobs}) if wanted else []
+        self.recent: list[Any] = []
+
+    def run(self, engine: Engine, until: float) -> None:
+        while self.times and self.times[0] <= until:
+            t = self.times.pop(0)
+            engine.run(t)
+            self.recent.extend(j for j in engine.cluster.jobs if j.arrival == t)
+            del self.recent[:-TEMPLATES]
+        engine.run(until)
 
 
 OPERATOR = {
@@ -359,7 +398,8 @@ def before(args: argparse.Namespace, src: str) -> dict[str, Any]:
 
 def show_cost(now: dict[str, Any], old: dict[str, Any] | None) -> None:
     lo, hi = now["window"]
-    print(f"refresh CPU through the burst, arrivals {lo:g}-{hi:g} s, every {now['stride']}")
+    invented = f", {now['arrivals']} arrivals invented" if "arrivals" in now else ""
+    print(f"refresh CPU at the arrivals of {lo:g}-{hi:g} s, every {now['stride']}{invented}")
     for pool in POOLS:
         for way in ("evaluate", "operator"):
             got = now[pool][way]
@@ -419,8 +459,8 @@ def parser() -> argparse.ArgumentParser:
         "--arrivals",
         choices=("none", "poisson", "queues", "oracle"),
         default="none",
-        help="accuracy: what the replays invent, as forecast evaluate's --arrivals "
-        "(default: %(default)s)",
+        help="what the replays invent, as forecast evaluate's --arrivals (cost: none, "
+        "poisson or queues, as the operator invents them; default: %(default)s)",
     )
     p.add_argument(
         "--budget", type=int, default=None, help="accuracy: forecast evaluate's --budget"
@@ -435,6 +475,11 @@ def parser() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> None:
     if args.what == "stretch" and not args.dumps:
         raise IdlegateError("stretch compares two runs' dumps: give --dumps BEFORE.json AFTER.json")
+    if args.what == "cost" and args.arrivals == "oracle":
+        raise IdlegateError(
+            "cost times the operator's refresh, which invents none, poisson or queues "
+            "arrivals: give --arrivals one of those (oracle is accuracy's only)"
+        )
     if not (args.stream / "stream.yaml").is_file():
         raise IdlegateError(
             f"{args.stream} holds no stream.yaml: write one first, e.g. "

@@ -2,7 +2,7 @@
 ``shared`` scenario: `-w shared` with a queue per team, every queue ``reclaim: Any``):
 why idlegate's victims lost more work than the Kueue-like victims there.
 
-    python benchmarks/reclaim_stops.py --seeds 4 --first-seed 200
+    python -m benchmarks.reclaim_stops --seeds 4 --first-seed 200
 
 Per row (idlegate's victims, the Kueue-like ones), over the seeds: the tasks stopped and
 the work lost (% of all executor-seconds run); how long a victim had run (median, p90);
@@ -17,7 +17,7 @@ how many were of a stopped task's re-run; and the mean JCT of the seeds' workflo
 stops that move the mean JCT), `--rows` runs only some rows. It hooks only what both the
 code before issue 96 and after it have (`Reclaimer.plan`, `Reclaimer.stopped`,
 `Admission.started`), so the same file measures an older checkout:
-``PYTHONPATH=OLD/src:. python benchmarks/reclaim_stops.py`` (outside a checkout, with
+``PYTHONPATH=OLD/src:. python -m benchmarks.reclaim_stops`` (outside a checkout, with
 ``IDLEGATE_SHARED_DATA`` naming the data: else the heavy team's jobs are generated).
 """
 

@@ -1,11 +1,11 @@
 """How the write path's calls flow, from the applier's intents to the API and back (issue 94:
 "the applier zig-zags").
 
-    python benchmarks/write_path.py
+    python -m benchmarks.write_path
 
-Run from a checkout's root with its ``src`` and root on ``PYTHONPATH`` (e.g.
-``PYTHONPATH=$PWD/src:$PWD .venv/bin/python benchmarks/write_path.py``); another checkout's
-code is traced the same way from that checkout's root.
+Run from a checkout's root in its venv; another checkout's code is traced from that
+checkout's root with its ``src`` and root on ``PYTHONPATH`` (e.g.
+``PYTHONPATH=$PWD/src:$PWD .venv/bin/python -m benchmarks.write_path``).
 
 One workflow of one stage of two tasks on a pool of two, on the in-memory API of the unit
 tests (``tests/operator_fakes.py``), from its admission until it has succeeded and its

@@ -100,3 +100,29 @@ def test_the_scripts_refuse_a_burst_past_the_stream_and_a_missing_stream(tmp_pat
         run_script(forecast_burst.parser(), forecast_burst.main, ["cost", "--stream", "nowhere"])
     assert ended.value.code == 1
     assert "nowhere holds no stream.yaml: write one first" in capsys.readouterr().err
+
+
+def test_cost_refuses_oracle_arrivals_the_operator_never_invents(capsys):
+    from benchmarks import forecast_burst
+    from idlegate.flags import run_script
+
+    argv = ["cost", "--stream", "nowhere", "--arrivals", "oracle"]
+    with pytest.raises(SystemExit) as ended:
+        run_script(forecast_burst.parser(), forecast_burst.main, argv)
+    assert ended.value.code == 1
+    assert "give --arrivals one of those (oracle is accuracy's only)" in capsys.readouterr().err
+
+
+def test_the_cost_run_keeps_the_last_arrivals_as_the_operator_copies_them():
+    """`_Seen` runs the engine through each arrival time, so a workflow that came and
+    finished between two refreshes is still among the templates invented arrivals copy."""
+    from benchmarks.forecast_burst import _Seen
+    from idlegate.sim.forecast_arrivals import TEMPLATES
+    from tests.helpers import chain
+
+    jobs = tuple(JobArrival(10.0 * i, f"w{i}", chain(1.0)) for i in range(TEMPLATES + 5))
+    engine = Engine.for_workload(Workload("w", jobs, 2), make_scheduler("fifo"), 0)
+    seen = _Seen(jobs, wanted=True)
+    seen.run(engine, 10.0 * (TEMPLATES + 4) + 5)
+    assert [j.name for j in seen.recent] == [f"w{i}" for i in range(5, TEMPLATES + 5)]
+    assert len(engine.cluster.jobs) == 0  # (each ended long before the refresh's time)
