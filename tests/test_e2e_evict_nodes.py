@@ -39,9 +39,9 @@ from tests.e2e import (
 )
 from tests.k8s.apiserver import NODES, PODS
 from tests.k8s.harness import ApiServer
-from tests.k8s.kubelet import SimKubelet
+from tests.k8s.kubelet import SimKubelet, duration_of
 from tests.k8s.scheduler import node
-from tests.test_e2e_evict import GRACE, running
+from tests.test_e2e_evict import GRACE, UNTIL_TOLD, running
 
 # On an accelerated wall clock, not fake loop time: the real operator, the API emulator
 # and the simulated kubelet run in threads of their own; why: tests/e2e.py, at SPEED.
@@ -56,13 +56,20 @@ TEMPLATE = {
         ],
     }
 }
-DECLARED = 1200.0
-"""The seconds each of queue a's tasks declares and runs in the owner's case (a minute of
-wall time at `SPEED`; KWOK runs a pod for what it declares). The ending rule spares a
-task that has run more than twice what its stop saves, at most what the tasks have left
+DECLARED = 100_000.0
+"""The seconds each of queue a's tasks declares in the owner's case. The ending rule spares
+a task that has run more than twice what its stop saves, at most what the tasks have left
 (`idlegate.sim.reclaim_patience`): declaring 300 s, a setup slower than about 10 s of
-wall time on a loaded machine ran them past that, and nothing was evicted. Declared
-1,200 s, only a setup slower than about 40 s (800 s on the accelerated clock) would."""
+wall time on a loaded machine ran them past that, and nothing was evicted; declaring
+1,200 s, a setup slower than about 40 s would have. Declaring this much, none is near its
+end however slow the setup: the first runs last until the test ends them (`UNTIL_TOLD`,
+once the owner succeeded), a stopped task's re-run for `RERUN` seconds. Where pods run
+what they declare, and no test can end one (KWOK, tests/real), they declare `RUN`."""
+RERUN = 60.0
+RUN = 1200.0
+"""What queue a's tasks declare and run where no test can end them: a minute of wall time
+at `SPEED`, so only a setup slower than about 40 s (800 s on the accelerated clock) runs
+them near enough to their end that the ending rule spares them."""
 KEEP_XD = {
     "metadata": {"name": "keep-xd"},
     "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {LABEL_WORKFLOW: "xd"}}},
@@ -132,14 +139,24 @@ def test_the_owners_pod_gets_a_node_by_evicting_the_cheapest_task_there_a_budget
 ) -> None:
     lent = {p for name in LENT for p in pods_of(name)}
     kubelet.stop_seconds = 5.0  # (a task saving its progress: within its grace period)
+
+    def durations(pod: Any) -> float:  # (the first runs until told, a re-run for RERUN)
+        declared = duration_of(pod)
+        if declared < DECLARED:
+            return declared
+        return UNTIL_TOLD if pod["metadata"]["name"] in lent else RERUN
+
+    told = hasattr(kubelet, "finish")  # (else KWOK: a pod runs what it declares)
+    declared = DECLARED if told else RUN
+    kubelet.durations = durations
     clock = ScaledClock(SPEED)
     monitor, deletions = PodMonitor(api, ns), Deletions(api, ns)
     try:
         with running_operator(api, ns, clock=clock, **lending("Any")):
-            # queue a's tasks declare DECLARED, so that none is spared as near its end
-            # (the ending rule) however slow this setup is on a loaded machine
+            # queue a's tasks declare so much that none is spared as near its end (the
+            # ending rule) however slow this setup is (`DECLARED`; on KWOK, `RUN`)
             for name, tasks in LENT.items():
-                create(api, ns, name, "a", tasks, DECLARED)
+                create(api, ns, name, "a", tasks, declared)
                 wait(lambda n=name: running(api, ns, *pods_of(n)), 30, f"{name}'s tasks running")
             third = node_of(api, ns, "xd-a-0")
             assert {node_of(api, ns, p) for p in pods_of("xc")} == {third}
@@ -151,6 +168,8 @@ def test_the_owners_pod_gets_a_node_by_evicting_the_cheapest_task_there_a_budget
             create(api, ns, "y", "b", 1, 5)
             owner = wait_phase(api, ns, "y", ("Succeeded", "Failed"), timeout=60)
             owners_node = node_of(api, ns, "y-a-0")
+            if told:
+                kubelet.finish(*(p for p in sorted(lent) if running(api, ns, p)))
             ended = {n: wait_phase(api, ns, n, ("Succeeded", "Failed"), 120) for n in LENT}
     finally:
         monitor.close()
