@@ -1,8 +1,9 @@
 """The room a stop frees goes to the first queue in the admission's order (issue 96): a
 claimant behind one whose stops were declined stops nothing, as its stop would serve
 the first; behind one that waits on its patience it may, counting the room the first
-waits for as its own once the first is served; a claimant past its wait bound goes first. Hand-built pools on the
-engine's clock, each checked against the answer worked out by hand.
+waits for as its own once the first is served; a claimant past its wait bound goes
+first. Hand-built pools on the engine's clock, each checked against the answer worked
+out by hand.
 
 The pool (5 pods): queue a (nominal 1) runs A, three tasks of 300 s from 0 s, two of them
 on lent quota; queue b (nominal 2) runs B1, one task of 110 s; queue c (nominal 2) runs C1,
@@ -61,14 +62,18 @@ def test_a_claimant_behind_one_waiting_on_its_patience_stops_once_for_both():
 
 
 def test_a_claimant_past_its_bound_comes_first():
-    # c's bound is 5 s, so its patience is too: behind b (patient), c stops one of A's
-    # lent tasks at 100 s and b takes the room; at 105 s C2 is past its bound, goes before
-    # b, and takes B2's room as B2 ends
+    # b's stops were declined, so c, behind it, stops nothing while b comes first; c's
+    # bound is 5 s: at 105 s C2 is past it, so c goes before b, and its stop is made then
+    # (past its bound the ending rule spares nothing); B2 still waits for B1. Without the
+    # bound c waits behind b, stops nothing, and C2 starts at 115 s, as B2 ends
     engine = pool(c_bound=5.0)
-    engine.run(105.0)
-    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(100.0, 0)]
+    engine.run(99.0)
+    reclaimer = engine.cluster.admission.reclaimer  # type: ignore[union-attr]
+    assert reclaimer is not None
+    reclaimer.declined[1] = 200.0  # (a verdict declined b's stops: b waits for room)
     engine.run()
-    assert starts(engine)[4] == 105.0 and starts(engine)[3] == 100.0
+    assert [(t, job) for t, _k, job, _s, _i in events(engine, "preempted")] == [(105.0, 0)]
+    assert starts(engine)[4] == 105.0 and starts(engine)[3] == 110.0
 
 
 def test_a_claimant_behind_one_whose_stops_were_declined_waits_and_is_told_why():
