@@ -53,6 +53,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ from idlegate.flags import description, run_script
 from idlegate.policy import make_scheduler
 from idlegate.sim import forecast as sim_forecast
 from idlegate.sim.engine import Engine
-from idlegate.sim.forecast_arrivals import TEMPLATES, invent
+from idlegate.sim.forecast_arrivals import TEMPLATES, arrived, invent
 
 POOLS = ("queues", "one")
 """The pools a stream runs as: its queues file, or one queue."""
@@ -165,15 +166,14 @@ class _Seen:
     refresh's (only where `wanted`: else it runs straight there)."""
 
     def __init__(self, jobs: Sequence[Any], wanted: bool) -> None:
-        self.times = sorted({a.time for a in jobs}) if wanted else []
-        self.recent: list[Any] = []
+        self.times = deque(sorted({a.time for a in jobs}) if wanted else [])
+        self.recent: deque[Any] = deque(maxlen=TEMPLATES)
 
     def run(self, engine: Engine, until: float) -> None:
         while self.times and self.times[0] <= until:
-            t = self.times.pop(0)
+            t = self.times.popleft()
             engine.run(t)
-            self.recent.extend(j for j in engine.cluster.jobs if j.arrival == t)
-            del self.recent[:-TEMPLATES]
+            arrived(self.recent, engine.cluster.jobs, t)
         engine.run(until)
 
 

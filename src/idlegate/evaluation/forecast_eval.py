@@ -28,6 +28,7 @@ last `RECENT` finished workflows (the workflow's critical path before any finish
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from math import inf
@@ -43,7 +44,7 @@ from idlegate.sim.cluster import Cluster
 from idlegate.sim.durations import MeasuredDurations
 from idlegate.sim.engine import Engine, TaskRun, Workload
 from idlegate.sim.forecast import BUDGET, Span, WorkflowUnavailable, forecast, start_quantile
-from idlegate.sim.forecast_arrivals import TEMPLATES, invent
+from idlegate.sim.forecast_arrivals import TEMPLATES, arrived, invent
 from idlegate.sim.forecast_calibration import calibrations
 from idlegate.sim.protocol import Job, JobRecord, Scheduler
 from idlegate.sim.rollout import Future
@@ -239,7 +240,7 @@ def evaluate_seed(
     waves = built.fidelity.wave_durations
     rng = np.random.default_rng(seed)
     out = SeedRun(seed)
-    watch, recent = Watch(), list[Job]()
+    watch, recent = Watch(), deque[Job](maxlen=TEMPLATES)
     cache: dict[str, Scheduler] = {}
     tuning = Tuning(settings.invented)
     points = list(checkpoints(built, settings.every))
@@ -250,10 +251,7 @@ def evaluate_seed(
         cluster = engine.cluster
         watch.see(cluster)
         tuning.resolve(watch)
-        for job in cluster.jobs:
-            if job.arrival == t:
-                recent.append(job)
-        del recent[:-TEMPLATES]
+        arrived(recent, cluster.jobs, t)
         asked = [j for j in cluster.jobs if j.arrival == t or (periodic and j.first_start is None)]
         if not asked:
             continue

@@ -27,6 +27,7 @@ gives the same futures.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import inf
@@ -110,6 +111,14 @@ def templates(jobs: Iterable[Template]) -> tuple[Recent, ...]:
         if all(known_duration(recent.payload, job.dag, i) for i in range(job.dag.num_stages)):
             out.append(recent)
     return tuple(out)
+
+
+def arrived(recent: deque[Any], jobs: Iterable[Template], now: float) -> None:
+    """Add to `recent` (a ``deque(maxlen=TEMPLATES)``, oldest first) the `jobs` that
+    arrived at `now`: the last arrivals `invent` copies, kept by a driver that steps to
+    each arrival time (`evaluation.forecast_eval`, the benchmarks), as the operator's book
+    keeps them as they come (`ForecastBook.recent`)."""
+    recent.extend(job for job in jobs if job.arrival == now)
 
 
 def invent(
