@@ -65,13 +65,14 @@ def hooked(log: Log, between: tuple[float, float], most: float = inf) -> Callabl
     """Record into `log` what the reclaim stops and the admission starts, the stops kept
     to instants in `between` and to the first `most` plans there; the undo."""
     planned, stopped, started = Reclaimer.plan, Reclaimer.stopped, Admission.started
-    made = [0]
+    made = 0
 
     def on_plan(self: Reclaimer, pool: Any, now: float, *rest: Any) -> Any:
+        nonlocal made
         got = planned(self, pool, now, *rest)
-        if got is None or not between[0] <= now < between[1] or made[0] >= most:
+        if got is None or not between[0] <= now < between[1] or made >= most:
             return None
-        made[0] += 1
+        made += 1
         return got
 
     def on_stop(self: Reclaimer, plan: Any, pool: Any, now: float, carried: bool) -> None:
@@ -179,13 +180,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--between",
         type=window,
-        default=(0.0, float("inf")),
+        default=(0.0, inf),
         help="LO,HI: stop only at instants in [LO, HI) s (default: any)",
     )
     p.add_argument(
         "--most",
         type=positive_int,
-        default=None,
+        default=inf,
         help="carry out at most this many of the reclaim's plans, the first in --between "
         "(default: all); --most 1 measures what a single stop moves",
     )
@@ -253,7 +254,7 @@ def report(args: argparse.Namespace) -> int:
                 args.burst,
                 args.hours,
                 args.between,
-                inf if args.most is None else args.most,
+                args.most,
             )
             logs.append(log)
             lost, busy = lost + seed_lost, busy + seed_busy
