@@ -30,19 +30,19 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   (`idlegate.sim.reclaim_rules.eligible`: the borrowing queues, or the claimant's own),
   read only from those queues: a task of a queue that neither borrows nor is the
   claimant's is never read, nor one that started at this instant (it has run nothing).
-* *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's
-  `Calm`): R is when the running tasks of those queues, of the queues with no ready task
-  (their room is given back as they end), and of the claimant's own where it has fewer
-  ready tasks than its quota has room for (else they only pass room between its own
-  tasks) are expected to give its task the room without a stop, E when
-  they give back all its queue lacks (`_lacks`). A claimant whose R is within what is left of its patience
-  stops nothing; the driver asks the question again when its patience ends (`wake`,
-  read by `Admission.next_bound`). Else a task is no victim where its stop would not
-  pay: it saves at most E (and within its estimate its remaining), weighed against what
-  it has run at `Calm.ending`, the saving by the claimant's `backlog` (`_ratio`). Neither
-  holds for the Kueue-like victims. The claimant's wait is its queue's longest of that
-  priority (`oldest_waiting`); its patience is at most its queue's wait bound, and past
-  the bound neither the ending rule nor the cooldown spares a task.
+* *Room coming, patience and pay* (`idlegate.sim.reclaim_patience`, the ledger's `Calm`):
+  R is when the running tasks of those queues, of the queues with no ready task (their
+  room is given back as they end), and of the claimant's own where it has fewer ready
+  tasks than its quota has room for (else they only pass room between its own tasks) are
+  expected to give its task the room without a stop, E when they give back all its queue
+  lacks (`_lacks`). A claimant whose R is within what is left of its patience stops
+  nothing, and the next claimant is tried; the driver asks the question again when its
+  patience ends (`wake`, read by `Admission.next_bound`). Else a task is no victim where
+  its stop would not pay: it saves at most E (and within its estimate its remaining),
+  weighed against what it has run at `Calm.ending`, the saving by the claimant's `backlog`
+  (`_ratio`). Neither holds for the Kueue-like victims. The claimant's wait is its queue's
+  longest of that priority (`oldest_waiting`); its patience is at most its queue's wait
+  bound, and past the bound neither the ending rule nor the cooldown spares a task.
 * *The victims* are the ledger's choice (`idlegate.sim.reclaim_ledger.calm_victims`:
   cooldown, budget, grace) of the least work lost (`idlegate.sim.reclaim.choose_victims`),
   or with ``victims="kueue"`` the Kueue-like baseline's
@@ -52,7 +52,8 @@ Semantics, at each question of a pool where some queue's ``preemption`` is not `
   victims judged before they are stopped, where the driver gave a judge (`judge`, the
   simulator's engine: `idlegate.sim.reclaim_forecast`): a verdict that declines stops
   nothing for it nor for the claimants after it (its task waits for the room as
-  borrowed tasks end), and its queue is not judged again for `RECHECK` seconds; one that lets them go ahead rides on the plan (`Reclaim.verdict`).
+  borrowed tasks end), and its queue is not judged again for `RECHECK` seconds; one
+  that lets them go ahead rides on the plan (`Reclaim.verdict`).
   Without a judge (a fork, the operator) the rules decide; the operator then judges the
   stops asked off its loop (`idlegate.operator.core.judging`) and `withdraw`s those its
   verdict declines.
